@@ -1,0 +1,281 @@
+"""The turn loop: user text → model → tool calls → results → model → spoken reply.
+
+One :class:`Conversation` keeps the history of one conversation and runs turns on one
+:class:`~agent.llm.ChatModel`. A turn is at most ``max_tool_rounds`` model rounds; each
+round's tool calls run (validated, never raising) and their results go back to the model.
+The last allowed round offers no tools, so every turn ends in speech.
+
+Two tool-call paths, chosen by ``[llm] tool_format`` (``auto`` picks from the GGUF):
+
+* ``grammar`` — models without a tool format (the embedded SmolLM2): the reply is JSON
+  constrained by a grammar built from the skills' schemas (:mod:`agent.toolgrammar`).
+* ``bolt`` / ``hermes`` — models with native markup: tools go into the chat template and
+  the reply is parsed by the streaming parsers of :mod:`agent.toolparse`.
+
+Speech streams out through ``on_text`` (text deltas as the model writes them); tool calls
+and results go out as events through ``emit``. Guards: identical repeated calls are
+answered with a warning after 3 and stop the turn after 5; unknown tools and bad
+arguments become error results the model sees. History is a list of OpenAI-style dicts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.config import LLMConfig
+from agent.events import Event, ToolCall, ToolResult
+from agent.llm import ChatModel, Generation
+from agent.skills import SkillContext, SkillRegistry, ToolOutcome
+from agent.toolgrammar import SayStreamer, parse_reply, reply_schema, tools_prompt
+
+log = logging.getLogger(__name__)
+
+REPEAT_WARN = 3
+REPEAT_STOP = 5
+
+
+@dataclass
+class TurnResult:
+    """What one turn produced.
+
+    Attributes:
+        text: The full reply text to speak (no markup).
+        calls: ``(name, arguments, outcome)`` per tool call, in order.
+        ttft_ms: First round's time to first token, ms.
+        llm_ms: Time spent in the model over all rounds, ms.
+        prompt_tokens: Prompt tokens evaluated over all rounds (KV-cache reuse excluded).
+        rounds: Model rounds run.
+        problems: Messages about malformed output or stopped loops.
+    """
+
+    text: str = ""
+    calls: list[tuple[str, dict[str, Any], ToolOutcome]] = field(default_factory=list)
+    ttft_ms: float = 0.0
+    llm_ms: float = 0.0
+    prompt_tokens: int = 0
+    rounds: int = 0
+    problems: list[str] = field(default_factory=list)
+
+
+def resolve_format(cfg_format: str, model: ChatModel) -> str:
+    """The tool-call format to use: the config's, or one detected from the GGUF for ``auto``."""
+    if cfg_format != "auto":
+        return cfg_format
+    from agent.toolparse import detect_format
+
+    fmt = detect_format(model.template if model.has_template else None, model.architecture)
+    return fmt if fmt in ("bolt", "hermes") else "grammar"
+
+
+class Conversation:
+    """History plus the turn loop for one conversation.
+
+    Args:
+        model: The chat model.
+        registry: Skills offered as tools.
+        ctx: Handed to skills.
+        cfg: ``[llm]`` settings (system prompt, rounds, format).
+        emit: Receives ``ToolCall``/``ToolResult`` events.
+    """
+
+    def __init__(self, model: ChatModel, registry: SkillRegistry, ctx: SkillContext, cfg: LLMConfig,
+                 emit: Callable[[Event], None] | None = None) -> None:
+        self.model = model
+        self.registry = registry
+        self.ctx = ctx
+        self.cfg = cfg
+        self.emit = emit or (lambda e: None)
+        self.format = resolve_format(cfg.tool_format, model)
+        self.history: list[dict[str, Any]] = []
+        self._grammars: dict[bool, Any] = {}
+
+    # --- prompt ---------------------------------------------------------------------
+    def system_prompt(self) -> str:
+        """The system prompt as sent (grammar mode appends the tool list and reply format)."""
+        if self.format == "grammar" and self.registry.skills:
+            return f"{self.cfg.system_prompt}\n{tools_prompt(list(self.registry.skills.values()))}"
+        return self.cfg.system_prompt
+
+    def render(self, allow_tools: bool = True) -> str:
+        """Render the system prompt and history for the next model round."""
+        messages = [{"role": "system", "content": self.system_prompt()}]
+        if self.format == "grammar":
+            messages += _as_grammar_messages(self.history)
+            return self.model.render(messages)
+        from agent.messages import normalize_for_template
+
+        msgs = normalize_for_template(messages + self.history, self.model.template)
+        tools = self.registry.tool_schemas() if allow_tools else None
+        return self.model.render(msgs, tools=tools)
+
+    def _grammar(self, allow_tools: bool) -> Any:
+        if allow_tools not in self._grammars:
+            from llama_cpp import LlamaGrammar
+
+            schema = reply_schema(list(self.registry.skills.values()), allow_tools)
+            self._grammars[allow_tools] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+        return self._grammars[allow_tools]
+
+    def warmup(self) -> float:
+        """Evaluate the static prompt prefix once (fills the KV cache, pays first-batch cost); ms."""
+        self.history.append({"role": "user", "content": "Hello."})
+        try:
+            return self.model.warmup(self.render())
+        finally:
+            self.history.pop()
+
+    # --- the turn ---------------------------------------------------------------------
+    def turn(self, text: str, turn_id: int, state: str | None = None,
+             on_text: Callable[[str], None] | None = None, cancel: threading.Event | None = None) -> TurnResult:
+        """Run one user turn to the end.
+
+        Args:
+            text: What the user said.
+            turn_id: Turn number for events.
+            state: Dynamic app state (time, robot, scene) added to this user message only,
+                so the earlier prompt stays byte-identical for KV-cache reuse.
+            on_text: Receives speech text deltas as they are generated.
+            cancel: Set to stop generation (barge-in); the turn ends with what was produced.
+
+        Returns:
+            The :class:`TurnResult`; never raises for model or tool problems.
+        """
+        content = f"{text}\n\n[{state}]" if state else text
+        self.history.append({"role": "user", "content": content})
+        res = TurnResult()
+        seen: dict[str, int] = {}
+        spoken: list[str] = []
+        for rnd in range(self.cfg.max_tool_rounds):
+            allow_tools = rnd < self.cfg.max_tool_rounds - 1 and bool(self.registry.skills)
+            res.rounds += 1
+            gen = Generation()
+            try:
+                say, calls, problem = self._round(allow_tools, gen, on_text, cancel)
+            except Exception as e:  # a model failure must not lose the conversation
+                log.exception("turn %d: model round failed", turn_id)
+                res.problems.append(f"model error: {e}")
+                say, calls, problem = "Sorry, I had a problem thinking about that.", [], ""
+                if on_text:
+                    on_text(say)
+            res.llm_ms += gen.total_ms
+            res.prompt_tokens += gen.prompt_tokens
+            if rnd == 0:
+                res.ttft_ms = gen.ttft_ms
+            if problem:
+                res.problems.append(problem)
+            if say:
+                spoken.append(say)
+            self.history.append(self._assistant_message(say, calls))
+            if not calls or (cancel is not None and cancel.is_set()):
+                break
+            stop_turn = False
+            for i, call in enumerate(calls):
+                key = json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
+                seen[key] = seen.get(key, 0) + 1
+                call_id = f"t{turn_id}r{rnd}c{i}"
+                self.emit(ToolCall(turn_id, call["name"], call["arguments"], call_id))
+                if seen[key] >= REPEAT_STOP:
+                    outcome = ToolOutcome(False, f"{call['name']} was called {seen[key]} times with the same "
+                                                 f"arguments; stopped")
+                    stop_turn = True
+                elif seen[key] >= REPEAT_WARN:
+                    outcome = ToolOutcome(False, f"{call['name']} already ran {seen[key] - 1} times with these "
+                                                 f"arguments this turn; do not call it again, answer the user")
+                else:
+                    outcome = self.registry.call(call["name"], call["arguments"], self.ctx)
+                self.emit(ToolResult(turn_id, call["name"], outcome.ok, outcome.result, call_id))
+                res.calls.append((call["name"], call["arguments"], outcome))
+                self.history.append({"role": "tool", "name": call["name"], "tool_call_id": call_id,
+                                     "content": json.dumps(outcome.result, default=str)
+                                     if outcome.ok else f"ERROR: {outcome.result}"})
+            if stop_turn:
+                res.problems.append("stopped a repeated tool call loop")
+                break
+        res.text = _join_unique(spoken)
+        return res
+
+    def _round(self, allow_tools: bool, gen: Generation, on_text: Callable[[str], None] | None,
+               cancel: threading.Event | None) -> tuple[str, list[dict[str, Any]], str]:
+        prompt = self.render(allow_tools)
+        if self.format == "grammar":
+            streamer = SayStreamer()
+            for piece in self.model.stream(prompt, gen, grammar=self._grammar(allow_tools), cancel=cancel):
+                delta = streamer.feed(piece)
+                if delta and on_text:
+                    on_text(delta)
+            return parse_reply(gen.text)
+        from agent.toolparse import ParsedToolCall, TextDelta, ToolCallError, make_parser
+
+        parser = make_parser(self.format)
+        text, calls, problems = [], [], []
+
+        def handle(evs: list[Any]) -> None:
+            for ev in evs:
+                if isinstance(ev, TextDelta):
+                    text.append(ev.text)
+                    if on_text:
+                        on_text(ev.text)
+                elif isinstance(ev, ParsedToolCall):
+                    calls.append({"name": ev.name, "arguments": ev.arguments})
+                elif isinstance(ev, ToolCallError):
+                    problems.append(ev.message)
+
+        for piece in self.model.stream(prompt, gen, cancel=cancel):
+            handle(parser.feed(piece))
+        handle(parser.close())
+        return "".join(text).strip(), calls, "; ".join(problems)
+
+    def _assistant_message(self, say: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+        msg: dict[str, Any] = {"role": "assistant", "content": say}
+        if calls:
+            msg["tool_calls"] = [{"type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                 for c in calls]
+        return msg
+
+    def truncate_last_reply(self, heard: str) -> None:
+        """Keep only ``heard`` of the last assistant message (barge-in: the rest was never played)."""
+        for msg in reversed(self.history):
+            if msg["role"] == "assistant":
+                msg["content"] = heard
+                return
+
+
+def _as_grammar_messages(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History in the JSON shape the grammar path's model produces; tool results as user text."""
+    out: list[dict[str, Any]] = []
+    for m in history:
+        if m["role"] == "assistant":
+            calls = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
+                     for c in m.get("tool_calls", [])]
+            out.append({"role": "assistant", "content": json.dumps({"tool_calls": calls, "say": m["content"]})})
+        elif m["role"] == "tool":
+            line = f"Result of {m['name']}: {m['content']}"
+            if out and out[-1]["role"] == "user" and out[-1]["content"].startswith("Result of "):
+                out[-1] = {"role": "user", "content": out[-1]["content"] + "\n" + line}
+            else:
+                out.append({"role": "user", "content": line})
+        else:
+            out.append({"role": m["role"], "content": m["content"]})
+    return out
+
+
+def _join_unique(parts: list[str]) -> str:
+    seen, out = set(), []
+    for p in parts:
+        key = p.strip().lower()
+        if key and key not in seen:
+            seen.add(key)
+            out.append(p.strip())
+    return " ".join(out)
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """Run ``fn`` and return ``(result, elapsed ms)``."""
+    t0 = time.perf_counter()
+    return fn(), (time.perf_counter() - t0) * 1000.0

@@ -1,0 +1,62 @@
+"""Inputs for ``bolt-agent demo``: recorded robot commands, or built-in ones synthesized once.
+
+With the shared fixtures present the demo plays their spoken commands
+(``fixtures/commands/manifest.json``). Without them it synthesizes a few built-in
+utterances with the packaged piper voice at first run and caches them under
+``$XDG_CACHE_HOME/bolt-agent/demo`` (``~/.cache`` by default).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from agent.audio import write_wav
+from agent.tts import PiperTTS
+
+DEMO_FILES = ("wave_right.wav", "look_left.wav", "time.wav", "nod.wav", "joke.wav", "stop.wav")
+BUILTIN_UTTERANCES = (
+    ("wave_right", "Hey robot, wave your right hand."),
+    ("look_left", "Please look to the left."),
+    ("time", "What time is it?"),
+    ("nod", "Nod your head if you can hear me."),
+    ("joke", "Tell me a short joke."),
+)
+
+
+def cache_dir() -> Path:
+    """Folder for cached demo audio."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "bolt-agent" / "demo"
+
+
+def demo_inputs(fixtures: Path | None, tts: PiperTTS) -> tuple[list[tuple[Path, str]], str]:
+    """The demo's spoken user turns.
+
+    Args:
+        fixtures: The shared fixtures folder, or None.
+        tts: Voice used to synthesize the built-in utterances when fixtures are absent.
+
+    Returns:
+        ``([(wav path, text said)], where they came from)``.
+    """
+    if fixtures is not None and (fixtures / "commands" / "manifest.json").is_file():
+        manifest = json.loads((fixtures / "commands" / "manifest.json").read_text())
+        by_file = {m["file"]: m["text"] for m in manifest}
+        picked = [(fixtures / "commands" / f, by_file[f]) for f in DEMO_FILES if f in by_file]
+        if picked:
+            return picked, str(fixtures / "commands")
+    folder = cache_dir()
+    out = []
+    for stem, text in BUILTIN_UTTERANCES:
+        path = folder / f"{stem}.wav"
+        if not path.exists():
+            import numpy as np
+
+            chunks = [c.audio for c in tts.synthesize(text)]
+            lead = np.zeros(int(0.3 * tts.sample_rate), dtype=np.int16)  # silence around speech, as recorded
+            tail = np.zeros(int(0.6 * tts.sample_rate), dtype=np.int16)
+            write_wav(path, np.concatenate([lead, *chunks, tail]), tts.sample_rate)
+        out.append((path, text))
+    return out, f"built-in utterances synthesized into {folder}"

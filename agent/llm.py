@@ -1,0 +1,214 @@
+"""The chat model: llama-cpp-python with the GGUF's own chat template.
+
+One :class:`ChatModel` owns one ``llama_cpp.Llama`` (one generation at a time; callers run
+it on one worker thread). Prompts are rendered with the template stored in the GGUF
+(``tokenizer.chat_template``) through llama-cpp-python's ``Jinja2ChatFormatter``, which
+passes extra keyword arguments (``enable_thinking``, ``conversational_mode``) into the
+template. Tokens are streamed as text pieces (llama-cpp-python holds back bytes of a
+multi-byte UTF-8 character split across tokens until it is whole).
+
+KV cache: llama.cpp reuses the longest common token prefix with the previous call, so a
+byte-stable system prompt + tool definitions costs nothing after the first turn;
+:attr:`Generation.prompt_tokens` reports how many tokens were actually evaluated.
+
+Warm-up: llama.cpp's first multi-token batch on a freshly loaded model costs 10-30 s on a
+small CPU (measured here, see NOTES.md); :meth:`ChatModel.warmup` pays it at start.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.config import LLMConfig
+
+log = logging.getLogger(__name__)
+
+
+class LLMError(Exception):
+    """The model file could not be loaded or its template rendered; the message says why."""
+
+
+@dataclass
+class Generation:
+    """Statistics of one generation, filled in while streaming.
+
+    Attributes:
+        prompt_tokens: Prompt tokens evaluated (not reused from the KV cache).
+        completion_tokens: Tokens generated.
+        ttft_ms: Time from the call to the first generated piece, ms.
+        total_ms: Whole generation, ms.
+        text: Everything generated.
+        cancelled: Stopped early by the cancel event.
+    """
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    ttft_ms: float = 0.0
+    total_ms: float = 0.0
+    text: str = ""
+    cancelled: bool = False
+    finish_reason: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ChatModel:
+    """A GGUF chat model with its template.
+
+    Args:
+        model_path: GGUF file.
+        cfg: ``[llm]`` settings (n_ctx, threads, n_gpu_layers, sampling).
+
+    Raises:
+        LLMError: the file is not a loadable GGUF.
+    """
+
+    def __init__(self, model_path: Path, cfg: LLMConfig) -> None:
+        from llama_cpp import Llama
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        self.cfg = cfg
+        self.path = Path(model_path)
+        try:
+            self.llm = Llama(model_path=str(model_path), n_ctx=cfg.n_ctx, n_threads=cfg.threads,
+                             n_threads_batch=cfg.threads, n_gpu_layers=cfg.n_gpu_layers, n_batch=cfg.n_batch,
+                             seed=cfg.seed, verbose=False)
+        except (ValueError, RuntimeError, OSError) as e:
+            raise LLMError(f"{model_path}: cannot load the model as GGUF ({e}); check the file or the "
+                           f"[llm] model setting") from None
+        meta = self.llm.metadata
+        self.architecture = meta.get("general.architecture", "")
+        self.template = meta.get("tokenizer.chat_template") or _FALLBACK_TEMPLATE
+        self.has_template = "tokenizer.chat_template" in meta
+        self.bos_text = self._piece(self.llm.token_bos())
+        self.eos_text = self._piece(self.llm.token_eos())
+        self._formatter = Jinja2ChatFormatter(self.template, eos_token=self.eos_text, bos_token=self.bos_text)
+        self._lock = threading.Lock()
+
+    def _piece(self, token: int) -> str:
+        if token < 0:
+            return ""
+        return self.llm.detokenize([token], special=True).decode("utf-8", errors="ignore")
+
+    # --- prompt -----------------------------------------------------------------------
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+               **template_vars: Any) -> str:
+        """Render messages (and tools) with the GGUF's chat template, ending in the generation prompt.
+
+        Raises:
+            LLMError: the template rejected the messages (e.g. roles out of order).
+        """
+        try:
+            return self._formatter(messages=messages, tools=tools or None, **template_vars).prompt
+        except Exception as e:  # jinja2 raises its own types, and templates call raise_exception()
+            raise LLMError(f"chat template of {self.path.name} rejected the conversation: {e}") from None
+
+    def tokenize(self, text: str) -> list[int]:
+        """Tokens of a rendered prompt (special tokens parsed; BOS added only if the text lacks it)."""
+        toks = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        bos = self.llm.token_bos()
+        if bos >= 0 and self.llm.metadata.get("tokenizer.ggml.add_bos_token", "true") != "false" \
+                and (not toks or toks[0] != bos) and not self.bos_text == "":
+            toks = [bos, *toks]
+        return toks
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens ``text`` takes in this model's vocabulary."""
+        return len(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def _cached_prefix(self, tokens: list[int]) -> int:
+        n = 0
+        cached = self.llm.input_ids[: self.llm.n_tokens]
+        for a, b in zip(cached, tokens):
+            if a != b:
+                break
+            n += 1
+        return n
+
+    # --- generation -------------------------------------------------------------------
+    def stream(self, prompt: str, gen: Generation, *, grammar: Any = None, max_tokens: int | None = None,
+               stop: list[str] | None = None, cancel: threading.Event | None = None,
+               temperature: float | None = None) -> Iterator[str]:
+        """Generate text pieces for a rendered prompt.
+
+        Args:
+            prompt: Rendered prompt (from :meth:`render`).
+            gen: Filled in with token counts and timings as the stream runs.
+            grammar: A ``llama_cpp.LlamaGrammar`` constraining the output, or None.
+            max_tokens: Cap on generated tokens (default from config).
+            stop: Strings that end generation (not included in the output).
+            cancel: When set, generation stops after the current token.
+            temperature: Override of the configured temperature.
+
+        Yields:
+            Text pieces (whole UTF-8 characters), in order.
+
+        Raises:
+            LLMError: the prompt does not fit in ``n_ctx``.
+        """
+        tokens = self.tokenize(prompt)
+        limit = max_tokens or self.cfg.max_tokens
+        if len(tokens) + 1 > self.cfg.n_ctx:
+            raise LLMError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.cfg.n_ctx}")
+        limit = min(limit, self.cfg.n_ctx - len(tokens))
+        stop_ev = cancel or threading.Event()
+        with self._lock:
+            t0 = time.perf_counter()
+            gen.prompt_tokens += len(tokens) - self._cached_prefix(tokens)
+            it = self.llm.create_completion(
+                tokens, max_tokens=limit, temperature=self.cfg.temperature if temperature is None else temperature,
+                top_p=self.cfg.top_p, stop=stop or [], stream=True, grammar=grammar,
+                stopping_criteria=_StopOn(stop_ev))
+            try:
+                for chunk in it:
+                    choice = chunk["choices"][0]
+                    piece = choice.get("text", "")
+                    gen.completion_tokens += 1
+                    if choice.get("finish_reason"):
+                        gen.finish_reason = choice["finish_reason"]
+                    if piece:
+                        if not gen.ttft_ms:
+                            gen.ttft_ms = (time.perf_counter() - t0) * 1000.0
+                        gen.text += piece
+                        yield piece
+                    if stop_ev.is_set():
+                        gen.cancelled = True
+                        break
+            finally:
+                it.close()
+                gen.total_ms += (time.perf_counter() - t0) * 1000.0
+
+    def complete(self, prompt: str, **kwargs: Any) -> Generation:
+        """Run :meth:`stream` to the end and return its :class:`Generation` (``.text`` holds the output)."""
+        gen = Generation()
+        for _ in self.stream(prompt, gen, **kwargs):
+            pass
+        return gen
+
+    def warmup(self, prompt: str) -> float:
+        """Evaluate a representative prompt once (pays llama.cpp's first-batch cost); returns ms."""
+        t0 = time.perf_counter()
+        self.complete(prompt, max_tokens=2)
+        return (time.perf_counter() - t0) * 1000.0
+
+
+class _StopOn:
+    """llama.cpp stopping criterion that watches a threading.Event."""
+
+    def __init__(self, ev: threading.Event) -> None:
+        self.ev = ev
+
+    def __call__(self, input_ids: Any, logits: Any) -> bool:
+        return self.ev.is_set()
+
+
+# ChatML, for GGUFs that carry no template (e.g. base models).
+_FALLBACK_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)

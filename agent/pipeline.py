@@ -1,0 +1,169 @@
+"""The whole agent assembled in one place, for recorded audio and typed text.
+
+    file → decode (PyAV + soxr) → VAD (Silero) → ASR (faster-whisper) → Conversation
+         (llama.cpp + skills → robot) → TTS (piper) → reply WAV
+
+:class:`VoiceAgent` loads and warms every model at start, then handles inputs one at a
+time; every stage reports through typed events (:mod:`agent.events`) handed to ``emit``.
+Bad input (unreadable file, silence, noise) becomes an ``error`` or ``skipped`` event and
+the agent goes on with the next input: nothing is lost from the conversation.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agent.asr import WhisperASR
+from agent.audio import AudioError, decode_file
+from agent.config import Config
+from agent.conversation import Conversation, TurnResult
+from agent.events import Error, Event, Ready, Reply, RobotCommand, Skipped, Timing, Transcript
+from agent.llm import ChatModel
+from agent.models import resolve_model
+from agent.skills import SkillContext, SkillRegistry, load_registry
+from agent.tts import PiperTTS
+from agent.vad import split_utterances
+from hardware.factory import build_robot
+from hardware.robot import Robot
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TurnClock:
+    """Which turn is current, so asynchronous robot commands are attributed to it."""
+
+    turn_id: int = -1
+    counter: int = field(default=0)
+
+    def next(self) -> int:
+        """Start a new turn and return its id."""
+        self.turn_id = self.counter
+        self.counter += 1
+        return self.turn_id
+
+
+class VoiceAgent:
+    """ASR + conversation + TTS + robot, built from a config.
+
+    Args:
+        cfg: The validated config.
+        emit: Receives every event.
+        out_dir: Where reply WAVs are written.
+
+    Raises:
+        agent.models.ModelNotFoundError: a model reference points at nothing.
+        agent.llm.LLMError: the GGUF cannot be loaded.
+        agent.tts.TTSError: the voice cannot be loaded.
+    """
+
+    def __init__(self, cfg: Config, emit: Callable[[Event], None], out_dir: Path) -> None:
+        self.cfg = cfg
+        self.emit = emit
+        self.out_dir = Path(out_dir)
+        self.clock = TurnClock()
+        t0 = time.perf_counter()
+        self.robot: Robot
+        self.robot, robot_msgs = build_robot(cfg.robot, self._on_robot_command)
+        self.registry: SkillRegistry = load_registry(cfg.skills.folders, cfg.skills.include_builtin,
+                                                     cfg.skills.enabled, cfg.skills.timeout_s)
+        for msg in [*robot_msgs, *self.registry.load_errors]:
+            emit(Error(-1, msg))
+        hotwords = self.hotwords() if cfg.asr.bias_with_skills else []
+        self.asr = WhisperASR(resolve_model(cfg.asr.model, "ASR model"), cfg.asr, hotwords)
+        self.model = ChatModel(resolve_model(cfg.llm.model, "LLM"), cfg.llm)
+        self.tts = PiperTTS(resolve_model(cfg.tts.voice, "voice"), cfg.tts.length_scale, cfg.tts.speaker_id)
+        self.ctx = SkillContext(robot=self.robot)
+        self.conversation = Conversation(self.model, self.registry, self.ctx, cfg.llm, emit)
+        self.speak = True  # synthesize replies (off for typed chat without --out)
+        self.state_providers: list[Callable[[], str | None]] = []
+        self.load_ms = (time.perf_counter() - t0) * 1000.0
+
+    def hotwords(self) -> list[str]:
+        """Words that bias ASR toward this robot: skill and animation names, split at underscores."""
+        words: list[str] = []
+        for name in [*self.registry.names(), *self.robot.animations]:
+            words += [w for w in name.split("_") if len(w) > 2]
+        return list(dict.fromkeys(words))
+
+    def _on_robot_command(self, joint: str, deg: float, t_ms: float) -> None:
+        self.emit(RobotCommand(self.clock.turn_id, joint, deg, round(t_ms, 1)))
+
+    def warmup(self) -> None:
+        """Warm ASR, LLM (static prompt prefix into the KV cache) and TTS; emits ``ready``."""
+        t0 = time.perf_counter()
+        self.asr.warmup()
+        if self.cfg.llm.warmup:
+            self.conversation.warmup()
+        self.tts.warmup()
+        self.emit(Ready(-1, round(self.load_ms + (time.perf_counter() - t0) * 1000.0, 1)))
+
+    # --- inputs -------------------------------------------------------------------------
+    def handle_file(self, path: Path) -> int | None:
+        """Run every utterance in an audio file as a user turn.
+
+        Returns:
+            Number of turns run (0 when the file had no speech), None when it was unreadable.
+        """
+        try:
+            audio = decode_file(path)
+        except AudioError as e:
+            self.emit(Error(-1, f"{e}; skipped, continuing with the next input"))
+            return None
+        segments = split_utterances(audio, self.cfg.vad)
+        if not segments:
+            self.emit(Skipped(-1, f"no speech found in {path} ({audio.size / 16000:.1f} s of audio)", str(path)))
+            return 0
+        turns = 0
+        for seg in segments:
+            t_end = time.perf_counter()  # the utterance is complete: speech end is now
+            asr = self.asr.transcribe(seg.audio)
+            if not asr.text:
+                self.emit(Skipped(-1, f"{path} at {seg.start_ms / 1000:.1f} s: {asr.dropped}", str(path)))
+                continue
+            self.handle_text(asr.text, asr_ms=asr.duration_ms, t_start=t_end)
+            turns += 1
+        return turns
+
+    def handle_text(self, text: str, asr_ms: float = 0.0, t_start: float | None = None) -> TurnResult:
+        """Run one user turn from text: model, tools, speech; emits transcript → reply → timing."""
+        t0 = t_start if t_start is not None else time.perf_counter()
+        turn_id = self.clock.next()
+        self.emit(Transcript(turn_id, text))
+        result = self.conversation.turn(text, turn_id, state=self.state_line())
+        for problem in result.problems:
+            self.emit(Error(turn_id, problem))
+        wav, tts_first, tts_ms = None, 0.0, 0.0
+        if result.text and self.speak:
+            try:
+                synth = self.tts.synthesize_to_wav(result.text, self.out_dir / f"reply_{turn_id:03d}.wav")
+            except Exception as e:  # speech failing must not lose the turn
+                log.exception("turn %d: TTS failed", turn_id)
+                self.emit(Error(turn_id, f"speech synthesis failed: {e}"))
+                synth = None
+            if synth is not None:
+                wav, tts_first, tts_ms = str(synth.path), synth.first_audio_ms, synth.total_ms
+        self.emit(Reply(turn_id, result.text, wav))
+        self.robot.wait_idle(timeout=15.0)  # keep this turn's joint commands inside this turn
+        self.emit(Timing(turn_id, asr_ms=round(asr_ms, 1), llm_ttft_ms=round(result.ttft_ms, 1),
+                         llm_ms=round(result.llm_ms, 1), tts_first_audio_ms=round(tts_first, 1),
+                         tts_ms=round(tts_ms, 1), turn_ms=round((time.perf_counter() - t0) * 1000.0, 1),
+                         prompt_tokens=result.prompt_tokens))
+        return result
+
+    def state_line(self) -> str | None:
+        """Dynamic app state for the newest user turn (kept out of the static prompt prefix).
+
+        Each state provider (e.g. the camera's scene summary) contributes one line; None
+        when there is nothing to add.
+        """
+        lines = [line for provider in self.state_providers if (line := provider())]
+        return "; ".join(lines) or None
+
+    def close(self) -> None:
+        """Return the robot to neutral and release it."""
+        self.robot.close()

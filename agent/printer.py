@@ -1,0 +1,71 @@
+"""Print events for people (one readable line per step) or machines (JSON Lines)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TextIO
+
+from agent.events import (Error, Event, Ready, Reply, RobotCommand, Skipped, Timing, ToolCall, ToolResult,
+                          Transcript)
+
+
+class EventPrinter:
+    """Callable event sink for the CLI.
+
+    In JSON mode every event is one line on stdout. In text mode joint commands are
+    summarized per turn (the player sends 50 per second) and printed with the timing line.
+
+    Args:
+        json_mode: JSON Lines instead of text.
+        out: Stream for events (stdout); notes and errors in text mode also go here.
+    """
+
+    def __init__(self, json_mode: bool = False, out: TextIO | None = None) -> None:
+        self.json_mode = json_mode
+        self.out = out or sys.stdout
+        self.errors = 0
+        self._robot: dict[str, tuple[float, float, int]] = {}
+
+    def _line(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def note(self, text: str) -> None:
+        """A human note (suppressed in JSON mode so stdout stays pure JSON Lines)."""
+        if not self.json_mode:
+            self._line(text)
+
+    def __call__(self, ev: Event) -> None:
+        """Print one event."""
+        if isinstance(ev, Error):
+            self.errors += 1
+        if self.json_mode:
+            self._line(json.dumps(ev.to_json(), default=str))
+            return
+        if isinstance(ev, RobotCommand):
+            lo, hi, n = self._robot.get(ev.joint, (ev.deg, ev.deg, 0))
+            self._robot[ev.joint] = (min(lo, ev.deg), max(hi, ev.deg), n + 1)
+        elif isinstance(ev, Ready):
+            self._line(f"ready (models loaded and warmed in {ev.load_ms / 1000:.1f} s)")
+        elif isinstance(ev, Transcript):
+            self._line(f"[turn {ev.turn_id}] you said: {ev.text}")
+        elif isinstance(ev, ToolCall):
+            self._line(f"  tool call  {ev.tool}({json.dumps(ev.arguments)})")
+        elif isinstance(ev, ToolResult):
+            self._line(f"  tool {'result' if ev.ok else 'ERROR '} {ev.tool}: {ev.result}")
+        elif isinstance(ev, Reply):
+            self._line(f"  robot says: {ev.text or '(nothing)'}" + (f"\n  reply audio: {ev.audio}" if ev.audio else ""))
+        elif isinstance(ev, Timing):
+            if self._robot:
+                moves = ", ".join(f"{j} {lo:.0f}..{hi:.0f} deg ({n} cmds)" for j, (lo, hi, n) in self._robot.items())
+                self._line(f"  robot moved: {moves}")
+                self._robot.clear()
+            self._line(f"  timing: asr {ev.asr_ms:.0f} ms | llm first token {ev.llm_ttft_ms:.0f} ms | llm "
+                       f"{ev.llm_ms:.0f} ms ({ev.prompt_tokens} prompt tokens) | tts first audio "
+                       f"{ev.tts_first_audio_ms:.0f} ms | turn {ev.turn_ms:.0f} ms")
+        elif isinstance(ev, Skipped):
+            self._line(f"  skipped: {ev.reason}")
+        elif isinstance(ev, Error):
+            self._line(f"  problem: {ev.message}")
+        else:
+            self._line(f"  {ev.name}: {ev.to_json()}")

