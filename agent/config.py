@@ -48,7 +48,7 @@ class VADConfig(_Strict):
     threshold: float = Field(0.5, ge=0.05, le=0.95)
     min_speech_ms: int = Field(250, ge=0)
     min_silence_ms: int = Field(500, ge=50, description="endpointing silence, ms")
-    speech_pad_ms: int = Field(200, ge=0, description="pre-roll / post-roll kept around speech, ms")
+    speech_pad_ms: int = Field(400, ge=0, description="pre-roll / post-roll kept around speech, ms")
     max_utterance_s: float = Field(30.0, gt=1.0)
 
 
@@ -64,7 +64,7 @@ class ASRConfig(_Strict):
     device: str = "cpu"
     compute_type: str = "int8"
     threads: int = Field(2, ge=1)
-    beam_size: int = Field(1, ge=1)
+    beam_size: int = Field(5, ge=1, description="5 = Whisper's default; 1 = greedy, faster")
     temperature: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     compression_ratio_threshold: float = 2.4
     log_prob_threshold: float = -1.0
@@ -84,6 +84,9 @@ class LLMConfig(_Strict):
     temperature: float = Field(0.2, ge=0.0, le=2.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
     max_tokens: int = Field(160, ge=8)
+    repeat_penalty: float = Field(1.1, ge=1.0, le=2.0)
+    tool_prior_bonus: float = Field(4.0, ge=0.0, le=20.0, description="grammar mode: logit bonus for tools "
+                                    "whose name or keywords the user said; 0 = off")
     seed: int = 1234
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     tool_format: Literal["auto", "grammar", "bolt", "hermes"] = "auto"

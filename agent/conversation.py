@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +31,8 @@ from agent.config import LLMConfig
 from agent.events import Event, ToolCall, ToolResult
 from agent.llm import ChatModel, Generation
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
-from agent.toolgrammar import SayStreamer, parse_reply, reply_schema, tools_prompt
+from agent.toolgrammar import (NO_TOOL, SayStreamer, ToolChoicePrior, parse_reply, reply_schema, tool_prior,
+                               tools_prompt)
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +90,10 @@ class Conversation:
         self.registry = registry
         self.ctx = ctx
         self.cfg = cfg
-        self.emit = emit or (lambda e: None)
+        self.emit = emit if emit is not None else (lambda e: None)
         self.format = resolve_format(cfg.tool_format, model)
         self.history: list[dict[str, Any]] = []
-        self._grammars: dict[bool, Any] = {}
+        self._grammars: dict[tuple[bool, frozenset[str]], Any] = {}
 
     # --- prompt ---------------------------------------------------------------------
     def system_prompt(self) -> str:
@@ -114,13 +114,16 @@ class Conversation:
         tools = self.registry.tool_schemas() if allow_tools else None
         return self.model.render(msgs, tools=tools)
 
-    def _grammar(self, allow_tools: bool) -> Any:
-        if allow_tools not in self._grammars:
+    def _grammar(self, allow_tools: bool, exclude: frozenset[str] = frozenset()) -> Any:
+        """Grammar for a round; tools already called this turn are left out (no loops by construction)."""
+        key = (allow_tools, exclude)
+        if key not in self._grammars:
             from llama_cpp import LlamaGrammar
 
-            schema = reply_schema(list(self.registry.skills.values()), allow_tools)
-            self._grammars[allow_tools] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
-        return self._grammars[allow_tools]
+            skills = [s for s in self.registry.skills.values() if s.name not in exclude]
+            schema = reply_schema(skills, allow_tools and bool(skills))
+            self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+        return self._grammars[key]
 
     def warmup(self) -> float:
         """Evaluate the static prompt prefix once (fills the KV cache, pays first-batch cost); ms."""
@@ -153,10 +156,19 @@ class Conversation:
         spoken: list[str] = []
         for rnd in range(self.cfg.max_tool_rounds):
             allow_tools = rnd < self.cfg.max_tool_rounds - 1 and bool(self.registry.skills)
+            bonuses: dict[str, float] = {}
+            if self.format == "grammar" and allow_tools:
+                bonuses = tool_prior(text, list(self.registry.skills.values()),
+                                     {name for name, _, _ in res.calls}, self.cfg.tool_prior_bonus)
+                # After the first round a small model tends to repeat itself: offer tools again
+                # only when the user's words still point at one not yet called.
+                if rnd > 0 and self.cfg.tool_prior_bonus > 0 and bonuses.get(NO_TOOL, 0) > 0:
+                    allow_tools = False
             res.rounds += 1
             gen = Generation()
             try:
-                say, calls, problem = self._round(allow_tools, gen, on_text, cancel)
+                say, calls, problem = self._round(allow_tools, gen, on_text, cancel, bonuses,
+                                                  frozenset(name for name, _, _ in res.calls))
             except Exception as e:  # a model failure must not lose the conversation
                 log.exception("turn %d: model round failed", turn_id)
                 res.problems.append(f"model error: {e}")
@@ -201,11 +213,19 @@ class Conversation:
         return res
 
     def _round(self, allow_tools: bool, gen: Generation, on_text: Callable[[str], None] | None,
-               cancel: threading.Event | None) -> tuple[str, list[dict[str, Any]], str]:
+               cancel: threading.Event | None, bonuses: dict[str, float], done: frozenset[str]
+               ) -> tuple[str, list[dict[str, Any]], str]:
         prompt = self.render(allow_tools)
         if self.format == "grammar":
             streamer = SayStreamer()
-            for piece in self.model.stream(prompt, gen, grammar=self._grammar(allow_tools), cancel=cancel):
+            llm = self.model.llm
+
+            def prior(n_prompt: int) -> ToolChoicePrior:
+                return ToolChoicePrior(lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
+                                       lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"), n_prompt, bonuses)
+
+            for piece in self.model.stream(prompt, gen, grammar=self._grammar(allow_tools, done), cancel=cancel,
+                                           logits_processor=prior if allow_tools and bonuses else None):
                 delta = streamer.feed(piece)
                 if delta and on_text:
                     on_text(delta)
@@ -251,9 +271,12 @@ def _as_grammar_messages(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in history:
         if m["role"] == "assistant":
-            calls = [{"name": c["function"]["name"], "arguments": c["function"]["arguments"]}
-                     for c in m.get("tool_calls", [])]
-            out.append({"role": "assistant", "content": json.dumps({"tool_calls": calls, "say": m["content"]})})
+            if m.get("tool_calls"):
+                fn = m["tool_calls"][0]["function"]
+                reply = {"call": {"tool": fn["name"], "arguments": fn["arguments"]}}
+            else:
+                reply = {"call": {"tool": NO_TOOL}, "say": m["content"]}
+            out.append({"role": "assistant", "content": json.dumps(reply)})
         elif m["role"] == "tool":
             line = f"Result of {m['name']}: {m['content']}"
             if out and out[-1]["role"] == "user" and out[-1]["content"].startswith("Result of "):
@@ -274,8 +297,3 @@ def _join_unique(parts: list[str]) -> str:
             out.append(p.strip())
     return " ".join(out)
 
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    """Run ``fn`` and return ``(result, elapsed ms)``."""
-    t0 = time.perf_counter()
-    return fn(), (time.perf_counter() - t0) * 1000.0

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -133,7 +133,8 @@ class ChatModel:
     # --- generation -------------------------------------------------------------------
     def stream(self, prompt: str, gen: Generation, *, grammar: Any = None, max_tokens: int | None = None,
                stop: list[str] | None = None, cancel: threading.Event | None = None,
-               temperature: float | None = None) -> Iterator[str]:
+               temperature: float | None = None,
+               logits_processor: Callable[[int], Callable[[Any, Any], Any]] | None = None) -> Iterator[str]:
         """Generate text pieces for a rendered prompt.
 
         Args:
@@ -144,6 +145,8 @@ class ChatModel:
             stop: Strings that end generation (not included in the output).
             cancel: When set, generation stops after the current token.
             temperature: Override of the configured temperature.
+            logits_processor: Factory called with the prompt length in tokens, returning a
+                llama.cpp logits processor ``(input_ids, scores) -> scores``.
 
         Yields:
             Text pieces (whole UTF-8 characters), in order.
@@ -151,6 +154,8 @@ class ChatModel:
         Raises:
             LLMError: the prompt does not fit in ``n_ctx``.
         """
+        from llama_cpp import LogitsProcessorList, StoppingCriteriaList
+
         tokens = self.tokenize(prompt)
         limit = max_tokens or self.cfg.max_tokens
         if len(tokens) + 1 > self.cfg.n_ctx:
@@ -162,8 +167,9 @@ class ChatModel:
             gen.prompt_tokens += len(tokens) - self._cached_prefix(tokens)
             it = self.llm.create_completion(
                 tokens, max_tokens=limit, temperature=self.cfg.temperature if temperature is None else temperature,
-                top_p=self.cfg.top_p, stop=stop or [], stream=True, grammar=grammar,
-                stopping_criteria=_StopOn(stop_ev))
+                top_p=self.cfg.top_p, repeat_penalty=self.cfg.repeat_penalty, stop=stop or [], stream=True,
+                grammar=grammar, stopping_criteria=StoppingCriteriaList([_StopOn(stop_ev)]),
+                logits_processor=LogitsProcessorList([logits_processor(len(tokens))]) if logits_processor else None)
             try:
                 for chunk in it:
                     choice = chunk["choices"][0]

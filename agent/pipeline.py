@@ -84,10 +84,15 @@ class VoiceAgent:
         self.load_ms = (time.perf_counter() - t0) * 1000.0
 
     def hotwords(self) -> list[str]:
-        """Words that bias ASR toward this robot: skill and animation names, split at underscores."""
+        """Words that bias ASR toward this robot: skill and animation names, split at underscores.
+
+        Verbs such as "get"/"set" are left out: as hotwords they leak into transcripts.
+        """
+        from agent.toolgrammar import STOPWORDS
+
         words: list[str] = []
         for name in [*self.registry.names(), *self.robot.animations]:
-            words += [w for w in name.split("_") if len(w) > 2]
+            words += [w for w in name.lower().split("_") if len(w) > 2 and w not in STOPWORDS]
         return list(dict.fromkeys(words))
 
     def _on_robot_command(self, joint: str, deg: float, t_ms: float) -> None:

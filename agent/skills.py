@@ -60,10 +60,11 @@ class _Marker:
     name: str | None
     background: bool
     clamp: bool
+    keywords: tuple[str, ...] = ()
 
 
 def skill(fn: Callable | None = None, *, name: str | None = None, background: bool = False,
-          clamp: bool = False) -> Any:
+          clamp: bool = False, keywords: tuple[str, ...] | list[str] = ()) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
     Args:
@@ -71,13 +72,15 @@ def skill(fn: Callable | None = None, *, name: str | None = None, background: bo
         name: Tool name; defaults to the function's name.
         background: The skill runs asynchronously (returns at once; result arrives later).
         clamp: Numbers outside a parameter's ``ge``/``le`` range are clamped instead of rejected.
+        keywords: Words a user says when they want this skill ("freeze" for stop); they bias
+            ASR and the tool choice of small models.
 
     Returns:
         The same function, with a marker attribute the registry looks for.
     """
 
     def mark(f: Callable) -> Callable:
-        setattr(f, _MARK, _Marker(name, background, clamp))
+        setattr(f, _MARK, _Marker(name, background, clamp, tuple(w.lower() for w in keywords)))
         return f
 
     return mark(fn) if fn is not None else mark
@@ -109,6 +112,7 @@ class Skill:
         background: Runs asynchronously.
         clamp: Out-of-range numbers are clamped rather than rejected.
         wants_context: The function's first parameter takes a :class:`SkillContext`.
+        keywords: Words users say for this skill (lower case).
     """
 
     name: str
@@ -120,6 +124,7 @@ class Skill:
     background: bool = False
     clamp: bool = False
     wants_context: bool = False
+    keywords: tuple[str, ...] = ()
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -181,7 +186,7 @@ def build_skill(fn: Callable, source: str = "") -> Skill:
     params.setdefault("properties", {})
     return Skill(name=marker.name or fn.__name__, description=description, fn=fn, args_model=model,
                  parameters=params, source=source, background=marker.background, clamp=marker.clamp,
-                 wants_context=wants_context)
+                 wants_context=wants_context, keywords=marker.keywords)
 
 
 def _clamp_args(sk: Skill, args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:

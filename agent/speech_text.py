@@ -1,0 +1,445 @@
+"""Turn a model reply into text a speech synthesizer can say, and cut it into sentences.
+
+The LLM writes for a screen: markdown, emoji, links, code, tool-call and thinking markup,
+digits. A voice must say none of the markup and must read numbers the way a person would.
+:func:`clean_for_speech` is one pure function, applied in a fixed order (each step works on
+the output of the one before, so the order is part of the contract):
+
+1. Thinking and tool markup: ``<think>…</think>``, ``<|channel>…<channel|>``,
+   ``<|tool_call>…<tool_call|>``, ``<tool_call>…</tool_call>``, ``<|tool_response>…``,
+   ``<|tool>…<tool|>``. A block is dropped with its content; an opener with no closer drops
+   the rest of the text (the model was cut off inside it); a closer with no opener drops
+   everything before it (the opener was in the prompt). Then every other special token
+   (``<|turn>model``, ``<turn|>``, ``<eos>``, ``<|im_end|>``, ``<|"|>`` …) and HTML tags.
+2. Code: fenced blocks (an unclosed fence drops the rest) and inline code are removed.
+3. Links and images: ``[text](url)`` keeps its text; images are dropped. Bare URLs become
+   the words "a link" and e-mail addresses "an email address" (always those two phrases).
+4. Markdown by line: headers, bullets, numbered-list markers, quotes and rules lose their
+   markers; table rows become "cell, cell, cell."; a header, list item, table row or
+   paragraph that ends without punctuation gets a full stop so the voice pauses there.
+   Then bold / italic / strike-through markers.
+5. Emoji, pictographs, dingbats, arrows and other symbols (``°`` is read as "degrees").
+6. Numbers become words with num2words: currency (``$4.50`` → "four dollars and fifty
+   cents"), percentages, clock times (``3:30 pm`` → "three thirty p m", ``14:05`` →
+   "fourteen oh five"), ordinals, days after a month name, years where the context says
+   year (``in 2024``, ``March 5, 2024``, ``1990s``), signs and decimals
+   (``-3.5`` → "minus three point five"), units after a number (``5 km``), ISO dates, phone
+   numbers digit by digit. Anything not recognised is left for the synthesizer's own reading (espeak reads digits too).
+7. Leftover markup characters and whitespace are tidied. No letter or digit left → ``""``.
+
+:func:`split_sentences` cuts cleaned text into sentences (pysbd) and cuts long ones at clause
+boundaries, so a synthesizer can start speaking after the first sentence. Everything here is
+pure Python and thread-safe (pysbd calls are serialised by a lock).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import threading
+import unicodedata
+from functools import lru_cache
+
+from num2words import num2words
+
+__all__ = ["clean_for_speech", "split_sentences", "limit_sentences"]
+
+# --- 1. Markup that is never spoken ---------------------------------------------------------------
+
+# (opener, closer) of blocks dropped with their content. Thinking blocks first.
+_BLOCKS: list[tuple[re.Pattern[str], re.Pattern[str]]] = [
+    (re.compile(o, re.I), re.compile(c, re.I))
+    for o, c in [(r"<think>", r"</think>"), (r"<thinking>", r"</thinking>"), (r"<\|channel>", r"<channel\|>"),
+                 (r"<\|tool_call>", r"<tool_call\|>"), (r"<tool_call>", r"</tool_call>"),
+                 (r"<\|tool_response>", r"<tool_response\|>"), (r"<tool_response>", r"</tool_response>"),
+                 (r"<\|tool>", r"<tool\|>")]
+]
+_ROLE_TOKEN = re.compile(
+    r"(?:<\|turn>|<\|im_start\|>|<start_of_turn>|<\|start_header_id\|>)\s*"
+    r"(?:model|user|system|assistant|tool|developer)?(?:<\|end_header_id\|>)?", re.I)
+_SPECIAL_TOKEN = re.compile(
+    r"<\|[^<>\s]{0,40}?\|?>|<[^<>\s|/]{1,40}\|>|</?s>"
+    r"|<(?:eos|bos|pad|unk|mask|start_of_turn|end_of_turn|end_of_text|endoftext)>", re.I)
+_HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
+
+
+def _strip_block(text: str, opener: re.Pattern[str], closer: re.Pattern[str]) -> str:
+    first_close, first_open = closer.search(text), opener.search(text)
+    if first_close and (first_open is None or first_close.start() < first_open.start()):
+        text = text[first_close.end():]  # the opener was in the prompt: all before is inside
+    parts, pos = [], 0
+    while (m := opener.search(text, pos)) is not None:
+        parts.append(text[pos:m.start()])
+        end = closer.search(text, m.end())
+        if end is None:  # cut off inside the block: nothing after it is speakable
+            pos = len(text)
+            break
+        pos = end.end()
+    parts.append(text[pos:])
+    return closer.sub(" ", " ".join(parts))
+
+
+def _strip_markup(text: str) -> str:
+    for opener, closer in _BLOCKS:
+        text = _strip_block(text, opener, closer)
+    text = _ROLE_TOKEN.sub(" ", text)
+    return _SPECIAL_TOKEN.sub(" ", text)
+
+
+# --- 2-4. Code, links, markdown -------------------------------------------------------------------
+
+_FENCE = re.compile(r"(```|~~~).*?(?:\1|\Z)", re.S)
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_IMAGE = re.compile(r"!\[[^\]\n]*\]\([^)\n]*\)")
+_LINK = re.compile(r"\[([^\]\n]+)\]\([^)\s]*(?:\s+\"[^\"\n]*\")?\)")
+_REF_LINK = re.compile(r"\[([^\]\n]+)\]\[[^\]\n]*\]")
+_REF_DEF = re.compile(r"^\s{0,3}\[[^\]\n]+\]:\s*\S+.*$", re.M)
+_URL = re.compile(r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'\])]*[^\s<>\"'\]).,!?;:]", re.I)
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_DOMAIN = re.compile(r"\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|ai|dev|edu|gov|app|info|co\.uk)"
+                     r"(?:/[^\s]*[^\s.,!?;:)])?(?![\w.]*\w)", re.I)
+
+_CODE_AND_LINKS = [(_FENCE, "\n"), (_INLINE_CODE, " "), (_HTML_TAG, " "), (_IMAGE, " "), (_LINK, r"\1"),
+                   (_REF_LINK, r"\1"), (_URL, "a link"), (_EMAIL, "an email address"), (_DOMAIN, "a link")]
+
+_HEADER = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
+_RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
+_QUOTE = re.compile(r"^\s{0,3}(?:>\s?)+")
+_BULLET = re.compile(r"^\s*(?:[-*+•‣◦▪●]|\d{1,2}[.)])\s+(?:\[[ xX]\]\s+)?")
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_ENDS_SENTENCE = re.compile(r"[.!?:;,]['\")\]]*$")
+
+_BOLD = re.compile(r"(\*\*|__)(?=\S)(.+?)(?<=\S)\1")
+_ITALIC_STAR = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
+_ITALIC_UNDER = re.compile(r"(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)")
+_STRIKE = re.compile(r"~~(.+?)~~")
+
+
+def _full_stop(line: str) -> str:
+    return line if not line or _ENDS_SENTENCE.search(line) else line + "."
+
+
+def _markdown_lines(text: str) -> str:
+    paragraphs: list[list[str]] = [[]]
+    for raw in text.split("\n"):
+        line = raw.strip()
+        if not line or _RULE.match(raw) or _TABLE_SEP.match(line) or _REF_DEF.match(raw):
+            paragraphs.append([])  # blank lines, rules and table borders end a paragraph
+            continue
+        line = _QUOTE.sub("", line)
+        if (h := _HEADER.match(line)) is not None:
+            line = _full_stop(h.group(1))
+        elif line.startswith("|") or line.count("|") >= 2:
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            line = _full_stop(", ".join(c for c in cells if c))
+        elif (b := _BULLET.match(line)) is not None:
+            line = _full_stop(line[b.end():])
+        paragraphs[-1].append(line)
+    return " ".join(_full_stop(_join_lines(p)) for p in paragraphs if p)
+
+
+def _join_lines(lines: list[str]) -> str:
+    """Join a paragraph's lines; a line followed by one starting with a capital ends a sentence."""
+    ends = [nxt[:1].isupper() for nxt in lines[1:]] + [False]
+    return " ".join(_full_stop(line) if end else line for line, end in zip(lines, ends, strict=True))
+
+
+def _emphasis(text: str) -> str:
+    for _ in range(2):  # nested markers (***x***) need a second pass
+        text = _BOLD.sub(r"\2", text)
+        text = _STRIKE.sub(r"\1", text)
+        text = _ITALIC_STAR.sub(r"\1", text)
+        text = _ITALIC_UNDER.sub(r"\1", text)
+    return text
+
+
+# --- 5. Emoji and symbols -------------------------------------------------------------------------
+
+_DEGREES = re.compile(r"\s*°(?:\s*([CF])(?![A-Za-z]))?")
+_DROP_RANGES = [(0x2190, 0x21FF), (0x2300, 0x23FF), (0x25A0, 0x27BF), (0x27F0, 0x2BFF),
+                (0x1F000, 0x1FAFF), (0xE0000, 0xE007F)]
+_DROP_SINGLE = {0x200D, 0x20E3, 0xFE0E, 0xFE0F}
+
+
+def _drop_symbol(ch: str) -> bool:
+    cp = ord(ch)
+    return cp >= 0x80 and (cp in _DROP_SINGLE or any(lo <= cp <= hi for lo, hi in _DROP_RANGES)
+                           or unicodedata.category(ch) in ("So", "Sk", "Co", "Cn", "Cs", "Cf"))
+
+
+def _strip_symbols(text: str) -> str:
+    text = _DEGREES.sub(
+        lambda m: " degrees" + {"C": " Celsius", "F": " Fahrenheit"}.get(m.group(1) or "", ""), text)
+    text = text.replace("\u00ad", "")  # soft hyphen: inside a word, not a break
+    return "".join(" " if _drop_symbol(ch) else ch for ch in text)
+
+
+# --- 6. Numbers -----------------------------------------------------------------------------------
+
+_INT = r"\d{1,3}(?:,\d{3})+|\d+"
+_CURRENCIES = {  # symbol or code -> (one, many, one hundredth, many hundredths)
+    "$": ("dollar", "dollars", "cent", "cents"), "USD": ("dollar", "dollars", "cent", "cents"),
+    "€": ("euro", "euros", "cent", "cents"), "EUR": ("euro", "euros", "cent", "cents"),
+    "£": ("pound", "pounds", "penny", "pence"), "GBP": ("pound", "pounds", "penny", "pence"),
+    "¥": ("yen", "yen", "", ""), "JPY": ("yen", "yen", "", ""),
+}
+_SCALE = r"(?:\s?((?i:thousand|million|billion|trillion)|[kKmMbB]n?)\b)?"
+_MONEY_PREFIX = re.compile(rf"(?<![\w$€£¥])([-−])?([$€£¥])\s?({_INT})(?:\.(\d{{1,2}}))?(?!\d){_SCALE}")
+_MONEY_SUFFIX = re.compile(rf"(?<![\w.,])([-−])?({_INT})(?:\.(\d{{1,2}}))?\s?(€|USD|EUR|GBP|JPY)(?!\w)")
+_PERCENT = re.compile(rf"(?<![\w.,])([-−])?({_INT})(?:\.(\d+))?\s?%")
+_AMPM = r"(?:\s?([AaPp])\.?\s?[Mm](?![A-Za-z])(\.)?)"
+_CLOCK = re.compile(rf"(?<![\d:.])([01]?\d|2[0-3]):([0-5]\d)(?::([0-5]\d))?(?![\d:]){_AMPM}?")
+_HOUR_AMPM = re.compile(rf"(?<![\d:.])(1[0-2]|0?[1-9]){_AMPM}")
+_ORDINAL = re.compile(r"(?<![\w.])(\d+)(?:st|nd|rd|th)\b", re.I)
+_MONTHS = {m[:3]: m for m in ("January", "February", "March", "April", "May", "June", "July",
+                              "August", "September", "October", "November", "December")}
+_MONTH = (r"(Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?"
+          r"|Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)")
+_MONTH_DAY = re.compile(rf"\b{_MONTH}\.?\s+([0-3]?\d)(?![\d:]|[.,]\d)")
+_DAY_MONTH = re.compile(rf"(?<![\w.,])([0-3]?\d)\s+(?:of\s+)?{_MONTH}\b")
+_YEAR = r"(1[1-9]\d\d|20\d\d)"
+_YEAR_AFTER = re.compile(
+    rf"\b((?:(?i:in|since|by|until|till|from|between|during|before|after|of|year|circa|early|late|mid|spring"
+    rf"|summer|autumn|fall|winter)|{_MONTH[1:-1]})(?:\s+[a-z-]+)?,?\s+){_YEAR}(?![\d%]|[.,]\d)")
+_ISO_DATE = re.compile(r"(?<![\w.-])(1[1-9]\d\d|20\d\d)-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])(?![\w-])")
+_YEAR_BEFORE = re.compile(rf"(?<![\w.,$€£¥]){_YEAR}(?=\s?(?:AD|BC|BCE|CE)\b)")
+_DECADE = re.compile(r"(?<![\w.,])'?(1[1-9]\d0|20\d0|[2-9]0)'?s\b")
+_RANGE = re.compile(r"(?<![\d.,-])(\d{1,3})\s?[-–]\s?(\d{1,3})(?![\d.,]|[-–]\d)")
+_NUMBER = re.compile(rf"(?:(?<![^\s(\[/])([-−]))?(?<![\w.,])({_INT})(?:\.(\d+))?(?!\d|[.,]\d)")
+_PHONE = re.compile(r"(?<![\w.,-])(?:\+\d{1,3}-)?(?:\(\d{3}\)\s?|\d{3}-)?\d{3}-\d{4}(?![\w-])")
+_HASH_NUMBER = re.compile(r"(?<!\w)#(?=\d)")
+_UNITS = {  # symbol after a number -> words, "|s" where the plural adds "s"
+    "km/h": "kilometer|s per hour", "kph": "kilometer|s per hour", "mph": "mile|s per hour",
+    "km": "kilometer|s", "kg": "kilogram|s", "cm": "centimeter|s", "mm": "millimeter|s", "s": "second|s",
+    "ms": "millisecond|s", "min": "minute|s", "kHz": "kilohertz", "Hz": "hertz", "GB": "gigabyte|s",
+    "MB": "megabyte|s", "kW": "kilowatt|s", "W": "watt|s", "V": "volt|s", "mAh": "milliamp hour|s",
+    "m": "meter|s", "g": "gram|s"}
+_UNIT = re.compile(rf"(?<![\w.,])((?:{_INT})(?:\.\d+)?)\s?({'|'.join(map(re.escape, _UNITS))})(?![\w/])")
+
+
+def _int_words(digits: str) -> str:
+    digits = digits.replace(",", "")
+    if (len(digits) > 1 and digits[0] == "0") or len(digits) > 15:
+        return " ".join(num2words(int(d)) for d in digits)  # codes, ids: digit by digit
+    return num2words(int(digits))
+
+
+def _number_words(sign: str | None, whole: str, frac: str | None) -> str:
+    words = _int_words(whole)
+    if frac:
+        words += " point " + " ".join(num2words(int(d)) for d in frac)
+    return ("minus " + words) if sign else words
+
+
+def _money(sign: str | None, symbol: str, whole: str, frac: str | None, scale: str | None) -> str:
+    one, many, sub_one, sub_many = _CURRENCIES[symbol]
+    if scale:
+        scale = scale.lower()
+        scale = {"k": "thousand", "m": "million", "b": "billion"}.get(scale.rstrip("n"), scale)
+        words = f"{_number_words(None, whole, frac)} {scale} {many}"
+    else:
+        n = int(whole.replace(",", ""))
+        cents = int((frac or "0").ljust(2, "0")) if sub_one else 0
+        parts = [f"{_int_words(whole)} {one if n == 1 else many}"] if n or not cents else []
+        if cents:
+            parts.append(f"{num2words(cents)} {sub_one if cents == 1 else sub_many}")
+        words = " and ".join(parts)
+    return ("minus " + words) if sign else words
+
+
+def _clock(h: int, m: int, s: str | None, ampm: str | None, dot: str | None, match: re.Match[str]) -> str:
+    if m:
+        words = f"{num2words(h)} {'oh ' * (m < 10)}{num2words(m)}"
+    else:  # "three p m", "nine o'clock", "eighteen hundred"
+        words = num2words(h) if ampm else "midnight" if h == 0 else num2words(h) + (
+            " o'clock" if h <= 12 else " hundred")
+    if s and int(s):
+        words += f" and {num2words(int(s))} seconds"
+    if ampm:
+        words += f" {ampm.lower()} m"
+        rest = match.string[match.end():]
+        if dot and (not rest.strip() or re.match(r"\s+[A-Z]", rest)):
+            words += "."  # "p.m." ended the sentence
+    return words
+
+
+def _year_words(year: str) -> str:
+    return num2words(int(year), to="year")
+
+
+def _plural(words: str) -> str:
+    return words[:-1] + "ies" if words.endswith("y") else words + "s"
+
+
+def _numbers(text: str) -> str:
+    text = _MONEY_PREFIX.sub(lambda m: _money(m[1], m[2], m[3], m[4], m[5]), text)
+    text = _MONEY_SUFFIX.sub(lambda m: _money(m[1], m[4], m[2], m[3], None), text)
+    text = _PERCENT.sub(lambda m: _number_words(m[1], m[2], m[3]) + " percent", text)
+    text = _CLOCK.sub(lambda m: _clock(int(m[1]), int(m[2]), m[3], m[4], m[5], m), text)
+    text = _HOUR_AMPM.sub(lambda m: _clock(int(m[1]), 0, None, m[2], m[3], m), text)
+    text = _ORDINAL.sub(lambda m: num2words(int(m[1]), to="ordinal"), text)
+    text = _ISO_DATE.sub(lambda m: f"{list(_MONTHS.values())[int(m[2]) - 1]} "
+                         f"{num2words(int(m[3]), to='ordinal')}, {_year_words(m[1])}", text)
+    text = _MONTH_DAY.sub(lambda m: f"{_MONTHS[m[1][:3]]} {num2words(int(m[2]), to='ordinal')}"
+                          if 1 <= int(m[2]) <= 31 else m[0], text)
+    text = _DAY_MONTH.sub(lambda m: f"{num2words(int(m[1]), to='ordinal')} of {_MONTHS[m[2][:3]]}"
+                          if 1 <= int(m[1]) <= 31 else m[0], text)
+    text = _YEAR_AFTER.sub(lambda m: m[1] + _year_words(m[2]), text)
+    text = _YEAR_BEFORE.sub(lambda m: _year_words(m[1]), text)
+    text = _DECADE.sub(lambda m: _plural(_year_words(m[1]) if len(m[1]) == 4 else num2words(int(m[1]))), text)
+    text = _PHONE.sub(lambda m: ", ".join(" ".join(num2words(int(d)) for d in group)
+                                          for group in re.findall(r"\d+", m[0])), text)
+    text = _RANGE.sub(lambda m: f"{num2words(int(m[1]))} to {num2words(int(m[2]))}", text)
+    text = _HASH_NUMBER.sub("number ", text)
+    text = _UNIT.sub(lambda m: f"{m[1]} {_UNITS[m[2]].replace('|s', 's' if m[1] != '1' else '')}", text)
+    return _NUMBER.sub(  # "2.5x" -> "two point five x"
+        lambda m: _number_words(m[1], m[2], m[3]) + " " * m.string[m.end():m.end() + 1].isalpha(), text)
+
+
+# --- 7. Tidy --------------------------------------------------------------------------------------
+
+_STRAY = re.compile(r"[*_#`|~^<>\[\]{}\\]+")
+_EMPTY_BRACKETS = re.compile(r"\(\s*[,.;:]*\s*\)")
+_SPACE_BEFORE_PUNCT = re.compile(r"\s+([,.!?;:])")
+_PUNCT_RUN = re.compile(r"([.!?])[.!?…]+|[,;:]+\s*(?=[.!?,;:])")
+_LEADING_PUNCT = re.compile(r"^[\s,.;:!?\-–—]+")
+
+
+def _tidy(text: str) -> str:
+    text = text.replace("&", " and ").replace("…", ".")
+    text = _STRAY.sub(" ", text)
+    text = _EMPTY_BRACKETS.sub(" ", text)
+    text = re.sub(r"\s+", " ", text)
+    text = _SPACE_BEFORE_PUNCT.sub(r"\1", text)
+    text = _PUNCT_RUN.sub(lambda m: m[1] or "", text)
+    text = _LEADING_PUNCT.sub("", text).strip()
+    return text if any(ch.isalnum() for ch in text) else ""
+
+
+def clean_for_speech(text: str) -> str:
+    """Return what a voice should say for ``text``: no markup, numbers as words.
+
+    See the module docstring for the rules and their order. Deterministic and pure.
+
+    Args:
+        text: Raw model output (may hold markdown, emoji, tool/thinking markup, digits).
+
+    Returns:
+        One line of plain text, single-spaced, or ``""`` when nothing speakable is left
+        (no letter or digit remains).
+    """
+    if not text:
+        return ""
+    text = unicodedata.normalize("NFC", text).replace("\r\n", "\n").replace("\r", "\n")
+    text = _strip_markup(text)
+    for pattern, replacement in _CODE_AND_LINKS:
+        text = pattern.sub(replacement, text)
+    text = _markdown_lines(text)
+    text = _emphasis(text)
+    text = _strip_symbols(text)
+    text = _numbers(text)
+    return _tidy(text)
+
+
+# --- Sentences ------------------------------------------------------------------------------------
+
+_CLAUSE_BREAK = re.compile(r"(?<=[,;:—–])\s+|(?<=\s-)\s+|(?<=[—–])(?=\w)")
+_FALLBACK_SPLIT = re.compile(r"(?<=[.!?])['\")\]]*\s+(?=\S)")
+_SEGMENTER_LOCK = threading.Lock()  # a pysbd Segmenter keeps per-call state on itself
+
+
+@lru_cache(maxsize=1)
+def _segmenter():  # noqa: ANN202 - pysbd has no type hints
+    import pysbd
+
+    return pysbd.Segmenter(language="en", clean=False)
+
+
+def _sentences(text: str) -> list[str]:
+    try:
+        with _SEGMENTER_LOCK:
+            found = [s.strip() for s in _segmenter().segment(text)]
+    except Exception:  # noqa: BLE001 - pysbd has crashed on odd inputs; fall back to a regex
+        found = []
+    if "".join("".join(found).split()) != "".join(text.split()):  # pysbd lost or added text
+        found = [s.strip() for s in _FALLBACK_SPLIT.split(text)]
+    merged: list[str] = []
+    for s in filter(None, found):
+        if merged and not any(ch.isalnum() for ch in s):
+            merged[-1] += s  # a stray "." or "!" belongs to the sentence before
+        else:
+            merged.append(s)
+    return merged
+
+
+def _pack(pieces: list[str], max_chars: int) -> list[str]:
+    out: list[str] = []
+    for piece in pieces:
+        if out and len(out[-1]) + 1 + len(piece) <= max_chars:
+            out[-1] += " " + piece
+        else:
+            out.append(piece)
+    return out
+
+
+def _split_long(sentence: str, max_chars: int) -> list[str]:
+    if len(sentence) <= max_chars:
+        return [sentence]
+    pieces: list[str] = []
+    for clause in (c.strip() for c in _CLAUSE_BREAK.split(sentence)):
+        if len(clause) <= max_chars:
+            pieces.append(clause)
+            continue
+        words: list[str] = []
+        for word in clause.split():  # no clause boundary short enough: cut between words
+            words.extend(word[i:i + max_chars] for i in range(0, len(word), max_chars))
+        pieces.extend(_pack(words, max_chars))
+    return _pack([p for p in pieces if p], max_chars)
+
+
+def split_sentences(text: str, max_chars: int = 200) -> list[str]:
+    """Cut text into sentences for synthesis, none longer than ``max_chars``.
+
+    Sentences come from pysbd (English rules, abbreviations aware). A sentence longer than
+    ``max_chars`` is cut at clause boundaries (after ``,`` ``;`` ``:`` or a dash), packing
+    neighbouring clauses back together while they fit; a clause still too long is cut
+    between words, and a single word longer than ``max_chars`` is cut into pieces.
+
+    Args:
+        text: Plain text, usually the output of :func:`clean_for_speech`.
+        max_chars: Longest piece in characters; must be ≥ 1.
+
+    Returns:
+        Stripped, non-empty pieces in order; ``[]`` for empty or blank text. A piece made
+        only of punctuation is joined to the piece before it.
+
+    Raises:
+        ValueError: ``max_chars`` < 1.
+    """
+    if max_chars < 1:
+        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
+    if not text or not text.strip():
+        return []
+    return [piece for s in _sentences(text.strip()) for piece in _split_long(s, max_chars)]
+
+
+def limit_sentences(text: str, n: int) -> str:
+    """Keep at most the first ``n`` sentences of ``text``.
+
+    Args:
+        text: Plain text (sentences found as in :func:`split_sentences`, long ones not cut).
+        n: Most sentences to keep; 0 keeps everything.
+
+    Returns:
+        The kept sentences joined by single spaces (``text`` stripped when ``n`` is 0 or the
+        text has no more than ``n`` sentences).
+
+    Raises:
+        ValueError: ``n`` < 0.
+    """
+    if n < 0:
+        raise ValueError(f"n must be >= 0 (0 = no limit), got {n}")
+    if n == 0:
+        return text.strip()
+    sentences = split_sentences(text, max_chars=sys.maxsize)
+    return text.strip() if len(sentences) <= n else " ".join(sentences[:n])

@@ -1,0 +1,113 @@
+"""Audio decoding, VAD and ASR on real speech (faster-whisper tiny.en, Silero VAD)."""
+
+import wave
+
+import jiwer
+import numpy as np
+import pytest
+
+from agent.asr import WhisperASR
+from agent.audio import AudioError, decode_file, write_wav
+from agent.config import load_config
+from agent.models import resolve_model
+from agent.vad import split_utterances
+
+JFK = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country."
+
+
+def wer(ref: str, hyp: str) -> float:
+    norm = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.RemoveMultipleSpaces(),
+                          jiwer.Strip(), jiwer.ReduceToListOfListOfWords()])
+    return jiwer.wer(ref, hyp, reference_transform=norm, hypothesis_transform=norm)
+
+
+@pytest.fixture(scope="module")
+def asr():
+    cfg = load_config()
+    return WhisperASR(resolve_model(cfg.asr.model), cfg.asr)
+
+
+def test_jfk_within_10_percent_wer(asr, fixtures_dir):
+    audio = decode_file(fixtures_dir / "audio" / "jfk.flac")
+    assert audio.dtype == np.float32 and abs(audio.size / 16000 - 11.0) < 0.2
+    res = asr.transcribe(audio)
+    assert wer(JFK, res.text) <= 0.10, res.text
+
+
+def test_mp3_and_stereo_decode_to_16k_mono(fixtures_dir):
+    stereo = decode_file(fixtures_dir / "audio" / "stereo_diarization.wav")
+    mp3 = decode_file(fixtures_dir / "audio" / "hotwords.mp3")
+    for a in (stereo, mp3):
+        assert a.ndim == 1 and a.dtype == np.float32 and a.size > 16000 and np.abs(a).max() <= 1.0
+
+
+def test_48k_stereo_int16_becomes_16k_mono(tmp_path, fixtures_dir):
+    import soxr
+
+    src = decode_file(fixtures_dir / "commands" / "wave_right.wav")
+    up = soxr.resample(src, 16000, 48000)
+    stereo = np.stack([up, up * 0.5], axis=1)
+    path = tmp_path / "stereo48k.wav"
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(2)
+        w.setsampwidth(2)
+        w.setframerate(48000)
+        w.writeframes((stereo * 32767).astype(np.int16).tobytes())
+    back = decode_file(path)
+    assert abs(back.size - src.size) < 100
+    segs = split_utterances(back, load_config().vad)
+    assert len(segs) == 1
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "empty.wav"
+    p.write_bytes(b"")
+    with pytest.raises(AudioError, match=r"empty\.wav: file is empty"):
+        decode_file(p)
+
+
+def test_not_audio(tmp_path):
+    p = tmp_path / "notes.wav"
+    p.write_text("this is not audio at all\n" * 50)
+    with pytest.raises(AudioError, match=r"notes\.wav: not a readable audio file"):
+        decode_file(p)
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(AudioError, match="file not found"):
+        decode_file(tmp_path / "nope.flac")
+
+
+def test_digital_silence_has_no_utterance(tmp_path):
+    p = write_wav(tmp_path / "silence.wav", np.zeros(32000, dtype=np.int16), 16000)
+    assert split_utterances(decode_file(p), load_config().vad) == []
+
+
+def test_noise_tap_has_no_utterance(tmp_path, asr):
+    rng = np.random.default_rng(1)
+    audio = np.zeros(16000 * 2, dtype=np.float32)
+    audio[8000:8000 + 4800] = rng.standard_normal(4800).astype(np.float32) * 0.5  # 0.3 s burst
+    segs = split_utterances(audio, load_config().vad)
+    texts = [asr.transcribe(s.audio).text for s in segs]
+    assert all(t == "" for t in texts), texts
+
+
+def test_asr_drops_noise(asr):
+    rng = np.random.default_rng(2)
+    res = asr.transcribe((rng.standard_normal(16000) * 0.02).astype(np.float32))
+    assert res.text == "" and res.dropped
+
+
+def test_vad_splits_commands(fixtures_dir):
+    cfg = load_config().vad
+    a = decode_file(fixtures_dir / "commands" / "wave_right.wav")
+    b = decode_file(fixtures_dir / "commands" / "nod.wav")
+    both = np.concatenate([a, np.zeros(16000, dtype=np.float32), b])
+    segs = split_utterances(both, cfg)
+    assert len(segs) == 2 and segs[0].end_ms < segs[1].start_ms
+
+
+def test_packaged_model_paths():
+    assert (resolve_model("packaged:whisper-tiny.en") / "model.bin").exists()
+    assert resolve_model("packaged:smollm2-135m").suffix == ".gguf"
+    assert resolve_model("packaged:piper-joe-medium").with_suffix(".onnx.json").exists()

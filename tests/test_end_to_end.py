@@ -1,0 +1,115 @@
+"""Recorded speech in, tool calls on the simulated robot and a spoken reply out — real models throughout."""
+
+from __future__ import annotations
+
+import json
+
+import jiwer
+import pytest
+
+from agent.asr import WhisperASR
+from agent.audio import decode_file
+from agent.config import load_config
+from agent.events import Reply, RobotCommand, Skipped, Timing, ToolCall, ToolResult, Transcript
+from agent.models import resolve_model
+from agent.pipeline import VoiceAgent
+
+
+class Recorder(list):
+    def __call__(self, ev):
+        self.append(ev)
+
+    def of(self, kind, turn_id=None):
+        return [e for e in self if isinstance(e, kind) and (turn_id is None or e.turn_id == turn_id)]
+
+
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory):
+    rec = Recorder()
+    cfg = load_config()
+    a = VoiceAgent(cfg, rec, tmp_path_factory.mktemp("replies"))
+    a.warmup()
+    yield a, rec
+    a.close()
+
+
+def _manifest(fixtures_dir):
+    return {m["file"].removesuffix(".wav"): m for m in json.loads((fixtures_dir / "commands" / "manifest.json").read_text())}
+
+
+@pytest.mark.parametrize("name", ["wave_right", "nod", "stop", "time"])
+def test_spoken_command_calls_matching_skill(agent, fixtures_dir, name):
+    a, rec = agent
+    item = _manifest(fixtures_dir)[name]
+    start = len(rec)
+    assert a.handle_file(fixtures_dir / "commands" / item["file"]) == 1
+    evs = Recorder(rec[start:])
+    turn = evs.of(Transcript)[0].turn_id
+    calls = evs.of(ToolCall, turn)
+    assert any(w in c.tool for c in calls for w in item["expect_any"]), (evs.of(Transcript), calls)
+    results = evs.of(ToolResult, turn)
+    assert any(r.ok for r in results)
+    limits = {j.name: (j.min_deg, j.max_deg) for j in a.cfg.robot.joints}
+    moves = evs.of(RobotCommand, turn)
+    for m in moves:
+        lo, hi = limits[m.joint]
+        assert lo <= m.deg <= hi
+    if name == "wave_right":
+        assert any(m.joint == "right_arm" and m.deg > 90 for m in moves)
+    if name == "nod":
+        assert any(m.joint == "head_pitch" and m.deg > 5 for m in moves)
+    reply = evs.of(Reply, turn)[0]
+    timing = evs.of(Timing, turn)[0]
+    assert timing.turn_ms > 0 and timing.asr_ms > 0 and timing.llm_ms > 0
+    if reply.text:
+        assert reply.audio and timing.tts_first_audio_ms > 0
+
+
+def test_time_reply_says_the_time(agent, fixtures_dir):
+    a, rec = agent
+    start = len(rec)
+    a.handle_text("What time is it? Use the get_time tool.")
+    evs = Recorder(rec[start:])
+    res = [r for r in evs.of(ToolResult) if r.tool == "get_time"]
+    assert res and res[0].ok and ":" in res[0].result
+
+
+def test_reply_wav_transcribes_back_to_reply_text(agent, fixtures_dir):
+    a, rec = agent
+    start = len(rec)
+    a.handle_text("Tell me a short joke.")
+    reply = Recorder(rec[start:]).of(Reply)[0]
+    assert reply.text and reply.audio
+    cfg = load_config()
+    asr = WhisperASR(resolve_model(cfg.asr.model), cfg.asr)
+    heard = asr.transcribe(decode_file(reply.audio), bias=False).text
+    from agent.speech_text import clean_for_speech
+
+    norm = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.RemoveMultipleSpaces(),
+                          jiwer.Strip(), jiwer.ReduceToListOfListOfWords()])
+    err = jiwer.wer(clean_for_speech(reply.text), heard, reference_transform=norm, hypothesis_transform=norm)
+    assert err <= 0.25, (reply.text, heard)
+
+
+def test_silence_is_skipped_without_a_turn(agent, tmp_path):
+    import numpy as np
+
+    from agent.audio import write_wav
+
+    a, rec = agent
+    start = len(rec)
+    path = write_wav(tmp_path / "silence.wav", np.zeros(32000, dtype=np.int16), 16000)
+    assert a.handle_file(path) == 0
+    evs = Recorder(rec[start:])
+    assert evs.of(Skipped) and not evs.of(Transcript) and not evs.of(ToolCall)
+
+
+def test_history_survives_bad_input(agent, tmp_path):
+    a, rec = agent
+    before = len(a.conversation.history)
+    bad = tmp_path / "bad.mp3"
+    bad.write_bytes(b"\x00\x01garbage" * 100)
+    assert a.handle_file(bad) is None
+    assert len(a.conversation.history) == before
+    a.handle_text("Nod please.")
+    assert len(a.conversation.history) > before
