@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from typing import TextIO
 
 from agent.events import (Error, Event, Ready, Reply, RobotCommand, Skipped, Timing, ToolCall, ToolResult,
@@ -13,7 +14,8 @@ from agent.events import (Error, Event, Ready, Reply, RobotCommand, Skipped, Tim
 class EventPrinter:
     """Callable event sink for the CLI.
 
-    In JSON mode every event is one line on stdout. In text mode joint commands are
+    In JSON mode every event is one line on stdout (whole lines even when events come from
+    several threads). In text mode joint commands are
     summarized per turn (the player sends 50 per second) and printed with the timing line.
 
     Args:
@@ -26,9 +28,12 @@ class EventPrinter:
         self.out = out or sys.stdout
         self.errors = 0
         self._robot: dict[str, tuple[float, float, int]] = {}
+        self._lock = threading.Lock()
 
     def _line(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+        with self._lock:  # robot events arrive from the animation thread
+            self.out.write(text + "\n")
+            self.out.flush()
 
     def note(self, text: str) -> None:
         """A human note (suppressed in JSON mode so stdout stays pure JSON Lines)."""

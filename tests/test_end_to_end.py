@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import jiwer
 import pytest
@@ -87,7 +88,10 @@ def test_reply_wav_transcribes_back_to_reply_text(agent, fixtures_dir):
 
     norm = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.RemoveMultipleSpaces(),
                           jiwer.Strip(), jiwer.ReduceToListOfListOfWords()])
-    err = jiwer.wer(clean_for_speech(reply.text), heard, reference_transform=norm, hypothesis_transform=norm)
+    if ":" in reply.text:  # Whisper writes a spoken "eighteen oh four" as 1804
+        heard = re.sub(r"\b([01]?\d|2[0-3])([0-5]\d)\b", r"\1:\2", heard)
+    err = jiwer.wer(clean_for_speech(reply.text), clean_for_speech(heard), reference_transform=norm,
+                    hypothesis_transform=norm)
     assert err <= 0.25, (reply.text, heard)
 
 
