@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -86,6 +87,9 @@ def demo(config: ConfigOpt = None, out: Annotated[Path, typer.Option(help="folde
         for path, text in inputs:
             printer.note(f"\n>>> playing {path.name} (\"{text}\")")
             agent.handle_file(path)
+        if agent.conversation.background_running:
+            printer.note("\n>>> waiting for background tasks (timers) to finish")
+        agent.run_background_turns(wait_s=30.0)
     finally:
         agent.close()
     printer.note(f"\nreply WAVs are in {out.resolve()}")
@@ -94,7 +98,9 @@ def demo(config: ConfigOpt = None, out: Annotated[Path, typer.Option(help="folde
 @app.command()
 def listen(files: Annotated[list[Path], typer.Argument(help="audio files; every utterance is one user turn")],
            config: ConfigOpt = None, out: Annotated[Path, typer.Option(help="folder for reply WAVs")] = Path("out"),
-           json_out: JsonOpt = False, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+           json_out: JsonOpt = False, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+           wait_background: Annotated[float, typer.Option(help="seconds to wait at the end for background "
+                                                          "tool calls (timers) to finish")] = 30.0) -> None:
     """Treat speech in audio files as user turns of one conversation."""
     _setup_logging(verbose)
     cfg = _load(config)
@@ -104,6 +110,7 @@ def listen(files: Annotated[list[Path], typer.Argument(help="audio files; every 
     try:
         for f in files:
             readable += agent.handle_file(f) is not None
+        agent.run_background_turns(wait_s=wait_background)
     finally:
         agent.close()
     if readable == 0:
@@ -113,7 +120,9 @@ def listen(files: Annotated[list[Path], typer.Argument(help="audio files; every 
 @app.command()
 def chat(config: ConfigOpt = None, out: Annotated[Optional[Path], typer.Option(
         help="also synthesize replies into this folder")] = None, json_out: JsonOpt = False,
-         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+         wait_background: Annotated[float, typer.Option(help="seconds to wait at end of input for "
+                                                        "background tool calls")] = 30.0) -> None:
     """Talk to the agent by typing (one line per turn; Ctrl-D ends)."""
     _setup_logging(verbose)
     cfg = _load(config)
@@ -122,14 +131,23 @@ def chat(config: ConfigOpt = None, out: Annotated[Optional[Path], typer.Option(
     agent.speak = out is not None
     interactive = sys.stdin.isatty()
     try:
+        prompt = True
         while True:
-            if interactive:
+            if interactive and prompt:
                 typer.echo("you> ", nl=False)
+            prompt = False
+            # Poll so background results (timers) are spoken while the user types nothing.
+            ready, _, _ = select.select([sys.stdin], [], [], 0.25)
+            if not ready:
+                prompt = agent.run_background_turns() > 0
+                continue
             line = sys.stdin.readline()
+            prompt = True
             if not line:
                 break
             if line.strip():
                 agent.handle_text(line.strip())
+        agent.run_background_turns(wait_s=wait_background)
     except KeyboardInterrupt:
         pass
     finally:

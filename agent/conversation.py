@@ -22,13 +22,14 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import LLMConfig
-from agent.events import Event, ToolCall, ToolResult
+from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.llm import ChatModel, Generation
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
 from agent.toolgrammar import (NO_TOOL, SayStreamer, ToolChoicePrior, parse_reply, reply_schema, tool_prior,
@@ -93,6 +94,9 @@ class Conversation:
         self.emit = emit if emit is not None else (lambda e: None)
         self.format = resolve_format(cfg.tool_format, model)
         self.history: list[dict[str, Any]] = []
+        self._background: queue.Queue[BackgroundDone] = queue.Queue()
+        self._bg_lock = threading.Lock()
+        self.background_running = 0
         self._grammars: dict[tuple[bool, frozenset[str]], Any] = {}
 
     # --- prompt ---------------------------------------------------------------------
@@ -135,7 +139,8 @@ class Conversation:
 
     # --- the turn ---------------------------------------------------------------------
     def turn(self, text: str, turn_id: int, state: str | None = None,
-             on_text: Callable[[str], None] | None = None, cancel: threading.Event | None = None) -> TurnResult:
+             on_text: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
+             tools: bool = True) -> TurnResult:
         """Run one user turn to the end.
 
         Args:
@@ -145,6 +150,7 @@ class Conversation:
                 so the earlier prompt stays byte-identical for KV-cache reuse.
             on_text: Receives speech text deltas as they are generated.
             cancel: Set to stop generation (barge-in); the turn ends with what was produced.
+            tools: Offer tools (False for turns that only report a background result).
 
         Returns:
             The :class:`TurnResult`; never raises for model or tool problems.
@@ -155,7 +161,7 @@ class Conversation:
         seen: dict[str, int] = {}
         spoken: list[str] = []
         for rnd in range(self.cfg.max_tool_rounds):
-            allow_tools = rnd < self.cfg.max_tool_rounds - 1 and bool(self.registry.skills)
+            allow_tools = tools and rnd < self.cfg.max_tool_rounds - 1 and bool(self.registry.skills)
             bonuses: dict[str, float] = {}
             if self.format == "grammar" and allow_tools:
                 bonuses = tool_prior(text, list(self.registry.skills.values()),
@@ -200,7 +206,8 @@ class Conversation:
                     outcome = ToolOutcome(False, f"{call['name']} already ran {seen[key] - 1} times with these "
                                                  f"arguments this turn; do not call it again, answer the user")
                 else:
-                    outcome = self.registry.call(call["name"], call["arguments"], self.ctx)
+                    outcome = self.registry.call(call["name"], call["arguments"], self.ctx,
+                                                 self._background_callback(call["name"], call_id))
                 self.emit(ToolResult(turn_id, call["name"], outcome.ok, outcome.result, call_id))
                 res.calls.append((call["name"], call["arguments"], outcome))
                 self.history.append({"role": "tool", "name": call["name"], "tool_call_id": call_id,
@@ -250,6 +257,41 @@ class Conversation:
             handle(parser.feed(piece))
         handle(parser.close())
         return "".join(text).strip(), calls, "; ".join(problems)
+
+    # --- asynchronous tool calls ---------------------------------------------------------
+    def _background_callback(self, name: str, call_id: str) -> Callable[[ToolOutcome], None] | None:
+        sk = self.registry.skills.get(name)
+        if sk is None or not sk.background:
+            return None
+        with self._bg_lock:
+            self.background_running += 1
+
+        def done(outcome: ToolOutcome) -> None:
+            with self._bg_lock:
+                self.background_running -= 1
+                # Enqueued under the lock: results enter in the order they finished, once each.
+                self._background.put(BackgroundDone(-1, name, outcome.ok, outcome.result, call_id))
+
+        return done
+
+    def next_background(self, timeout: float = 0.0) -> BackgroundDone | None:
+        """The next finished background call (FIFO, each returned once), or None.
+
+        Args:
+            timeout: Seconds to wait for one; 0 returns at once.
+        """
+        try:
+            return self._background.get(timeout=timeout) if timeout > 0 else self._background.get_nowait()
+        except queue.Empty:
+            return None
+
+    def background_turn(self, done: BackgroundDone, turn_id: int,
+                        on_text: Callable[[str], None] | None = None,
+                        cancel: threading.Event | None = None) -> TurnResult:
+        """Tell the model a background call finished and let it speak about it (no new tools)."""
+        status = "finished" if done.ok else "failed"
+        note = f"(The background task {done.tool} {status}: {done.result})"
+        return self.turn(note, turn_id, on_text=on_text, cancel=cancel, tools=False)
 
     def _assistant_message(self, say: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": say}

@@ -15,9 +15,11 @@ from pathlib import Path
 from agent.audio import write_wav
 from agent.tts import PiperTTS
 
-DEMO_FILES = ("wave_right.wav", "look_left.wav", "time.wav", "nod.wav", "joke.wav", "stop.wav")
+# The timer runs in the background while the next commands are handled, then is reported.
+DEMO_FILES = ("wave_right.wav", "timer.wav", "look_left.wav", "time.wav", "nod.wav", "joke.wav", "stop.wav")
 BUILTIN_UTTERANCES = (
     ("wave_right", "Hey robot, wave your right hand."),
+    ("timer", "Set a timer for five seconds."),
     ("look_left", "Please look to the left."),
     ("time", "What time is it?"),
     ("nod", "Nod your head if you can hear me."),

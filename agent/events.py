@@ -180,3 +180,104 @@ class Error(Event):
 
     name: ClassVar[str] = "error"
     message: str = ""
+
+
+@dataclass(frozen=True)
+class BackgroundDone(Event):
+    """A background (asynchronous) tool call finished; the robot will speak about it.
+
+    Attributes:
+        name: Tool name.
+        ok: Whether it succeeded.
+        result: Its result, or the error message.
+        call_id: The id of the call that started it (matches the earlier ``tool_call``).
+    """
+
+    name: ClassVar[str] = "background_done"
+    tool: str = ""
+    ok: bool = True
+    result: Any = None
+    call_id: str = ""
+
+
+
+# --- live mode (``bolt-agent run``) -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LiveTiming(Timing):
+    """Per-turn latency of live mode, ms from the end of user speech (the VAD's speech end).
+
+    A :class:`Timing` (same event name, the inherited fields keep their meaning) with:
+    ``endpoint_ms`` endpoint decided, ``asr_done_ms`` transcript ready, ``first_token_ms`` LLM
+    first token, ``first_sentence_ms`` first sentence ready for synthesis, ``first_audio_ms``
+    first synthesized audio ready, ``first_played_ms`` first audio handed to the speaker
+    (voice-to-voice). A stage that did not happen is -1.
+    """
+
+    name: ClassVar[str] = "timing"
+    endpoint_ms: float = -1.0
+    asr_done_ms: float = -1.0
+    first_token_ms: float = -1.0
+    first_sentence_ms: float = -1.0
+    first_audio_ms: float = -1.0
+    first_played_ms: float = -1.0
+
+
+@dataclass(frozen=True)
+class Spoken(Event):
+    """A piece of the reply finished playing (``completed``) or was cut off by a barge-in or stop."""
+
+    name: ClassVar[str] = "spoken"
+    text: str = ""
+    completed: bool = True
+
+
+@dataclass(frozen=True)
+class BargeIn(Event):
+    """The user spoke over the robot: playback stopped, generation and synthesis were cancelled.
+
+    Attributes:
+        reason: ``speech`` (sustained user speech) or ``stop`` (a stop phrase).
+        stop_ms: Time from the decision to the speaker going silent, ms.
+    """
+
+    name: ClassVar[str] = "barge_in"
+    reason: str = "speech"
+    stop_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class HistoryCut(Event):
+    """After an interruption the assistant message in the history keeps only what was played.
+
+    Attributes:
+        kept: The assistant message as it now stands in the history.
+        dropped: Reply text that was generated but never played.
+    """
+
+    name: ClassVar[str] = "history_cut"
+    kept: str = ""
+    dropped: str = ""
+
+
+@dataclass(frozen=True)
+class DeviceState(Event):
+    """An audio device opened, was lost, or is being retried.
+
+    Attributes:
+        kind: ``input`` or ``output``.
+        device: Device name as PortAudio reports it.
+        state: ``open``, ``lost``, ``retry`` or ``failed``.
+        sample_rate: Rate the stream runs at, Hz (0 when not open).
+        channels: Channel count of the stream (0 when not open).
+        message: What happened, for people.
+    """
+
+    name: ClassVar[str] = "device"
+    kind: str = ""
+    device: str = ""
+    state: str = ""
+    sample_rate: int = 0
+    channels: int = 0
+    message: str = ""

@@ -21,7 +21,7 @@ from agent.asr import WhisperASR
 from agent.audio import AudioError, decode_file
 from agent.config import Config
 from agent.conversation import Conversation, TurnResult
-from agent.events import Error, Event, Ready, Reply, RobotCommand, Skipped, Timing, Transcript
+from agent.events import BackgroundDone, Error, Event, Ready, Reply, RobotCommand, Skipped, Timing, Transcript
 from agent.llm import ChatModel
 from agent.models import resolve_model
 from agent.skills import SkillContext, SkillRegistry, load_registry
@@ -135,11 +135,43 @@ class VoiceAgent:
         return turns
 
     def handle_text(self, text: str, asr_ms: float = 0.0, t_start: float | None = None) -> TurnResult:
-        """Run one user turn from text: model, tools, speech; emits transcript → reply → timing."""
+        """Run one user turn from text: model, tools, speech; emits transcript → reply → timing.
+
+        Background calls that finished meanwhile are spoken about right after the turn.
+        """
         t0 = t_start if t_start is not None else time.perf_counter()
         turn_id = self.clock.next()
         self.emit(Transcript(turn_id, text))
         result = self.conversation.turn(text, turn_id, state=self.state_line())
+        self._finish_turn(turn_id, result, asr_ms, t0)
+        self.run_background_turns()
+        return result
+
+    def run_background_turns(self, wait_s: float = 0.0) -> int:
+        """Speak about background calls that finished, in the order they finished, once each.
+
+        Args:
+            wait_s: Also wait up to this many seconds for calls still running (end of input).
+
+        Returns:
+            Number of background results handled.
+        """
+        handled = 0
+        deadline = time.perf_counter() + wait_s
+        while True:
+            remaining = deadline - time.perf_counter()
+            wait = remaining if remaining > 0 and self.conversation.background_running else 0.0
+            done = self.conversation.next_background(timeout=wait)
+            if done is None:
+                return handled
+            t0 = time.perf_counter()
+            turn_id = self.clock.next()
+            self.emit(BackgroundDone(turn_id, done.tool, done.ok, done.result, done.call_id))
+            result = self.conversation.background_turn(done, turn_id)
+            self._finish_turn(turn_id, result, 0.0, t0)
+            handled += 1
+
+    def _finish_turn(self, turn_id: int, result: TurnResult, asr_ms: float, t0: float) -> None:
         for problem in result.problems:
             self.emit(Error(turn_id, problem))
         wav, tts_first, tts_ms = None, 0.0, 0.0
@@ -158,7 +190,6 @@ class VoiceAgent:
                          llm_ms=round(result.llm_ms, 1), tts_first_audio_ms=round(tts_first, 1),
                          tts_ms=round(tts_ms, 1), turn_ms=round((time.perf_counter() - t0) * 1000.0, 1),
                          prompt_tokens=result.prompt_tokens))
-        return result
 
     def state_line(self) -> str | None:
         """Dynamic app state for the newest user turn (kept out of the static prompt prefix).
@@ -170,5 +201,6 @@ class VoiceAgent:
         return "; ".join(lines) or None
 
     def close(self) -> None:
-        """Return the robot to neutral and release it."""
+        """Stop background skills, return the robot to neutral and release it."""
+        self.ctx.shutdown.set()
         self.robot.close()

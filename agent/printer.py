@@ -7,7 +7,7 @@ import sys
 import threading
 from typing import TextIO
 
-from agent.events import (Error, Event, Ready, Reply, RobotCommand, Skipped, Timing, ToolCall, ToolResult,
+from agent.events import (BackgroundDone, Error, Event, Ready, Reply, RobotCommand, Skipped, Timing, ToolCall, ToolResult,
                           Transcript)
 
 
@@ -68,6 +68,8 @@ class EventPrinter:
             self._line(f"  timing: asr {ev.asr_ms:.0f} ms | llm first token {ev.llm_ttft_ms:.0f} ms | llm "
                        f"{ev.llm_ms:.0f} ms ({ev.prompt_tokens} prompt tokens) | tts first audio "
                        f"{ev.tts_first_audio_ms:.0f} ms | turn {ev.turn_ms:.0f} ms")
+        elif isinstance(ev, BackgroundDone):
+            self._line(f"[turn {ev.turn_id}] background {ev.tool} {'finished' if ev.ok else 'FAILED'}: {ev.result}")
         elif isinstance(ev, Skipped):
             self._line(f"  skipped: {ev.reason}")
         elif isinstance(ev, Error):

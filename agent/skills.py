@@ -22,6 +22,7 @@ import inspect
 import logging
 import re
 import sys
+import threading
 import traceback
 import typing
 from collections.abc import Callable
@@ -49,10 +50,13 @@ class SkillContext:
     Attributes:
         robot: The robot facade (joints, animations, stop).
         now: Returns the current local time (injected so tests control it).
+        shutdown: Set when the agent stops; long-running (background) skills wait on it
+            instead of sleeping so they end promptly.
     """
 
     robot: Robot
     now: Callable[[], datetime] = datetime.now
+    shutdown: threading.Event = field(default_factory=threading.Event)
 
 
 @dataclass(frozen=True)
@@ -313,7 +317,8 @@ class SkillRegistry:
         """All tools as OpenAI-style definitions, for the chat template."""
         return [s.tool_schema() for s in self.skills.values()]
 
-    def call(self, name: str, arguments: Any, ctx: SkillContext) -> ToolOutcome:
+    def call(self, name: str, arguments: Any, ctx: SkillContext,
+             on_background_done: Callable[[ToolOutcome], None] | None = None) -> ToolOutcome:
         """Validate the arguments and run a skill; never raises.
 
         Args:
@@ -325,7 +330,9 @@ class SkillRegistry:
             ``ToolOutcome(ok=True, result)`` with the skill's return value (clamping notes
             added when a value was clamped), or ``ok=False`` with a message for the model:
             unknown tool (lists the valid ones), invalid arguments (names the unit), timeout,
-            or the skill's exception.
+            or the skill's exception. A background skill returns at once with
+            ``{"status": "started"}``; its real outcome goes to ``on_background_done`` from a
+            worker thread when it finishes (never a timeout: background work may be long).
         """
         sk = self.skills.get(name)
         if sk is None:
@@ -343,6 +350,8 @@ class SkillRegistry:
             return ToolOutcome(False, _validation_message(sk, e))
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         call = (lambda: sk.fn(ctx, **kwargs)) if sk.wants_context else (lambda: sk.fn(**kwargs))
+        if sk.background:
+            return self._start_background(sk, call, on_background_done)
         fut = self._pool.submit(call)
         try:
             result = fut.result(timeout=self.timeout_s)
@@ -356,6 +365,21 @@ class SkillRegistry:
         if notes:
             result = {"result": result, "note": "; ".join(notes)}
         return ToolOutcome(True, result)
+
+    def _start_background(self, sk: Skill, call: Callable[[], Any],
+                          done: Callable[[ToolOutcome], None] | None) -> ToolOutcome:
+        def run() -> None:
+            try:
+                outcome = ToolOutcome(True, call())
+            except Exception as e:  # reported to the model like any failed call
+                log.warning("background skill %s raised %s: %s", sk.name, type(e).__name__, e)
+                outcome = ToolOutcome(False, f"{sk.name} failed: {type(e).__name__}: {e}")
+            if done is not None:
+                done(outcome)
+
+        threading.Thread(target=run, name=f"bg-{sk.name}", daemon=True).start()
+        return ToolOutcome(True, {"status": "started",
+                                  "note": "Okay, it is running. I will tell you when it is done."})
 
 
 def _where(fn: Callable) -> str:

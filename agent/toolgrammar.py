@@ -131,7 +131,8 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     """Logit bonus per tool name from the user's own words (a prior for small models).
 
     A tool gets ``bonus`` when a word of its name (split at ``_``) or one of its declared
-    ``keywords`` is in the user's text, half of it for a shared 4-letter stem ("dancing").
+    ``keywords`` is in the user's text, half of it for a shared 4-letter stem ("dancing")
+    when no tool matches exactly.
     Tools already called this turn get nothing; ``"none"`` gets the bonus when no other
     tool does (small talk stays small talk) and minus the bonus when one does.
 
@@ -149,13 +150,14 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     said = _words(user_text)
     out: dict[str, float] = {}
     for s in skills:
-        if s.name in done:
-            continue
         keys = {w for w in s.name.lower().split("_") if len(w) > 2 and w not in STOPWORDS} | set(s.keywords)
         if keys & said:
             out[s.name] = bonus
         elif any(len(k) >= 4 and len(w) >= 4 and k[:4] == w[:4] for k in keys for w in said):
             out[s.name] = bonus / 2
+    if any(v == bonus for v in out.values()):  # an exact word beats a shared stem ("timer" vs "time")
+        out = {k: v for k, v in out.items() if v == bonus}
+    out = {k: v for k, v in out.items() if k not in done}
     # Push "none" the other way when the user named an action, toward it when they did not.
     out[NO_TOOL] = -bonus if out else bonus
     return out

@@ -117,3 +117,41 @@ def test_history_survives_bad_input(agent, tmp_path):
     assert len(a.conversation.history) == before
     a.handle_text("Nod please.")
     assert len(a.conversation.history) > before
+
+
+def test_background_timer_is_spoken_once_after_the_turn(agent):
+    from agent.events import BackgroundDone
+
+    a, rec = agent
+    start = len(rec)
+    a.handle_text("Set a timer for 1 second.")
+    a.run_background_turns(wait_s=5.0)
+    evs = Recorder(rec[start:])
+    started = [r for r in evs.of(ToolResult) if r.tool == "set_timer"]
+    assert started and started[0].ok and started[0].result["status"] == "started"
+    done = evs.of(BackgroundDone)
+    assert len(done) == 1 and done[0].ok and "1 seconds is done" in done[0].result
+    assert done[0].call_id == started[0].call_id
+    # Never inside the turn that started it: after that turn's timing event, in a turn of its own.
+    user_turn = started[0].turn_id
+    timing_at = next(i for i, e in enumerate(evs) if isinstance(e, Timing) and e.turn_id == user_turn)
+    assert evs.index(done[0]) > timing_at and done[0].turn_id > user_turn
+    after = [type(e).__name__ for e in evs if e.turn_id == done[0].turn_id]
+    assert after[0] == "BackgroundDone" and after[-2:] == ["Reply", "Timing"]
+    assert a.run_background_turns(wait_s=0.5) == 0  # exactly once
+
+
+def test_background_results_arrive_in_finishing_order_between_turns(agent):
+    import time
+
+    a, rec = agent
+    conv = a.conversation
+    slow = a.registry.call("set_timer", {"seconds": 0.8, "label": "slow"}, a.ctx,
+                           conv._background_callback("set_timer", "slow"))
+    fast = a.registry.call("set_timer", {"seconds": 0.2, "label": "fast"}, a.ctx,
+                           conv._background_callback("set_timer", "fast"))
+    assert slow.ok and fast.ok and conv.background_running == 2
+    time.sleep(1.2)
+    first, second = conv.next_background(), conv.next_background()
+    assert (first.call_id, second.call_id) == ("fast", "slow")
+    assert conv.next_background() is None and conv.background_running == 0
