@@ -63,12 +63,14 @@ class ChatModel:
     Args:
         model_path: GGUF file.
         cfg: ``[llm]`` settings (n_ctx, threads, n_gpu_layers, sampling).
+        vocab_only: Load only tokenizer and template (rendering and token accounting, no
+            generation); loads in well under a second even for large models.
 
     Raises:
         LLMError: the file is not a loadable GGUF.
     """
 
-    def __init__(self, model_path: Path, cfg: LLMConfig) -> None:
+    def __init__(self, model_path: Path, cfg: LLMConfig, vocab_only: bool = False) -> None:
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
@@ -77,7 +79,7 @@ class ChatModel:
         try:
             self.llm = Llama(model_path=str(model_path), n_ctx=cfg.n_ctx, n_threads=cfg.threads,
                              n_threads_batch=cfg.threads, n_gpu_layers=cfg.n_gpu_layers, n_batch=cfg.n_batch,
-                             seed=cfg.seed, verbose=False)
+                             seed=cfg.seed, vocab_only=vocab_only, verbose=False)
         except (ValueError, RuntimeError, OSError) as e:
             raise LLMError(f"{model_path}: cannot load the model as GGUF ({e}); check the file or the "
                            f"[llm] model setting") from None

@@ -6,8 +6,8 @@ the history for the template at hand, reading the template text to decide:
 
 * **Gemma 4 / Bolt** (template mentions ``tool_responses``): tool results are not a ``tool``
   message but a ``tool_responses`` list (``{"name", "response"}``) on the model message
-  that made the calls (source: the template in the vocabulary-only GGUF, see
-  ``shared/fixtures/README.md``).
+  that made the calls, and the model's reply after them is that same message's content
+  (source: the template in the vocabulary-only GGUF, see ``shared/fixtures/README.md``).
 * Templates with no ``tool`` role: results become a user message ``Result of NAME: ...``.
 * Templates that reject a ``system`` role (they ``raise_exception`` on it): the system
   prompt merges into the first user turn.
@@ -60,6 +60,11 @@ def normalize_for_template(messages: list[dict[str, Any]], template: str) -> lis
                     continue
             if not has_tool_role:
                 m = {"role": "user", "content": f"Result of {m.get('name', 'tool')}: {m['content']}"}
+        if gemma_style and role == "assistant" and not m.get("tool_calls") and out \
+                and out[-1]["role"] == "assistant" and out[-1].get("tool_responses") and not out[-1]["content"]:
+            # Gemma 4 continues the model turn after tool responses: the reply is that message's content.
+            out[-1] = {**out[-1], "content": m["content"]}
+            continue
         if out and out[-1]["role"] == m["role"] and m["role"] in ("user", "system") \
                 and "tool_calls" not in out[-1]:
             out[-1] = {**out[-1], "content": f"{out[-1]['content']}\n\n{m['content']}".strip()}
