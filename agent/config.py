@@ -89,7 +89,14 @@ class LLMConfig(_Strict):
                                     "whose name or keywords the user said; 0 = off")
     seed: int = 1234
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
-    tool_format: Literal["auto", "grammar", "bolt", "hermes"] = "auto"
+    tool_format: Literal["auto", "grammar", "bolt", "hermes", "llama3"] = "auto"
+    reasoning: Literal["off", "on", "tools"] = Field("off", description="think before answering: never, "
+                                                     "always, or only in rounds that offer tools")
+    thinking_budget_tokens: int = Field(256, ge=0, description="thinking tokens before the runtime ends it")
+    thinking_budget_ms: float = Field(1500.0, ge=0, description="thinking time before the runtime ends it, ms")
+    conversational_mode: bool = Field(True, description="short, speech-ready replies (Bolt template flag)")
+    max_reply_sentences: int = Field(2, ge=0, description="conversational mode: sentences spoken per reply; "
+                                     "0 = no limit")
     max_tool_rounds: int = Field(4, ge=1, le=8)
     warmup: bool = True
 

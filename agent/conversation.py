@@ -32,6 +32,8 @@ from agent.config import LLMConfig
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.llm import ChatModel, Generation
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
+from agent.reasoning import ThinkingBudget, ThinkingStats, markers_for, template_knows_thinking
+from agent.speech_text import limit_sentences
 from agent.toolgrammar import (NO_TOOL, SayStreamer, ToolChoicePrior, parse_reply, reply_schema, tool_prior,
                                tools_prompt)
 
@@ -53,6 +55,8 @@ class TurnResult:
         prompt_tokens: Prompt tokens evaluated over all rounds (KV-cache reuse excluded).
         rounds: Model rounds run.
         problems: Messages about malformed output or stopped loops.
+        thinking_tokens: Tokens spent thinking over all rounds.
+        thinking_forced: The thinking budget ran out and the runtime closed the block.
     """
 
     text: str = ""
@@ -62,6 +66,8 @@ class TurnResult:
     prompt_tokens: int = 0
     rounds: int = 0
     problems: list[str] = field(default_factory=list)
+    thinking_tokens: int = 0
+    thinking_forced: bool = False
 
 
 def resolve_format(cfg_format: str, model: ChatModel) -> str:
@@ -101,22 +107,48 @@ class Conversation:
 
     # --- prompt ---------------------------------------------------------------------
     def system_prompt(self) -> str:
-        """The system prompt as sent (grammar mode appends the tool list and reply format)."""
-        if self.format == "grammar" and self.registry.skills:
-            return f"{self.cfg.system_prompt}\n{tools_prompt(list(self.registry.skills.values()))}"
-        return self.cfg.system_prompt
+        """The system prompt as sent.
 
-    def render(self, allow_tools: bool = True) -> str:
-        """Render the system prompt and history for the next model round."""
+        Grammar mode appends the tool list and reply format. ``conversational_mode`` reaches
+        templates that read it as a variable; for the others one line is added here instead.
+        """
+        text = self.cfg.system_prompt
+        if self.cfg.conversational_mode and "conversational_mode" not in self.model.template:
+            n = self.cfg.max_reply_sentences
+            text += (f"\nConversational mode: answer in at most {n} short spoken sentence{'s' if n != 1 else ''}"
+                     if n else "\nConversational mode: answer in short spoken sentences") + \
+                ", with no lists, markdown or emoji."
+        if self.format == "grammar" and self.registry.skills:
+            text += f"\n{tools_prompt(list(self.registry.skills.values()))}"
+        return text
+
+    def thinks(self, allow_tools: bool) -> bool:
+        """Whether this round reasons first (config ``reasoning``; never in grammar mode)."""
+        if self.format == "grammar":
+            return False
+        return self.cfg.reasoning == "on" or (self.cfg.reasoning == "tools" and allow_tools)
+
+    def render(self, allow_tools: bool = True, think: bool = False) -> str:
+        """Render the system prompt and history for the next model round.
+
+        Args:
+            allow_tools: Declare the tools (native formats).
+            think: Open a thinking block: ``enable_thinking`` for templates that know it,
+                otherwise the opening marker is pre-filled after the generation prompt.
+        """
         messages = [{"role": "system", "content": self.system_prompt()}]
         if self.format == "grammar":
             messages += _as_grammar_messages(self.history)
-            return self.model.render(messages)
+            return self.model.render(messages, conversational_mode=self.cfg.conversational_mode)
         from agent.messages import normalize_for_template
 
         msgs = normalize_for_template(messages + self.history, self.model.template)
         tools = self.registry.tool_schemas() if allow_tools else None
-        return self.model.render(msgs, tools=tools)
+        prompt = self.model.render(msgs, tools=tools, enable_thinking=think,
+                                   conversational_mode=self.cfg.conversational_mode)
+        if think and not template_knows_thinking(self.model.template):
+            prompt += markers_for(self.model.template).open
+        return prompt
 
     def _grammar(self, allow_tools: bool, exclude: frozenset[str] = frozenset()) -> Any:
         """Grammar for a round; tools already called this turn are left out (no loops by construction)."""
@@ -158,6 +190,8 @@ class Conversation:
         content = f"{text}\n\n[{state}]" if state else text
         self.history.append({"role": "user", "content": content})
         res = TurnResult()
+        cap = SentenceCap(self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, cancel)
+        on_text, cancel = cap.feed, cap.cancel
         seen: dict[str, int] = {}
         spoken: list[str] = []
         for rnd in range(self.cfg.max_tool_rounds):
@@ -183,14 +217,18 @@ class Conversation:
                     on_text(say)
             res.llm_ms += gen.total_ms
             res.prompt_tokens += gen.prompt_tokens
+            thinking = gen.extra.get("thinking")
+            if thinking is not None:
+                res.thinking_tokens += thinking.tokens
+                res.thinking_forced |= thinking.forced
             if rnd == 0:
                 res.ttft_ms = gen.ttft_ms
-            if problem:
+            if problem and not cancel.is_set():  # output cut by the cap or a barge-in is expected
                 res.problems.append(problem)
             if say:
                 spoken.append(say)
             self.history.append(self._assistant_message(say, calls))
-            if not calls or (cancel is not None and cancel.is_set()):
+            if not calls or cap.user_cancelled():
                 break
             stop_turn = False
             for i, call in enumerate(calls):
@@ -216,7 +254,7 @@ class Conversation:
             if stop_turn:
                 res.problems.append("stopped a repeated tool call loop")
                 break
-        res.text = _join_unique(spoken)
+        res.text = limit_sentences(_join_unique(spoken), cap.limit)
         return res
 
     def _round(self, allow_tools: bool, gen: Generation, on_text: Callable[[str], None] | None,
@@ -237,9 +275,23 @@ class Conversation:
                 if delta and on_text:
                     on_text(delta)
             return parse_reply(gen.text)
-        from agent.toolparse import ParsedToolCall, TextDelta, ToolCallError, make_parser
+        from agent.toolparse import ParsedToolCall, TextDelta, ToolCallError, make_parser, prompt_ends_in_thinking
 
-        parser = make_parser(self.format)
+        think = self.thinks(allow_tools)
+        if think:
+            prompt = self.render(allow_tools, think=True)
+        starts_inside = prompt_ends_in_thinking(prompt)
+        parser = make_parser(self.format, thinking_forced_open=starts_inside)
+        budget = None
+        if think:
+            stats = gen.extra["thinking"] = ThinkingStats()
+            llm = self.model.llm
+
+            def budget(n_prompt: int) -> ThinkingBudget:
+                return ThinkingBudget(lambda t: llm.tokenize(t.encode(), add_bos=False, special=True),
+                                      lambda ids: llm.detokenize(ids, special=True).decode("utf-8", "ignore"),
+                                      n_prompt, markers_for(self.model.template), starts_inside,
+                                      self.cfg.thinking_budget_tokens, self.cfg.thinking_budget_ms, stats)
         text, calls, problems = [], [], []
 
         def handle(evs: list[Any]) -> None:
@@ -253,7 +305,7 @@ class Conversation:
                 elif isinstance(ev, ToolCallError):
                     problems.append(ev.message)
 
-        for piece in self.model.stream(prompt, gen, cancel=cancel):
+        for piece in self.model.stream(prompt, gen, cancel=cancel, logits_processor=budget):
             handle(parser.feed(piece))
         handle(parser.close())
         return "".join(text).strip(), calls, "; ".join(problems)
@@ -339,3 +391,60 @@ def _join_unique(parts: list[str]) -> str:
             out.append(p.strip())
     return " ".join(out)
 
+
+class SentenceCap:
+    """Conversational mode's limit on spoken sentences, enforced on the text stream.
+
+    Forwards speech deltas until ``limit`` sentences have ended, then stops forwarding and
+    ends generation (the rest would never be spoken). ``limit`` 0 forwards everything.
+
+    Args:
+        limit: Sentences to let through.
+        on_text: Downstream receiver of speech deltas (or None).
+        cancel: The caller's cancel event (barge-in), kept apart from the cap's own stop.
+    """
+
+    _END = (".", "!", "?")
+
+    def __init__(self, limit: int, on_text: Callable[[str], None] | None, cancel: threading.Event | None) -> None:
+        self.limit = limit
+        self.downstream = on_text
+        self.user_cancel = cancel
+        self.cancel = _Either(threading.Event(), cancel)
+        self._sentences = 0
+        self._prev = ""
+
+    def user_cancelled(self) -> bool:
+        """Whether the caller (not the cap) asked to stop."""
+        return self.user_cancel is not None and self.user_cancel.is_set()
+
+    def feed(self, delta: str) -> None:
+        """Forward one speech delta, counting sentence ends."""
+        if self.limit and self._sentences >= self.limit:
+            self.cancel.set()
+            return
+        out = []
+        for ch in delta:
+            out.append(ch)
+            if ch in self._END and self._prev not in self._END:
+                self._sentences += 1
+                if self.limit and self._sentences >= self.limit:
+                    self.cancel.set()
+                    break
+            self._prev = ch
+        if out and self.downstream is not None:
+            self.downstream("".join(out))
+
+
+class _Either:
+    """Event-like: set when the cap stopped generation or the caller cancelled (barge-in)."""
+
+    def __init__(self, own: threading.Event, other: threading.Event | None) -> None:
+        self.own = own
+        self.other = other
+
+    def set(self) -> None:
+        self.own.set()
+
+    def is_set(self) -> bool:
+        return self.own.is_set() or (self.other is not None and self.other.is_set())
