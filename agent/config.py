@@ -27,10 +27,8 @@ else:  # pragma: no cover - Python 3.10 (JetPack 6)
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "launch" / "desktop.toml"
 
 DEFAULT_SYSTEM_PROMPT = (
-    "You are Bolt, a small friendly robot with a head and two arms. "
-    "You hear the user through a microphone and answer out loud, so keep replies short: "
-    "one or two plain sentences, no lists, no markdown. "
-    "When the user asks you to move or to do something a tool can do, call the tool."
+    "You are Bolt, a small friendly robot with a head and two arms. You talk out loud: keep replies short "
+    "and plain. When the user asks for something a tool can do, call the tool."
 )
 
 
@@ -119,7 +117,7 @@ class AudioConfig(_Strict):
     input_channels: int | None = Field(None, ge=1, le=32, description="None = the device's, at most 2")
     output_sample_rate: int | None = Field(None, ge=8000, le=192000, description="None = the device's own rate, Hz")
     block_ms: int = Field(20, ge=5, le=200, description="sounddevice block length, ms")
-    stall_s: float = Field(1.5, gt=0.1, le=30, description="no mic audio for this long = device lost, s")
+    stall_s: float = Field(3.0, gt=0.1, le=30, description="no mic audio for this long = device lost, s")
     backoff_initial_s: float = Field(0.5, gt=0, le=60, description="first retry after a lost device, s")
     backoff_max_s: float = Field(8.0, gt=0, le=600)
 

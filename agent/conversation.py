@@ -29,13 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import LLMConfig
+from agent.context import compact, shrink_turn
+from agent.streaming import SentenceCap
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.llm import ChatModel, Generation
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
 from agent.reasoning import ThinkingBudget, ThinkingStats, markers_for, template_knows_thinking
 from agent.speech_text import limit_sentences
-from agent.toolgrammar import (NO_TOOL, SayStreamer, ToolChoicePrior, parse_reply, reply_schema, tool_prior,
-                               tools_prompt)
+from agent.toolgrammar import (NO_TOOL, SayStreamer, ToolChoicePrior, as_grammar_messages, parse_reply,
+                               reply_schema, tool_prior, tools_prompt)
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +140,7 @@ class Conversation:
         """
         messages = [{"role": "system", "content": self.system_prompt()}]
         if self.format == "grammar":
-            messages += _as_grammar_messages(self.history)
+            messages += as_grammar_messages(self.history)
             return self.model.render(messages, conversational_mode=self.cfg.conversational_mode)
         from agent.messages import normalize_for_template
 
@@ -227,7 +229,7 @@ class Conversation:
                 res.problems.append(problem)
             if say:
                 spoken.append(say)
-            self.history.append(self._assistant_message(say, calls))
+            self.history.append(self._assistant_message(say, calls, gen.text if self.format == "grammar" else ""))
             if not calls or cap.user_cancelled():
                 break
             stop_turn = False
@@ -257,9 +259,37 @@ class Conversation:
         res.text = limit_sentences(_join_unique(spoken), cap.limit)
         return res
 
+    def fit_context(self, allow_tools: bool = True, think: bool = False) -> int:
+        """Compact the history if the next prompt would not leave room to answer.
+
+        The budget is ``n_ctx`` minus the reply's ``max_tokens`` and, when thinking, the
+        thinking budget; compaction goes down to 60 % of it.
+
+        Returns:
+            Number of old turns dropped (0 when the prompt fits).
+        """
+        budget = self.cfg.n_ctx - self.cfg.max_tokens - (self.cfg.thinking_budget_tokens if think else 0) - 8
+        if self.model.count_tokens(self.render(allow_tools, think)) <= budget:
+            return 0
+        def tokens(candidate: list[dict[str, Any]]) -> int:
+            current, self.history = self.history, candidate
+            try:
+                return self.model.count_tokens(self.render(allow_tools, think))
+            finally:
+                self.history = current
+
+        self.history, dropped = compact(self.history, tokens, int(budget * 0.6))
+        if dropped:
+            log.info("context: dropped %d old turns to fit n_ctx=%d", dropped, self.cfg.n_ctx)
+        if tokens(self.history) > self.cfg.n_ctx - 32:
+            # The current turn alone fills the context (tiny n_ctx, many tool rounds): tighten it.
+            self.history = shrink_turn(self.history)
+        return dropped
+
     def _round(self, allow_tools: bool, gen: Generation, on_text: Callable[[str], None] | None,
                cancel: threading.Event | None, bonuses: dict[str, float], done: frozenset[str]
                ) -> tuple[str, list[dict[str, Any]], str]:
+        gen.extra["dropped_turns"] = self.fit_context(allow_tools, self.thinks(allow_tools))
         prompt = self.render(allow_tools)
         if self.format == "grammar":
             streamer = SayStreamer()
@@ -345,8 +375,10 @@ class Conversation:
         note = f"(The background task {done.tool} {status}: {done.result})"
         return self.turn(note, turn_id, on_text=on_text, cancel=cancel, tools=False)
 
-    def _assistant_message(self, say: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    def _assistant_message(self, say: str, calls: list[dict[str, Any]], raw: str = "") -> dict[str, Any]:
         msg: dict[str, Any] = {"role": "assistant", "content": say}
+        if raw:
+            msg["raw"] = raw
         if calls:
             msg["tool_calls"] = [{"type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
                                  for c in calls]
@@ -360,28 +392,6 @@ class Conversation:
                 return
 
 
-def _as_grammar_messages(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """History in the JSON shape the grammar path's model produces; tool results as user text."""
-    out: list[dict[str, Any]] = []
-    for m in history:
-        if m["role"] == "assistant":
-            if m.get("tool_calls"):
-                fn = m["tool_calls"][0]["function"]
-                reply = {"call": {"tool": fn["name"], "arguments": fn["arguments"]}}
-            else:
-                reply = {"call": {"tool": NO_TOOL}, "say": m["content"]}
-            out.append({"role": "assistant", "content": json.dumps(reply)})
-        elif m["role"] == "tool":
-            line = f"Result of {m['name']}: {m['content']}"
-            if out and out[-1]["role"] == "user" and out[-1]["content"].startswith("Result of "):
-                out[-1] = {"role": "user", "content": out[-1]["content"] + "\n" + line}
-            else:
-                out.append({"role": "user", "content": line})
-        else:
-            out.append({"role": m["role"], "content": m["content"]})
-    return out
-
-
 def _join_unique(parts: list[str]) -> str:
     seen, out = set(), []
     for p in parts:
@@ -390,61 +400,3 @@ def _join_unique(parts: list[str]) -> str:
             seen.add(key)
             out.append(p.strip())
     return " ".join(out)
-
-
-class SentenceCap:
-    """Conversational mode's limit on spoken sentences, enforced on the text stream.
-
-    Forwards speech deltas until ``limit`` sentences have ended, then stops forwarding and
-    ends generation (the rest would never be spoken). ``limit`` 0 forwards everything.
-
-    Args:
-        limit: Sentences to let through.
-        on_text: Downstream receiver of speech deltas (or None).
-        cancel: The caller's cancel event (barge-in), kept apart from the cap's own stop.
-    """
-
-    _END = (".", "!", "?")
-
-    def __init__(self, limit: int, on_text: Callable[[str], None] | None, cancel: threading.Event | None) -> None:
-        self.limit = limit
-        self.downstream = on_text
-        self.user_cancel = cancel
-        self.cancel = _Either(threading.Event(), cancel)
-        self._sentences = 0
-        self._prev = ""
-
-    def user_cancelled(self) -> bool:
-        """Whether the caller (not the cap) asked to stop."""
-        return self.user_cancel is not None and self.user_cancel.is_set()
-
-    def feed(self, delta: str) -> None:
-        """Forward one speech delta, counting sentence ends."""
-        if self.limit and self._sentences >= self.limit:
-            self.cancel.set()
-            return
-        out = []
-        for ch in delta:
-            out.append(ch)
-            if ch in self._END and self._prev not in self._END:
-                self._sentences += 1
-                if self.limit and self._sentences >= self.limit:
-                    self.cancel.set()
-                    break
-            self._prev = ch
-        if out and self.downstream is not None:
-            self.downstream("".join(out))
-
-
-class _Either:
-    """Event-like: set when the cap stopped generation or the caller cancelled (barge-in)."""
-
-    def __init__(self, own: threading.Event, other: threading.Event | None) -> None:
-        self.own = own
-        self.other = other
-
-    def set(self) -> None:
-        self.own.set()
-
-    def is_set(self) -> bool:
-        return self.own.is_set() or (self.other is not None and self.other.is_set())

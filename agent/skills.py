@@ -36,6 +36,8 @@ from pydantic.fields import FieldInfo
 
 if TYPE_CHECKING:
     from hardware.robot import Robot
+    from hardware.vision import Vision
+    from hardware.vision import Vision
 
 log = logging.getLogger(__name__)
 
@@ -52,11 +54,13 @@ class SkillContext:
         now: Returns the current local time (injected so tests control it).
         shutdown: Set when the agent stops; long-running (background) skills wait on it
             instead of sleeping so they end promptly.
+        scene: The vision service (latest scene, describe now), or None without a camera.
     """
 
     robot: Robot
     now: Callable[[], datetime] = datetime.now
     shutdown: threading.Event = field(default_factory=threading.Event)
+    scene: Vision | None = None
 
 
 @dataclass(frozen=True)

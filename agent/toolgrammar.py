@@ -60,27 +60,26 @@ def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any
 
 
 def _param_text(name: str, prop: dict[str, Any]) -> str:
+    # Compact on purpose: the grammar enforces types and ranges; the prompt only has to
+    # tell the model what exists (a 512-token context must still hold every tool).
     if "enum" in prop:
-        kind = "|".join(json.dumps(v) for v in prop["enum"])
-    else:
-        kind = prop.get("type", "any")
-        lo, hi = prop.get("minimum"), prop.get("maximum")
-        if lo is not None and hi is not None:
-            kind += f" {lo:g}..{hi:g}"
-    desc = f" ({prop['description']})" if prop.get("description") else ""
-    return f"{name}: {kind}{desc}"
+        return f"{name}={'|'.join(str(v) for v in prop['enum'])}"
+    lo, hi = prop.get("minimum"), prop.get("maximum")
+    if lo is not None and hi is not None:
+        return f"{name} {lo:g}..{hi:g}"
+    return name
 
 
 def tools_prompt(skills: list[Skill]) -> str:
-    """System-prompt text listing the tools and the reply format."""
+    """System-prompt text listing the tools (one compact line each) and the reply format."""
     lines = ["Tools:"]
     for s in skills:
         params = ", ".join(_param_text(k, v) for k, v in s.parameters.get("properties", {}).items())
         lines.append(f"- {s.name}({params}): {s.description}")
-    lines.append(f"- {NO_TOOL}: no action, just talk.")
-    lines.append('Reply in JSON. To act: {"call": {"tool": TOOL, "arguments": {...}}}. To speak: '
-                 f'{{"call": {{"tool": "{NO_TOOL}"}}, "say": TEXT}}. Use the tool that does what the user asks; '
-                 "after a tool result, tell the user about it. TEXT is spoken aloud: one short friendly sentence.")
+    lines.append(f"- {NO_TOOL}: just talk.")
+    lines.append('Reply in JSON: {"call": {"tool": TOOL, "arguments": {...}}} to act, or '
+                 f'{{"call": {{"tool": "{NO_TOOL}"}}, "say": TEXT}} to speak aloud. After a tool result, tell '
+                 "the user about it in one short sentence.")
     return "\n".join(lines)
 
 
@@ -130,8 +129,8 @@ def _words(text: str) -> set[str]:
 def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float) -> dict[str, float]:
     """Logit bonus per tool name from the user's own words (a prior for small models).
 
-    A tool gets ``bonus`` when a word of its name (split at ``_``) or one of its declared
-    ``keywords`` is in the user's text, half of it for a shared 4-letter stem ("dancing")
+    A tool gets ``bonus`` when every word of its name (split at ``_``) or one of its
+    declared ``keywords`` is in the user's text, half of it for a shared 4-letter stem ("dancing")
     when no tool matches exactly.
     Tools already called this turn get nothing; ``"none"`` gets the bonus when no other
     tool does (small talk stays small talk) and minus the bonus when one does.
@@ -150,8 +149,10 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     said = _words(user_text)
     out: dict[str, float] = {}
     for s in skills:
-        keys = {w for w in s.name.lower().split("_") if len(w) > 2 and w not in STOPWORDS} | set(s.keywords)
-        if keys & said:
+        parts = {w for w in s.name.lower().split("_") if len(w) > 2 and w not in STOPWORDS}
+        keys = parts | set(s.keywords)
+        # The whole name said ("emergency stop" — not just "stop"), or one of its keywords.
+        if (parts and parts <= said) or set(s.keywords) & said:
             out[s.name] = bonus
         elif any(len(k) >= 4 and len(w) >= 4 and k[:4] == w[:4] for k in keys for w in said):
             out[s.name] = bonus / 2
@@ -262,3 +263,28 @@ class SayStreamer:
             out.append(ch)
             self._pos += 1
         return "".join(out)
+
+
+def as_grammar_messages(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """History in the JSON shape the grammar path's model produces; tool results as user text."""
+    out: list[dict[str, Any]] = []
+    for m in history:
+        if m["role"] == "assistant":
+            if m.get("raw"):  # exactly what was generated: the KV cache reuses it token for token
+                out.append({"role": "assistant", "content": m["raw"]})
+                continue
+            if m.get("tool_calls"):
+                fn = m["tool_calls"][0]["function"]
+                reply = {"call": {"tool": fn["name"], "arguments": fn["arguments"]}}
+            else:
+                reply = {"call": {"tool": NO_TOOL}, "say": m["content"]}
+            out.append({"role": "assistant", "content": json.dumps(reply)})
+        elif m["role"] == "tool":
+            line = f"Result of {m['name']}: {m['content']}"
+            if out and out[-1]["role"] == "user" and out[-1]["content"].startswith("Result of "):
+                out[-1] = {"role": "user", "content": out[-1]["content"] + "\n" + line}
+            else:
+                out.append({"role": "user", "content": line})
+        else:
+            out.append({"role": m["role"], "content": m["content"]})
+    return out

@@ -50,6 +50,8 @@ class EchoGate:
             t_end: ``time.perf_counter()`` when the last sample was played, s.
         """
         n = min(samples.size, self._cap)
+        if n == 0:
+            return
         with self._lock:
             self._ref = np.roll(self._ref, -n)
             self._ref[-n:] = samples[-n:]

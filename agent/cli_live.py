@@ -1,0 +1,99 @@
+"""``bolt-agent run`` (live conversation) and ``bolt-agent bench`` (latency benchmark).
+
+Registered by :func:`agent.cli._register_plugins`. ``run`` checks the input device before
+loading any model (a wrong device name fails in a second with the list of devices), then
+loads and warms every model, opens the devices and listens until Ctrl-C or SIGTERM.
+``bench`` only parses options; the work is in :mod:`agent.live.bench`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from agent.cli import ConfigOpt, JsonOpt, _load, _setup_logging, fixtures_root
+from agent.events import Error
+from agent.printer import EventPrinter
+
+log = logging.getLogger(__name__)
+
+
+def run(config: ConfigOpt = None, json_out: JsonOpt = False,
+        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    """Listen and talk in real time on the configured microphone and speaker (Ctrl-C stops)."""
+    from agent.live.devices import DeviceError, SoundDeviceBackend, find_device
+
+    _setup_logging(verbose)
+    cfg = _load(config)
+    printer = EventPrinter(json_out)
+    try:
+        backend = SoundDeviceBackend()
+        find_device(backend, cfg.audio.input_device, "input")
+    except DeviceError as e:
+        printer(Error(-1, str(e)))
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    from agent.cli import _build_agent
+    from agent.live.live import LiveAgent
+
+    agent = _build_agent(cfg, printer, Path("out"))  # loads and warms every model, emits "ready"
+    live = LiveAgent(agent, printer, backend)
+    stopping = {"n": 0}
+
+    def on_signal(signum: int, frame: object) -> None:
+        stopping["n"] += 1
+        live.stop()
+        if stopping["n"] > 1:
+            raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        live.open_devices()
+        log.info("ready: listening")
+        printer.note("listening (Ctrl-C stops)")
+        live.run()
+    except DeviceError as e:
+        printer(Error(-1, str(e)))
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        live.close()
+        agent.close()
+    printer.note("stopped")
+
+
+def bench(config: ConfigOpt = None,
+          fixtures: Annotated[Optional[Path], typer.Option(help="folder of command WAVs (default: the shared "
+                                                           "fixtures' commands/)")] = None,
+          runs: Annotated[int, typer.Option(min=1, help="passes over the fixtures")] = 1,
+          limit: Annotated[int, typer.Option(min=0, help="use at most this many fixtures (0 = all)")] = 0,
+          json_out: JsonOpt = False, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    """Replay spoken commands through the live pipeline and a sequential baseline; report latency."""
+    from agent.live.bench import format_report, run_bench
+
+    _setup_logging(verbose)
+    cfg = _load(config)
+    folder = fixtures
+    if folder is None:
+        root = fixtures_root()
+        folder = root / "commands" if root else None
+    if folder is None or not folder.is_dir():
+        typer.echo("error: no fixtures folder; pass --fixtures DIR (a folder of WAV commands)", err=True)
+        raise typer.Exit(2)
+    report = run_bench(cfg, folder, runs=runs, limit=limit)
+    typer.echo(json.dumps(report) if json_out else format_report(report))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``run`` and ``bench`` to the ``bolt-agent`` app."""
+    app.command("run")(run)
+    app.command("bench")(bench)

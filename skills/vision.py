@@ -1,0 +1,61 @@
+"""Vision skills: describe what the camera sees, and turn the head toward someone.
+
+Both read the vision service from ``ctx.scene`` (None when the robot has no camera: the
+skill then fails with a message the model can pass on).
+"""
+
+from typing import Literal
+
+from agent.skills import SkillContext, skill
+
+TURN_DEG = {"left": 35.0, "right": -35.0, "centre": 0.0}
+"""Head yaw for the fixed directions, degrees (positive = left, as in ``look``)."""
+
+
+def _vision(ctx: SkillContext):
+    if ctx.scene is None:
+        raise RuntimeError("I have no camera, so I cannot see")
+    return ctx.scene
+
+
+@skill(keywords=("see", "look", "camera", "who", "describe", "room"))
+def describe_scene(ctx: SkillContext) -> dict:
+    """Describe what the camera sees now: people, where they are, light and motion."""
+    vision = _vision(ctx)
+    scene = vision.describe_now()
+    if scene is None:
+        raise RuntimeError(f"the camera has no picture yet{': ' + vision.message if vision.message else ''}")
+    out = scene.to_json()
+    out["age_s"] = round(vision.age_s(scene) or 0.0, 1)
+    return out
+
+
+@skill(keywords=("look at", "face", "turn to", "watch"))
+def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right", "centre"] = "face") -> str:
+    """Turn the head toward the nearest face or person, or to the left, right or centre.
+
+    Args:
+        target: face or person = the nearest one the camera sees; left, right, centre = a fixed direction.
+
+    """
+    robot = ctx.robot
+    if target in TURN_DEG:
+        robot.move({"head_yaw": TURN_DEG[target], "head_pitch": 0.0}, duration_ms=600)
+        return f"looking {target if target != 'centre' else 'straight ahead'}"
+    vision = _vision(ctx)
+    scene = vision.describe_now()
+    if scene is None:
+        raise RuntimeError("the camera has no picture yet")
+    found = scene.faces if target == "face" else scene.people
+    if not found:
+        return f"I see no {target}; staying as I am"
+    best = max(found, key=lambda d: d.box[2] * d.box[3])
+    hfov = getattr(vision.describer, "hfov_deg", None) or getattr(
+        getattr(vision.describer, "base", None), "hfov_deg", 62.2
+    )
+    vfov = hfov * scene.height / scene.width
+    pos = robot.positions()
+    yaw = pos.get("head_yaw", 0.0) + (0.5 - best.cx) * hfov
+    pitch = pos.get("head_pitch", 0.0) + (0.5 - best.cy) * vfov
+    robot.move({"head_yaw": yaw, "head_pitch": pitch}, duration_ms=500)
+    return f"I am turning toward the {target} on the {best.region} (yaw {yaw:.0f}, pitch {pitch:.0f})."
