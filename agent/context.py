@@ -29,15 +29,15 @@ def split_turns(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def _summary(dropped: list[list[dict[str, Any]]], previous: str) -> str:
-    asked = [t[0]["content"].split("\n\n[")[0][:60] for t in dropped if t[0]["role"] == "user"
+    asked = [" ".join(t[0]["content"].split("\n\n[")[0].split()[:5])[:32] for t in dropped if t[0]["role"] == "user"
              and not t[0].get(SUMMARY_KEY)]
     tools = [c["function"]["name"] for t in dropped for m in t for c in m.get("tool_calls", [])]
     parts = [previous] if previous else []
     if asked:
-        parts.append("the user said: " + "; ".join(f'"{a}"' for a in asked[-6:]))
+        parts.append("the user said: " + "; ".join(f'"{a}"' for a in asked[-4:]))
     if tools:
         parts.append("you used: " + ", ".join(dict.fromkeys(tools)))
-    return "; ".join(parts)[-300:]
+    return "; ".join(parts)[-240:]
 
 
 def compact(history: list[dict[str, Any]], prompt_tokens: Callable[[list[dict[str, Any]]], int],
@@ -58,7 +58,7 @@ def compact(history: list[dict[str, Any]], prompt_tokens: Callable[[list[dict[st
     if turns and turns[0][0].get(SUMMARY_KEY):
         previous = turns.pop(0)[0]["content"].removeprefix("(Earlier in this conversation ").rstrip(".)")
     dropped: list[list[dict[str, Any]]] = []
-    candidate = [m for t in turns for m in t]
+    candidate = list(history)
     while len(turns) > 1 and prompt_tokens(candidate) > target:
         dropped.append(turns.pop(0))
         summary = _summary(dropped, previous)

@@ -82,14 +82,18 @@ def test_compaction_keeps_calls_with_results_and_summarizes():
 
     history = []
     for i in range(6):
-        history += [{"role": "user", "content": f"request {i} " + "x" * 50},
+        history += [{"role": "user", "content": f"request {i} " + "x" * 60},
                     {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": f"tool{i}", "arguments": {}}}]},
                     {"role": "tool", "name": f"tool{i}", "content": "ok"},
                     {"role": "assistant", "content": f"done {i}"}]
     size = lambda h: sum(len(m["content"]) for m in h)  # noqa: E731 - a stand-in token count
-    new, dropped = compact(history, size, target=200)
-    assert dropped == 4 and size(new) <= 200
+    new, dropped = compact(history, size, target=400)
+    assert dropped == 4 and size(new) <= 400
     assert new[0][SUMMARY_KEY] and '"request 0' in new[0]["content"] and "tool0, tool1" in new[0]["content"]
     assert [m["content"][:9] for m in new if m["role"] == "user"][1:] == ["request 4", "request 5"]
-    again, dropped2 = compact(new + history[-4:], size, target=150)
-    assert dropped2 >= 1 and "request 0" in again[0]["content"]  # earlier summary carried over
+    # Calls and their results stay together: each kept turn is whole.
+    assert [m["role"] for m in new[1:5]] == ["user", "assistant", "tool", "assistant"]
+    again, dropped2 = compact(new + history[-4:], size, target=400)
+    assert dropped2 >= 1 and "tool3" in again[0]["content"]  # the earlier summary is carried over
+    tiny, _ = compact(history, size, target=10)
+    assert tiny == history[-4:]  # nothing but the current turn fits: no summary line either
