@@ -169,7 +169,26 @@ def skills_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
                                    "source": s.source, "background": s.background}))
         else:
             params = ", ".join(s.parameters.get("properties", {}))
-            typer.echo(f"{s.name}({params})  {s.description}\n    {s.source}")
+            kind = " [background]" if s.background else ""
+            typer.echo(f"{s.name}({params}){kind}  {s.description}\n    schema: {json.dumps(s.parameters)}\n"
+                       f"    source: {s.source}")
+
+
+@skills_app.command("new")
+def skills_new(name: Annotated[str, typer.Argument(help="skill name, e.g. greet_guest")],
+               folder: Annotated[Path, typer.Option("--dir", help="folder to write NAME.py into")] = Path("skills"),
+               ) -> None:
+    """Write a commented template skill to start from."""
+    from agent.skill_authoring import new_skill_file
+    from agent.skills import SkillError
+
+    try:
+        path = new_skill_file(name, folder)
+    except SkillError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"wrote {path}; add its folder to [skills] folders in your config (the packaged skills/ "
+               f"folder is always loaded), then check it with: bolt-agent skills list")
 
 
 def _register_plugins() -> None:

@@ -295,6 +295,7 @@ class VisionConfig(_Strict):
     vlm_model: Path | None = None
     vlm_mmproj: Path | None = None
     vlm_handler: Literal["llava15", "mtmd"] = "mtmd"
+    greet_on_arrival: bool = Field(False, description="a person arriving starts a greeting turn")
     vlm_prompt: str = "Describe what you see in one short sentence: people, where they are, what they do."
     vlm_max_tokens: int = Field(64, ge=8, le=512)
 

@@ -281,3 +281,11 @@ class DeviceState(Event):
     sample_rate: int = 0
     channels: int = 0
     message: str = ""
+
+
+@dataclass(frozen=True)
+class Notice(Event):
+    """Something the user should know that is not a problem (e.g. "no camera: running without vision")."""
+
+    name: ClassVar[str] = "notice"
+    message: str = ""

@@ -12,6 +12,7 @@ the agent goes on with the next input: nothing is lost from the conversation.
 from __future__ import annotations
 
 import logging
+import queue
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +22,7 @@ from agent.asr import WhisperASR
 from agent.audio import AudioError, decode_file
 from agent.config import Config
 from agent.conversation import Conversation, TurnResult
-from agent.events import BackgroundDone, Error, Event, Ready, Reply, RobotCommand, Skipped, Timing, Transcript
+from agent.events import BackgroundDone, Error, Event, Notice, Ready, Reply, RobotCommand, Skipped, Timing, Transcript
 from agent.llm import ChatModel
 from agent.models import resolve_model
 from agent.skills import SkillContext, SkillRegistry, load_registry
@@ -29,6 +30,7 @@ from agent.tts import PiperTTS
 from agent.vad import split_utterances
 from hardware.factory import build_robot
 from hardware.robot import Robot
+from hardware.vision import SceneChange, build_vision
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +79,18 @@ class VoiceAgent:
         self.asr = WhisperASR(resolve_model(cfg.asr.model, "ASR model"), cfg.asr, hotwords)
         self.model = ChatModel(resolve_model(cfg.llm.model, "LLM"), cfg.llm)
         self.tts = PiperTTS(resolve_model(cfg.tts.voice, "voice"), cfg.tts.length_scale, cfg.tts.speaker_id)
-        self.ctx = SkillContext(robot=self.robot)
+        from skills.motion import install_play_animation
+
+        install_play_animation(self.registry, self.robot.animations)
+        self._scene_changes: queue.Queue[SceneChange] = queue.Queue()
+        self.vision, vision_msgs = build_vision(cfg.camera, cfg.vision, on_change=self._scene_changes.put)
+        for msg in vision_msgs:
+            emit(Notice(-1, msg))
+        self.ctx = SkillContext(robot=self.robot, scene=self.vision)
         self.conversation = Conversation(self.model, self.registry, self.ctx, cfg.llm, emit)
         self.speak = True  # synthesize replies (off for typed chat without --out)
-        self.state_providers: list[Callable[[], str | None]] = []
+        # Dynamic state for the newest user turn: the camera's scene summary when there is one.
+        self.state_providers: list[Callable[[], str | None]] = [self.vision.latest_summary] if self.vision else []
         self.load_ms = (time.perf_counter() - t0) * 1000.0
 
     def hotwords(self) -> list[str]:
@@ -156,7 +166,7 @@ class VoiceAgent:
         Returns:
             Number of background results handled.
         """
-        handled = 0
+        handled = self._greet_arrivals()
         deadline = time.perf_counter() + wait_s
         while True:
             remaining = deadline - time.perf_counter()
@@ -170,6 +180,24 @@ class VoiceAgent:
             result = self.conversation.background_turn(done, turn_id)
             self._finish_turn(turn_id, result, 0.0, t0)
             handled += 1
+
+    def _greet_arrivals(self) -> int:
+        """Start a greeting turn for people who arrived (``[vision] greet_on_arrival``)."""
+        greeted = 0
+        while True:
+            try:
+                change = self._scene_changes.get_nowait()
+            except queue.Empty:
+                return greeted
+            if change.kind != "arrived" or not self.cfg.vision.greet_on_arrival:
+                continue
+            t0 = time.perf_counter()
+            turn_id = self.clock.next()
+            self.emit(Transcript(turn_id, f"(camera: {change.summary})"))
+            result = self.conversation.turn(f"(Someone just arrived. The camera sees: {change.summary}. "
+                                            "Greet them in one short sentence.)", turn_id, tools=False)
+            self._finish_turn(turn_id, result, 0.0, t0)
+            greeted += 1
 
     def _finish_turn(self, turn_id: int, result: TurnResult, asr_ms: float, t0: float) -> None:
         for problem in result.problems:
@@ -203,4 +231,6 @@ class VoiceAgent:
     def close(self) -> None:
         """Stop background skills, return the robot to neutral and release it."""
         self.ctx.shutdown.set()
+        if self.vision is not None:
+            self.vision.close()
         self.robot.close()

@@ -7,7 +7,7 @@ import sys
 import threading
 from typing import TextIO
 
-from agent.events import (BackgroundDone, Error, Event, Ready, Reply, RobotCommand, Skipped, Timing, ToolCall, ToolResult,
+from agent.events import (BackgroundDone, Error, Notice, Event, Ready, Reply, RobotCommand, Skipped, Timing, ToolCall, ToolResult,
                           Transcript)
 
 
@@ -70,6 +70,8 @@ class EventPrinter:
                        f"{ev.tts_first_audio_ms:.0f} ms | turn {ev.turn_ms:.0f} ms")
         elif isinstance(ev, BackgroundDone):
             self._line(f"[turn {ev.turn_id}] background {ev.tool} {'finished' if ev.ok else 'FAILED'}: {ev.result}")
+        elif isinstance(ev, Notice):
+            self._line(f"note: {ev.message}")
         elif isinstance(ev, Skipped):
             self._line(f"  skipped: {ev.reason}")
         elif isinstance(ev, Error):

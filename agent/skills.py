@@ -404,12 +404,17 @@ def _error_line(e: BaseException, path: Path) -> int:
 
 
 def load_registry(folders: list[Path], include_builtin: bool = True, enabled: list[str] | None = None,
-                  timeout_s: float = 10.0) -> SkillRegistry:
-    """Build the registry the config asks for: packaged ``skills/`` first, then ``folders``."""
+                  timeout_s: float = 10.0, entry_points: bool = True) -> SkillRegistry:
+    """Build the registry the config asks for: packaged ``skills/``, then ``folders``, then
+    installed packages' ``bolt_agent.skills`` entry points."""
+    from agent.skill_authoring import load_entry_points
+
     reg = SkillRegistry(timeout_s=timeout_s)
     if include_builtin:
         reg.load_folder(BUILTIN_SKILLS)
     for f in folders:
         reg.load_folder(Path(f))
+    if entry_points:
+        load_entry_points(reg)
     reg.restrict(enabled or [])
     return reg

@@ -1,0 +1,98 @@
+"""Skill authoring: a commented template for new skills, and skills from installed packages.
+
+Skills come from three places, in this order: the packaged ``skills/`` folder, folders
+named in ``[skills] folders``, and installed Python packages that declare an entry point
+in the group ``bolt_agent.skills`` (the entry point names a module; its ``@skill``
+functions are loaded). A package that fails to load is reported and skipped.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import keyword
+import logging
+import re
+from pathlib import Path
+
+from agent.skills import _MARK, SkillError, SkillRegistry
+
+log = logging.getLogger(__name__)
+
+ENTRY_POINT_GROUP = "bolt_agent.skills"
+
+TEMPLATE = '''"""{title}: a bolt-agent skill.
+
+Every function marked with @skill in this file becomes a tool the robot's model can call.
+The tool's name is the function name, its description is the first paragraph of the
+docstring, and its arguments come from the signature: type hints are checked before the
+call, so the function only ever sees valid values.
+"""
+
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from agent.skills import SkillContext, skill
+
+
+# keywords: words people say when they want this skill; they help the speech recognizer
+# and small models pick it. clamp=True clamps numbers into range instead of rejecting them.
+@skill(keywords=("{name}",), clamp=True)
+def {name}(
+    ctx: SkillContext,  # the robot and clock; not shown to the model
+    mode: Literal["gentle", "big"] = "gentle",  # Literal -> the model picks one of these
+    angle_deg: Annotated[float, Field(ge=0, le=90, description="how far, in degrees")] = 30.0,
+) -> str:
+    """Say in one line what this skill does (the model reads this)."""
+    # Move the robot: joint names come from the config, degrees are clamped to joint limits.
+    ctx.robot.move({{"head_pitch": angle_deg if mode == "big" else angle_deg / 2}}, duration_ms=500)
+    # Return a short first-person sentence: the model repeats it to the user.
+    return f"I did {name} ({{mode}}, {{angle_deg:g}} degrees)."
+'''
+
+
+def new_skill_file(name: str, folder: Path) -> Path:
+    """Write a commented template skill ``folder/NAME.py``.
+
+    Args:
+        name: Skill name: a lower-case Python identifier (``greet_guest``).
+        folder: Folder to write into (created if missing).
+
+    Returns:
+        The path written.
+
+    Raises:
+        SkillError: the name is not a valid identifier, or the file exists already.
+    """
+    if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or keyword.iskeyword(name):
+        raise SkillError(f"{name!r} is not a valid skill name: use lower-case letters, digits and _")
+    path = Path(folder) / f"{name}.py"
+    if path.exists():
+        raise SkillError(f"{path} exists already; choose another name")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(TEMPLATE.format(name=name, title=name.replace("_", " ").capitalize()), encoding="utf-8")
+    return path
+
+
+def load_entry_points(registry: SkillRegistry, group: str = ENTRY_POINT_GROUP) -> int:
+    """Register the ``@skill`` functions of every module named by an installed entry point.
+
+    Returns:
+        Number of skills registered. Failures go to ``registry.load_errors``.
+    """
+    count = 0
+    for ep in importlib.metadata.entry_points(group=group):
+        where = f"entry point {ep.name} = {ep.value} ({ep.dist.name if ep.dist else 'unknown package'})"
+        try:
+            obj = ep.load()
+        except Exception as e:  # a third-party package may raise anything at import
+            registry.load_errors.append(f"{where}: skipped: {type(e).__name__}: {e}")
+            continue
+        funcs = [obj] if callable(obj) else [v for v in vars(obj).values() if callable(v) and hasattr(v, _MARK)]
+        for fn in funcs:
+            try:
+                registry.register(fn)
+                count += 1
+            except (SkillError, TypeError, ValueError) as e:
+                registry.load_errors.append(f"{where}: skill {getattr(fn, '__name__', fn)} skipped: {e}")
+    return count
