@@ -1,0 +1,1 @@
+"""The robot body: joints, safety layer, actuator drivers, animations, camera and vision."""

@@ -54,6 +54,7 @@ class Animation:
         keyframes: Sorted by ``t_ms``; the first may start after 0 (the player blends in).
         loop: Repeat until cancelled.
         source: File it came from.
+
     """
 
     name: str
@@ -78,6 +79,7 @@ class Animation:
             t_ms: Time since the animation started, ms.
             start: Pose at t=0 for joints whose first keyframe comes later (blending from
                 the current pose); joints missing from both are held at their first keyframe.
+
         """
         t = min(max(t_ms, 0.0), self.duration_ms)
         out: dict[str, float] = {}
@@ -89,7 +91,7 @@ class Animation:
                 out[joint] = frames[0][1]
                 continue
             out[joint] = frames[-1][1]
-            for (t0, v0, _), (t1, v1, ease) in zip(frames, frames[1:]):
+            for (t0, v0, _), (t1, v1, ease) in zip(frames, frames[1:], strict=False):
                 if t0 <= t <= t1:
                     u = 1.0 if t1 == t0 else (t - t0) / (t1 - t0)
                     out[joint] = v0 + (v1 - v0) * _ease(ease, u)
@@ -97,14 +99,18 @@ class Animation:
         return out
 
     def remapped(self, mapping: dict[str, str]) -> Animation:
-        """The same animation with joints renamed (e.g. ``right_arm`` → ``left_arm``)."""
-        frames = tuple(Keyframe(k.t_ms, {mapping.get(j, j): v for j, v in k.pose.items()}, k.easing)
-                       for k in self.keyframes)
+        """Return the same animation with joints renamed (e.g. ``right_arm`` → ``left_arm``)."""
+        frames = tuple(
+            Keyframe(k.t_ms, {mapping.get(j, j): v for j, v in k.pose.items()}, k.easing)
+            for k in self.keyframes
+        )
         return Animation(self.name, frames, self.loop, self.source)
 
 
-def linear_move(name: str, start: dict[str, float], target: dict[str, float], duration_ms: float) -> Animation:
-    """A two-keyframe animation from ``start`` to ``target`` (degrees) over ``duration_ms``."""
+def linear_move(
+    name: str, start: dict[str, float], target: dict[str, float], duration_ms: float
+) -> Animation:
+    """Build a two-keyframe animation from ``start`` to ``target`` (degrees) over ``duration_ms``."""
     return Animation(name, (Keyframe(0.0, dict(start)), Keyframe(max(duration_ms, 1.0), dict(target))))
 
 
@@ -114,6 +120,7 @@ def load_animation(path: Path) -> Animation:
     Raises:
         AnimationError: unreadable file, bad JSON, no keyframes, a non-numeric value,
             times not increasing, or an unknown easing.
+
     """
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
@@ -129,16 +136,24 @@ def load_animation(path: Path) -> Animation:
             pose = {str(j): float(v) for j, v in dict(k["pose"]).items()}
             easing = str(k.get("easing", "ease_in_out"))
         except (KeyError, TypeError, ValueError) as e:
-            raise AnimationError(f"{path}: keyframe {i}: needs numeric 't_ms' and a 'pose' of joint: degrees ({e})") from None
+            raise AnimationError(
+                f"{path}: keyframe {i}: needs numeric 't_ms' and a 'pose' of joint: degrees ({e})"
+            ) from None
         if easing not in EASINGS:
-            raise AnimationError(f"{path}: keyframe {i}: easing {easing!r} is not one of {', '.join(EASINGS)}")
+            raise AnimationError(
+                f"{path}: keyframe {i}: easing {easing!r} is not one of {', '.join(EASINGS)}"
+            )
         if t <= last:
-            raise AnimationError(f"{path}: keyframe {i}: t_ms {t:g} must be greater than the previous {last:g}")
+            raise AnimationError(
+                f"{path}: keyframe {i}: t_ms {t:g} must be greater than the previous {last:g}"
+            )
         if not all(math.isfinite(v) for v in pose.values()):
             raise AnimationError(f"{path}: keyframe {i}: positions must be finite degrees")
         last = t
         frames.append(Keyframe(t, pose, easing))
-    return Animation(str(data.get("name", Path(path).stem)), tuple(frames), bool(data.get("loop", False)), str(path))
+    return Animation(
+        str(data.get("name", Path(path).stem)), tuple(frames), bool(data.get("loop", False)), str(path)
+    )
 
 
 def load_animations(folders: list[Path]) -> tuple[dict[str, Animation], list[str]]:
@@ -146,6 +161,7 @@ def load_animations(folders: list[Path]) -> tuple[dict[str, Animation], list[str
 
     Returns:
         ``(animations by name, error messages)``; a broken file is reported and skipped.
+
     """
     found: dict[str, Animation] = {}
     errors: list[str] = []

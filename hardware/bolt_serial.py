@@ -1,6 +1,6 @@
-"""Host side of the bolt_servo line protocol (``hardware/PROTOCOL.md``) for a microcontroller board.
+r"""Host side of the bolt_servo line protocol (``hardware/PROTOCOL.md``) for a microcontroller board.
 
-Frames are ASCII lines ``<body>*<HH>\\n`` where ``HH`` is the XOR of the body's bytes in
+Frames are ASCII lines ``<body>*<HH>\n`` where ``HH`` is the XOR of the body's bytes in
 upper-case hex (NMEA style). Every host command carries a sequence number that the board
 echoes in its one acknowledgement (``OK <seq> ...`` or ``ERR <seq> <code> ...``). Servo
 targets are tenths of a degree of servo angle, 0..1800 (900 = the servo's centre). After a
@@ -42,7 +42,7 @@ def checksum(body: str | bytes) -> int:
 
 
 def encode(body: str) -> bytes:
-    """Frame a body: ``b"<body>*<HH>\\n"`` (ASCII; raises ValueError on ``*`` or a newline in it)."""
+    r"""Frame a body: ``b"<body>*<HH>\n"`` (ASCII; raises ValueError on ``*`` or a newline in it)."""
     if "*" in body or "\n" in body or "\r" in body:
         raise ValueError(f"frame body may not contain '*' or newlines: {body!r}")
     return f"{body}*{checksum(body):02X}\n".encode("ascii")
@@ -54,7 +54,7 @@ def decode(line: bytes) -> str | None:
     star = text.rfind(b"*")
     if star < 0 or len(text) - star != 3:
         return None
-    body, ck = text[:star], text[star + 1:]
+    body, ck = text[:star], text[star + 1 :]
     try:
         if int(ck, 16) != checksum(body):
             return None
@@ -73,13 +73,23 @@ class BoltSerialDriver(SerialDriver):
             ``heartbeat_s``, whichever is shorter).
         neutral: Joint → neutral degrees (sent to the board for its watchdog).
         speeds: Joint → top speed, deg/s (the board limits its own interpolation too).
+
     """
 
     kind = "bolt_serial"
 
-    def __init__(self, name: str, port: str, channels: list, *, ready_timeout_s: float = 2.5,
-                 watchdog_ms: int = 1000, neutral: dict[str, float] | None = None,
-                 speeds: dict[str, float] | None = None, **kw: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        port: str,
+        channels: list,
+        *,
+        ready_timeout_s: float = 2.5,
+        watchdog_ms: int = 1000,
+        neutral: dict[str, float] | None = None,
+        speeds: dict[str, float] | None = None,
+        **kw: Any,
+    ) -> None:
         kw["heartbeat_s"] = min(kw.get("heartbeat_s") or 1e9, watchdog_ms / 3000.0)
         super().__init__(name, port, channels, **kw)
         self.ready_timeout_s = ready_timeout_s
@@ -89,6 +99,7 @@ class BoltSerialDriver(SerialDriver):
         self.board_info = ""
         self._seq = 0
         self._buf = b""
+        self._ready_seen: str | None = None
 
     # --- line I/O -----------------------------------------------------------------
     def _readline(self, deadline: float) -> bytes | None:
@@ -98,7 +109,9 @@ class BoltSerialDriver(SerialDriver):
                 return None
             self._buf += self._read_some(max(0.0, deadline - time.monotonic()))
             if len(self._buf) > 4 * MAX_LINE and b"\n" not in self._buf:
-                raise ProtocolError(f"device sends unframed data (got {self._buf[:24]!r}...); check port and baud")
+                raise ProtocolError(
+                    f"device sends unframed data (got {self._buf[:24]!r}...); check port and baud"
+                )
         line, _, self._buf = self._buf.partition(b"\n")
         return line
 
@@ -108,6 +121,7 @@ class BoltSerialDriver(SerialDriver):
         Raises:
             LinkLost: no valid reply after ``retries`` resends, or the board restarted.
             ProtocolError: only garbage came back.
+
         """
         garbage = b""
         for _attempt in range(retries + 1):
@@ -125,6 +139,7 @@ class BoltSerialDriver(SerialDriver):
                     continue
                 parts = msg.split(" ", 2)
                 if parts[0] == "READY":
+                    self._ready_seen = msg
                     raise LinkLost("the board restarted")
                 if parts[0] == "WDOG":
                     log.warning("%s: board watchdog fired (host was quiet too long)", self.describe())
@@ -138,42 +153,57 @@ class BoltSerialDriver(SerialDriver):
                     self._fault(body.split(" ")[0], f"board rejected {body.split(' ')[0]!r}: {rest}")
                     return None
         if garbage:
-            raise ProtocolError(f"device answers, but not in the bolt_servo protocol (got {garbage[:32]!r}); "
-                                f"check the port and baud rate")
-        raise LinkLost(f"no reply to {body.split(' ')[0]!r} within {self.timeout_s:g} s ({retries + 1} tries)")
+            raise ProtocolError(
+                f"device answers, but not in the bolt_servo protocol (got {garbage[:32]!r}); "
+                f"check the port and baud rate"
+            )
+        raise LinkLost(
+            f"no reply to {body.split(' ')[0]!r} within {self.timeout_s:g} s ({retries + 1} tries)"
+        )
 
     # --- hooks --------------------------------------------------------------------------
     def _setup(self) -> None:
         self._buf = b""
         self._handle.reset_input_buffer()
-        deadline = time.monotonic() + self.ready_timeout_s
+        now = time.monotonic()
+        deadline, next_ping = now + self.ready_timeout_s, now + min(0.3, self.ready_timeout_s)
         info, garbage = None, b""
-        while time.monotonic() < deadline:
-            raw = self._readline(deadline)
-            if raw is None:
-                break
-            msg = decode(raw)
-            if msg is not None and msg.startswith("READY"):
-                info = msg
-                break
-            if msg is None and raw.strip():
-                garbage = garbage or raw
-        if info is None:  # a board that did not reset (or printed its ready line before we opened)
+        while info is None and time.monotonic() < deadline:
+            raw = self._readline(min(deadline, next_ping))
+            if raw is not None:
+                msg = decode(raw)
+                if msg is not None and msg.startswith("READY"):
+                    info = msg
+                elif msg is None and raw.strip():
+                    garbage = garbage or raw
+                continue
+            # Quiet so far: a board that does not reset on open (or already printed READY) answers a ping.
+            self._ready_seen = None
             try:
-                reply = self._command("P", retries=1)
+                info = f"READY {self._command('P', retries=0)}"
             except LinkLost:
-                if garbage:
-                    raise ProtocolError(f"device answers, but not in the bolt_servo protocol "
-                                        f"(got {garbage[:32]!r}); check the port and baud rate") from None
-                raise ProtocolError(f"no ready line within {self.ready_timeout_s:g} s and no reply to a ping; "
-                                    f"is the bolt_servo firmware flashed?") from None
-            info = f"READY {reply}"
+                info = self._ready_seen
+            except ProtocolError:
+                garbage = garbage or b"?"
+            next_ping = time.monotonic() + 0.5
+        if info is None:
+            if garbage:
+                raise ProtocolError(
+                    f"device answers, but not in the bolt_servo protocol "
+                    f"(got {garbage[:32]!r}); check the port and baud rate"
+                )
+            raise ProtocolError(
+                f"no ready line within {self.ready_timeout_s:g} s and no reply to a ping; "
+                f"is the bolt_servo firmware flashed?"
+            )
         fields = info.split()
         if len(fields) < 3 or fields[1] != "bolt_servo":
             raise ProtocolError(f"device is not a bolt_servo board (says {info!r})")
         if fields[2] != str(PROTOCOL_VERSION):
-            raise ProtocolError(f"board speaks protocol version {fields[2]}, host speaks {PROTOCOL_VERSION}; "
-                                f"flash hardware/firmware/bolt_servo")
+            raise ProtocolError(
+                f"board speaks protocol version {fields[2]}, host speaks {PROTOCOL_VERSION}; "
+                f"flash hardware/firmware/bolt_servo"
+            )
         self.board_info = info
         self._command(f"W {self.watchdog_ms}")
         for joint, ch in self.channels.items():

@@ -70,6 +70,7 @@ class Channel:
         direction: +1, or -1 for a mirrored servo.
         lo: Lowest device value allowed for this joint.
         hi: Highest device value allowed for this joint.
+
     """
 
     joint: str
@@ -81,9 +82,19 @@ class Channel:
     hi: int
 
     @classmethod
-    def for_joint(cls, joint: str, id: int, min_deg: float, max_deg: float, *, centre: float,
-                  per_deg: float, direction: int = 1, offset_deg: float = 0.0,
-                  device_range: tuple[int, int] | None = None) -> Channel:
+    def for_joint(
+        cls,
+        joint: str,
+        id: int,
+        min_deg: float,
+        max_deg: float,
+        *,
+        centre: float,
+        per_deg: float,
+        direction: int = 1,
+        offset_deg: float = 0.0,
+        device_range: tuple[int, int] | None = None,
+    ) -> Channel:
         """Build a channel whose device range is the joint's ``[min_deg, max_deg]``.
 
         Args:
@@ -96,6 +107,7 @@ class Channel:
             direction: +1 or -1.
             offset_deg: Servo angle (relative to centre) at joint 0 degrees.
             device_range: The device's own hard range in units, intersected with the joint's.
+
         """
         c = centre + per_deg * offset_deg
         a = c + direction * per_deg * min_deg
@@ -127,6 +139,7 @@ class JointRouter:
     Args:
         drivers: Driver name → driver.
         joint_driver: Joint name → driver name.
+
     """
 
     def __init__(self, drivers: dict[str, Driver], joint_driver: dict[str, str]) -> None:

@@ -38,36 +38,65 @@ def _import(kind: str) -> Any:
         return getattr(importlib.import_module(module), cls)
     except ImportError as e:
         extra = {"feetech": "feetech-servo-sdk"}.get(kind, "pyserial")
-        raise DriverError(f"driver kind {kind!r} needs the package {extra!r} (pip install {extra}): {e}") from None
+        raise DriverError(
+            f"driver kind {kind!r} needs the package {extra!r} (pip install {extra}): {e}"
+        ) from None
 
 
 def make_channels(kind: str, joints: list[tuple[int, JointConfig]], dcfg: DriverConfig) -> list[Channel]:
-    """The :class:`Channel` of every joint on one driver (degree↔unit scale from the protocol module)."""
+    """Build the :class:`Channel` of every joint on one driver (scale from the protocol module)."""
     cls = _import(kind)
     module = importlib.import_module(cls.__module__)
     per_deg = module.PER_DEG if kind != "maestro" else module.QUARTER_US_PER_US * dcfg.us_per_deg
-    return [Channel.for_joint(j.name, j.id if j.id is not None else i, j.min_deg, j.max_deg,
-                              centre=module.CENTRE, per_deg=per_deg, direction=j.direction,
-                              offset_deg=j.offset_deg, device_range=module.DEVICE_RANGE)
-            for i, j in joints]
+    return [
+        Channel.for_joint(
+            j.name,
+            j.id if j.id is not None else i,
+            j.min_deg,
+            j.max_deg,
+            centre=module.CENTRE,
+            per_deg=per_deg,
+            direction=j.direction,
+            offset_deg=j.offset_deg,
+            device_range=module.DEVICE_RANGE,
+        )
+        for i, j in joints
+    ]
 
 
-def make_driver(name: str, dcfg: DriverConfig, joints: list[tuple[int, JointConfig]],
-                on_status: StatusCallback | None = None, by_id_dir: Path = BY_ID_DIR) -> Any:
+def make_driver(
+    name: str,
+    dcfg: DriverConfig,
+    joints: list[tuple[int, JointConfig]],
+    on_status: StatusCallback | None = None,
+    by_id_dir: Path = BY_ID_DIR,
+) -> Any:
     """Create (not start) one serial driver for ``joints`` (``(index, JointConfig)`` pairs).
 
     Raises:
         DriverError: the kind's package is missing.
+
     """
     cls = _import(dcfg.kind)
-    kw: dict[str, Any] = dict(baud=dcfg.baud, timeout_s=dcfg.timeout_s, poll_hz=dcfg.poll_hz,
-                              backoff_initial_s=dcfg.backoff_initial_s, backoff_max_s=dcfg.backoff_max_s,
-                              on_status=on_status, by_id_dir=by_id_dir)
+    kw: dict[str, Any] = dict(
+        baud=dcfg.baud,
+        timeout_s=dcfg.timeout_s,
+        poll_hz=dcfg.poll_hz,
+        backoff_initial_s=dcfg.backoff_initial_s,
+        backoff_max_s=dcfg.backoff_max_s,
+        on_status=on_status,
+        by_id_dir=by_id_dir,
+    )
     speeds = {j.name: j.max_speed_dps for _, j in joints}
     neutral = {j.name: j.neutral_deg for _, j in joints}
     if dcfg.kind == "bolt_serial":
-        kw.update(ready_timeout_s=dcfg.ready_timeout_s, watchdog_ms=dcfg.watchdog_ms,
-                  heartbeat_s=dcfg.heartbeat_ms / 1000.0, neutral=neutral, speeds=speeds)
+        kw.update(
+            ready_timeout_s=dcfg.ready_timeout_s,
+            watchdog_ms=dcfg.watchdog_ms,
+            heartbeat_s=dcfg.heartbeat_ms / 1000.0,
+            neutral=neutral,
+            speeds=speeds,
+        )
     else:
         kw.update(speeds=speeds, neutral=neutral)
     return cls(name, str(dcfg.port), make_channels(dcfg.kind, joints, dcfg), **kw)
@@ -79,20 +108,29 @@ def check_animations(animations: dict[str, Animation], joints: dict[str, Joint])
     for name, anim in sorted(animations.items()):
         missing = anim.joints - set(joints)
         if missing:
-            msgs.append(f"{anim.source}: animation {name!r} moves {', '.join(sorted(missing))}, "
-                        f"which this robot lacks; those joints are ignored")
+            msgs.append(
+                f"{anim.source}: animation {name!r} moves {', '.join(sorted(missing))}, "
+                f"which this robot lacks; those joints are ignored"
+            )
         for k in anim.keyframes:
             for j, v in k.pose.items():
                 jt = joints.get(j)
                 if jt is not None and not jt.min_deg <= v <= jt.max_deg:
-                    msgs.append(f"{anim.source}: animation {name!r} at {k.t_ms:g} ms puts {j} at {v:g} degrees, "
-                                f"beyond its limits [{jt.min_deg:g}, {jt.max_deg:g}]; it will be clamped")
+                    msgs.append(
+                        f"{anim.source}: animation {name!r} at {k.t_ms:g} ms puts {j} at {v:g} degrees, "
+                        f"beyond its limits [{jt.min_deg:g}, {jt.max_deg:g}]; it will be clamped"
+                    )
     return msgs
 
 
-def build_robot(cfg: RobotConfig, on_command: Callable[[str, float, float], None] | None = None, *,
-                on_status: StatusCallback | None = None, by_id_dir: Path = BY_ID_DIR,
-                connect_wait_s: float | None = None) -> tuple[Robot, list[str]]:
+def build_robot(
+    cfg: RobotConfig,
+    on_command: Callable[[str, float, float], None] | None = None,
+    *,
+    on_status: StatusCallback | None = None,
+    by_id_dir: Path = BY_ID_DIR,
+    connect_wait_s: float | None = None,
+) -> tuple[Robot, list[str]]:
     """Create the robot from config and start its drivers.
 
     Args:
@@ -110,6 +148,7 @@ def build_robot(cfg: RobotConfig, on_command: Callable[[str, float, float], None
 
     Raises:
         DriverError: a driver kind's package is missing.
+
     """
     joints = [Joint(j.name, j.min_deg, j.max_deg, j.neutral_deg, j.max_speed_dps) for j in cfg.joints]
     animations, messages = load_animations([BUILTIN_ANIMATIONS, *cfg.animation_folders])
@@ -141,6 +180,8 @@ def build_robot(cfg: RobotConfig, on_command: Callable[[str, float, float], None
         if hasattr(d, "start"):
             wait = cfg.drivers[name].connect_wait_s if connect_wait_s is None else connect_wait_s
             if d.start(wait) != "online":
-                messages.append(f"{d.message or d.describe() + ' is not connected yet'}; "
-                                f"the robot runs speech-only until it connects")
+                messages.append(
+                    f"{d.message or d.describe() + ' is not connected yet'}; "
+                    f"the robot runs speech-only until it connects"
+                )
     return robot, messages

@@ -45,8 +45,13 @@ CENTRE = 2048
 PER_DEG = 4096 / 360
 DEVICE_RANGE = (0, 4095)
 
-ERROR_BITS = {1: "input voltage error", 2: "angle sensor error", 4: "overheating", 8: "over-current",
-              32: "overload"}
+ERROR_BITS = {
+    1: "input voltage error",
+    2: "angle sensor error",
+    4: "overheating",
+    8: "over-current",
+    32: "overload",
+}
 
 
 def describe_status(bits: int) -> str:
@@ -69,12 +74,22 @@ class FeetechDriver(SerialDriver):
         speeds: Joint → top speed, deg/s (sent as the goal speed with every target).
         neutral: Joint → neutral degrees.
         acceleration: STS acceleration register, 100 steps/s² per unit (0 = the servo's maximum).
+
     """
 
     kind = "feetech"
 
-    def __init__(self, name: str, port: str, channels: list, *, speeds: dict[str, float] | None = None,
-                 neutral: dict[str, float] | None = None, acceleration: int = 0, **kw: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        port: str,
+        channels: list,
+        *,
+        speeds: dict[str, float] | None = None,
+        neutral: dict[str, float] | None = None,
+        acceleration: int = 0,
+        **kw: Any,
+    ) -> None:
         super().__init__(name, port, channels, **kw)
         self.speeds = dict(speeds or {})
         self.neutral = dict(neutral or {})
@@ -129,8 +144,10 @@ class FeetechDriver(SerialDriver):
             else:
                 self._dead.add(ch.id)
         if not answered:
-            raise ProtocolError(f"no Feetech servo answered (ids {sorted(c.id for c in self.channels.values())} "
-                                f"at {self.baud} baud)")
+            raise ProtocolError(
+                f"no Feetech servo answered (ids {sorted(c.id for c in self.channels.values())} "
+                f"at {self.baud} baud)"
+            )
         self._torque(self._torque_wanted)
 
     def _send_targets(self, units: dict[int, int], duration_ms: float) -> None:
@@ -145,8 +162,18 @@ class FeetechDriver(SerialDriver):
             if duration_ms > 0 and prev is not None:
                 speed = min(top, max(1, math.ceil(abs(pos - prev) * 1000.0 / duration_ms)))
             t = int(min(duration_ms, 65535))
-            group.addParam(cid, [self.acceleration & 0xFF, pos & 0xFF, (pos >> 8) & 0xFF, t & 0xFF, t >> 8,
-                                 speed & 0xFF, (speed >> 8) & 0xFF])
+            group.addParam(
+                cid,
+                [
+                    self.acceleration & 0xFF,
+                    pos & 0xFF,
+                    (pos >> 8) & 0xFF,
+                    t & 0xFF,
+                    t >> 8,
+                    speed & 0xFF,
+                    (speed >> 8) & 0xFF,
+                ],
+            )
             self._last[cid] = pos
         try:
             result = group.txPacket()

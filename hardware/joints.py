@@ -18,6 +18,7 @@ class Joint:
         max_deg: Highest allowed position, degrees.
         neutral_deg: Rest position, degrees.
         max_speed_dps: Top speed, degrees per second.
+
     """
 
     name: str

@@ -43,9 +43,17 @@ PER_DEG = QUARTER_US_PER_US * 2000 / 180
 DEVICE_RANGE = (2000, 10000)
 """500..2500 µs in quarter-µs: the widest pulse we ever send."""
 
-ERROR_BITS = {0: "serial signal error", 1: "serial overrun error", 2: "serial buffer full",
-              3: "serial CRC error", 4: "serial protocol error", 5: "serial timeout error",
-              6: "script stack error", 7: "script call stack error", 8: "script program counter error"}
+ERROR_BITS = {
+    0: "serial signal error",
+    1: "serial overrun error",
+    2: "serial buffer full",
+    3: "serial CRC error",
+    4: "serial protocol error",
+    5: "serial timeout error",
+    6: "script stack error",
+    7: "script call stack error",
+    8: "script program counter error",
+}
 
 
 def pack(cmd: int, channel: int, value: int) -> bytes:
@@ -63,7 +71,9 @@ def speed_units(dps: float, per_deg: float) -> int:
 
 def describe_errors(bits: int) -> str:
     """Error bits → ``"serial protocol error, serial timeout error"``."""
-    return ", ".join(text for bit, text in ERROR_BITS.items() if bits & (1 << bit)) or f"error bits {bits:#06x}"
+    return (
+        ", ".join(text for bit, text in ERROR_BITS.items() if bits & (1 << bit)) or f"error bits {bits:#06x}"
+    )
 
 
 class MaestroDriver(SerialDriver):
@@ -74,12 +84,22 @@ class MaestroDriver(SerialDriver):
         speeds: Joint → top speed, deg/s (written to the Maestro's speed register).
         neutral: Joint → neutral degrees (where torque-on starts when no target was sent yet).
         acceleration: Maestro acceleration units (0 = unlimited, 1..255).
+
     """
 
     kind = "maestro"
 
-    def __init__(self, name: str, port: str, channels: list, *, speeds: dict[str, float] | None = None,
-                 neutral: dict[str, float] | None = None, acceleration: int = 0, **kw: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        port: str,
+        channels: list,
+        *,
+        speeds: dict[str, float] | None = None,
+        neutral: dict[str, float] | None = None,
+        acceleration: int = 0,
+        **kw: Any,
+    ) -> None:
         super().__init__(name, port, channels, **kw)
         self.speeds = dict(speeds or {})
         self.neutral = dict(neutral or {})
@@ -90,16 +110,19 @@ class MaestroDriver(SerialDriver):
         self._write_all(request)
         reply = self._read_exact(2)
         if len(reply) < 2:
-            raise ProtocolError(f"no reply to {what} within {self.timeout_s:g} s; is this a Maestro's command "
-                                f"port, in USB Dual Port or USB Chained mode?")
+            raise ProtocolError(
+                f"no reply to {what} within {self.timeout_s:g} s; is this a Maestro's command "
+                f"port, in USB Dual Port or USB Chained mode?"
+            )
         return reply[0] | reply[1] << 8
 
     def _check_errors(self) -> None:
         bits = self._query(bytes((GET_ERRORS,)), "Get Errors")
         extra = self._read_exact(16, 0.02)
         if extra:
-            raise ProtocolError(f"device answers, but not like a Maestro (extra bytes {extra[:16]!r}); "
-                                f"check the port")
+            raise ProtocolError(
+                f"device answers, but not like a Maestro (extra bytes {extra[:16]!r}); check the port"
+            )
         if bits:
             self._fault("errors", f"Maestro reports {describe_errors(bits)}")
         else:

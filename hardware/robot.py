@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+
 from hardware.animation import Animation, linear_move
 from hardware.driver import Driver, DriverState
 from hardware.joints import Joint
@@ -40,10 +41,17 @@ class Robot:
         animations: Named animations available to :meth:`play`.
         rate_hz: Control rate of the player, Hz.
         clock: Monotonic clock in seconds.
+
     """
 
-    def __init__(self, joints: list[Joint], driver: Driver, animations: dict[str, Animation] | None = None,
-                 rate_hz: float = 50.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        joints: list[Joint],
+        driver: Driver,
+        animations: dict[str, Animation] | None = None,
+        rate_hz: float = 50.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.joints = {j.name: j for j in joints}
         self.driver = driver
         self.animations = dict(animations or {})
@@ -85,7 +93,8 @@ class Robot:
 
         Each target is clamped to its joint's limits (NaN, infinities and non-numbers become
         the neutral position), then limited to the joint's top speed given the time since the
-        previous command (at most :data:`MAX_DT_S`). Unknown joints are dropped with a warning. While an emergency stop
+        previous command (at most :data:`MAX_DT_S`). Unknown joints are dropped with a warning.
+        While an emergency stop
         is latched nothing is sent.
 
         Args:
@@ -93,6 +102,7 @@ class Robot:
 
         Returns:
             What was actually sent, joint → degrees (empty when nothing was).
+
         """
         with self._lock:
             if self._estopped or self._closed and not self._closing:
@@ -126,7 +136,9 @@ class Robot:
             return dict(self._pos)
 
     # --- animations ---------------------------------------------------------------
-    def play(self, anim: Animation | str, remap: dict[str, str] | None = None, wait: bool = False) -> Animation:
+    def play(
+        self, anim: Animation | str, remap: dict[str, str] | None = None, wait: bool = False
+    ) -> Animation:
         """Start an animation, replacing the running one; it blends from the current pose.
 
         Args:
@@ -140,12 +152,15 @@ class Robot:
         Raises:
             KeyError: no animation of that name (the message lists the known ones).
             RuntimeError: an emergency stop is latched.
+
         """
         if self._estopped:
             raise RuntimeError("emergency stop is latched; clear it before moving")
         if isinstance(anim, str):
             if anim not in self.animations:
-                raise KeyError(f"no animation {anim!r}; known: {', '.join(sorted(self.animations)) or 'none'}")
+                raise KeyError(
+                    f"no animation {anim!r}; known: {', '.join(sorted(self.animations)) or 'none'}"
+                )
             anim = self.animations[anim]
         if remap:
             anim = anim.remapped(remap)
@@ -153,8 +168,9 @@ class Robot:
         self._cancel = threading.Event()
         self._idle.clear()
         self.playing = anim.name
-        self._thread = threading.Thread(target=self._run, args=(anim, self._cancel), name=f"anim-{anim.name}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._run, args=(anim, self._cancel), name=f"anim-{anim.name}", daemon=True
+        )
         self._thread.start()
         if wait:
             self.wait_idle()
@@ -165,12 +181,13 @@ class Robot:
         start = {j: self._pos[j] for j in targets if j in self._pos}
         return self.play(linear_move("move", start, targets, duration_ms), wait=wait)
 
-    def _run(self, anim: Animation, cancel: threading.Event) -> None:
+    def _run(self, anim: Animation, cancel: threading.Event, max_wall_s: float | None = None) -> None:
         period = 1.0 / self.rate_hz
         start_pose = self.positions()
         t0 = self.clock()
+        give_up = None if max_wall_s is None else time.monotonic() + max_wall_s
         try:
-            while not cancel.is_set():
+            while not cancel.is_set() and (give_up is None or time.monotonic() < give_up):
                 t_ms = (self.clock() - t0) * 1000.0
                 if anim.loop and anim.duration_ms > 0:
                     t_ms %= anim.duration_ms
@@ -180,8 +197,11 @@ class Robot:
                 if not anim.loop and t_ms >= anim.duration_ms:
                     # Rate limiting may leave joints short of the final pose: finish the approach.
                     final = anim.evaluate(anim.duration_ms)
-                    if all(abs(self._pos[j] - self.joints[j].clamp(v)) < 0.01
-                           for j, v in final.items() if j in self.joints):
+                    if all(
+                        abs(self._pos[j] - self.joints[j].clamp(v)) < 0.01
+                        for j, v in final.items()
+                        if j in self.joints
+                    ):
                         break
                 cancel.wait(period)
         except Exception:  # noqa: BLE001 - a driver fault must not kill the player silently
@@ -235,8 +255,16 @@ class Robot:
             self.stop()
             state, _ = self.status()
             if not self._estopped and state == "online":
-                self._run(linear_move("neutral", self.positions(), {n: j.neutral_deg for n, j in self.joints.items()},
-                                      neutral_ms), threading.Event())
+                self._run(
+                    linear_move(
+                        "neutral",
+                        self.positions(),
+                        {n: j.neutral_deg for n, j in self.joints.items()},
+                        neutral_ms,
+                    ),
+                    threading.Event(),
+                    neutral_ms / 1000.0 + 2.0,
+                )
                 self.driver.sync(1.0)
             self.driver.set_torque(False)
             self.driver.sync(1.0)

@@ -20,8 +20,9 @@ from hardware.robot import Robot
 log = logging.getLogger(__name__)
 
 
-def install_shutdown(robot: Robot, signals: tuple[int, ...] = (signal.SIGTERM,), neutral_ms: float = 500.0,
-                     exit_code: int = 0) -> Callable[[], None]:
+def install_shutdown(
+    robot: Robot, signals: tuple[int, ...] = (signal.SIGTERM,), neutral_ms: float = 500.0, exit_code: int = 0
+) -> Callable[[], None]:
     """Make SIGTERM (and any other given signals) and interpreter exit park the robot safely.
 
     Args:
@@ -35,6 +36,7 @@ def install_shutdown(robot: Robot, signals: tuple[int, ...] = (signal.SIGTERM,),
 
     Raises:
         ValueError: called from a thread other than the main thread.
+
     """
     if threading.current_thread() is not threading.main_thread():
         raise ValueError("install_shutdown must be called from the main thread")

@@ -16,9 +16,8 @@ Faults:
   re-plugged USB device may come back under another ``ttyACMn`` name;
 * reply timeouts are retried by the protocol module; several in a row count as a lost link.
 
-Subclasses implement the protocol hooks ``_setup``, ``_send_targets``, ``_torque``,
-``_estop``, ``_heartbeat`` and ``_poll``; they raise :class:`LinkLost` or
-:class:`ProtocolError`, and report servo error flags with :meth:`SerialDriver._fault`.
+Protocol modules implement ``_setup``, ``_send_targets``, ``_torque``, ``_estop``, ``_heartbeat``,
+``_poll``; they raise :class:`LinkLost`/:class:`ProtocolError` and report servo flags via ``_fault``.
 """
 
 from __future__ import annotations
@@ -54,12 +53,14 @@ class PortUnavailable(Exception):
 
 
 def open_error_message(port: str, exc: BaseException) -> str:
-    """A clear message for a failed open: missing port, permission (dialout), busy, other."""
+    """Explain a failed open clearly: missing port, permission (dialout), busy, other."""
     code = getattr(exc, "errno", None)
     text = str(exc)
     if code == errno.EACCES or "Permission denied" in text:
-        return (f"permission denied on {port}: add your user to the 'dialout' group "
-                f"(sudo usermod -aG dialout $USER, then log in again)")
+        return (
+            f"permission denied on {port}: add your user to the 'dialout' group "
+            f"(sudo usermod -aG dialout $USER, then log in again)"
+        )
     if code == errno.ENOENT or "No such file" in text:
         return f"serial port {port} not found (is the device plugged in? see ls /dev/serial/by-id)"
     if code in (errno.EBUSY, errno.EAGAIN) or "exclusively lock" in text:
@@ -82,11 +83,12 @@ class SerialDriver:
         backoff_max_s: Largest reconnect delay, s.
         on_status: Called as ``(name, state, message)`` on every state change.
         by_id_dir: Where stable device links live (``/dev/serial/by-id``).
+
     """
 
     kind = "serial"
 
-    def __init__(self, name: str, port: str, channels: list[Channel], *, baud: int = 115200,
+    def __init__(self, name: str, port: str, channels: list[Channel], *, baud: int = 115200,  # fmt: skip
                  timeout_s: float = 0.1, poll_hz: float = 5.0, heartbeat_s: float = 0.0,
                  backoff_initial_s: float = 0.5, backoff_max_s: float = 10.0,
                  on_status: StatusCallback | None = None, by_id_dir: Path = BY_ID_DIR) -> None:
@@ -112,6 +114,8 @@ class SerialDriver:
         self._duration_ms = 0.0
         self._ops: list[Callable[[], None]] = []
         self._busy = False
+        self._submitted = 0
+        self._done = 0
         self._torque_wanted = True
         self._positions: dict[str, float] = {}
         self._stop = threading.Event()
@@ -135,6 +139,7 @@ class SerialDriver:
         with self._cond:
             self._pending.update({j: d for j, d in targets.items() if j in self.channels})
             self._duration_ms = max(0.0, float(duration_ms))
+            self._submitted += 1
             self._cond.notify_all()
 
     def read(self) -> dict[str, float]:
@@ -153,13 +158,15 @@ class SerialDriver:
         with self._cond:
             self._pending.clear()
             self._ops.insert(0, self._estop)
+            self._submitted += 1
             self._cond.notify_all()
 
     def sync(self, timeout_s: float = 1.0) -> bool:
         """Block until the worker has sent everything queued; False on timeout or when offline."""
         deadline = time.monotonic() + timeout_s
         with self._cond:
-            while self._pending or self._ops or self._busy:
+            target = self._submitted
+            while self._done < target:
                 left = deadline - time.monotonic()
                 if left <= 0 or self.state != "online":
                     return False
@@ -179,16 +186,16 @@ class SerialDriver:
         self._set_state("closed", "")
 
     def describe(self) -> str:
-        """``"<name> (<kind> on <port>)"`` for messages."""
+        """Name the driver for messages: ``robot driver '<name>' (<kind> on <port>)``."""
         return f"robot driver {self.name!r} ({self.kind} on {self._remembered or self.port})"
 
-    # --- hooks for protocol modules ---------------------------------------------------
+    # --- hooks for protocol modules ----------------------------------------------------
     def _open_port(self, path: str) -> Any:
         """Open the port and return the handle the hooks use (default: a pyserial port)."""
-        return serial.Serial(path, self.baud, timeout=self.timeout_s, write_timeout=self.timeout_s,
-                             exclusive=True)
+        t = self.timeout_s
+        return serial.Serial(path, self.baud, timeout=t, write_timeout=t, exclusive=True)
 
-    def _close_port(self, handle: Any) -> None:
+    def _close_port(self, handle: Any) -> None:  # noqa: D102
         handle.close()
 
     def _setup(self) -> None:
@@ -242,7 +249,7 @@ class SerialDriver:
         return buf
 
     def _read_some(self, timeout_s: float) -> bytes:
-        """Whatever arrives first (at least one byte, plus anything already buffered); b"" on timeout."""
+        """Read what arrives first (one byte plus anything buffered); b"" on timeout."""
         first = self._read_exact(1, timeout_s)
         if not first:
             return b""
@@ -257,6 +264,7 @@ class SerialDriver:
             return
         with self._cond:
             self._ops.append(op)
+            self._submitted += 1
             self._cond.notify_all()
 
     def _set_state(self, state: DriverState, message: str) -> None:
@@ -324,7 +332,6 @@ class SerialDriver:
                     self._connect()
                 except (PortUnavailable, ProtocolError, LinkLost) as e:
                     self._set_state("offline", f"{self.describe()} offline: {e}; retrying in the background")
-                    log.debug("%s: next try in %g s", self.describe(), delay)
                     self._first_try.set()
                     self._stop.wait(delay)
                     delay = min(delay * 2, self.backoff_max_s)
@@ -341,6 +348,7 @@ class SerialDriver:
                     self._pending.clear()
                     self._ops.clear()
                     self._busy = False
+                    self._done = self._submitted
                     self._cond.notify_all()
                 self._set_state("offline", f"{self.describe()} lost: {e}; reconnecting")
 
@@ -352,6 +360,12 @@ class SerialDriver:
             waits.append(self._last_poll + self.poll_s - now)
         return max(0.0, min(waits))
 
+    def _store_positions(self, units: dict[int, int]) -> None:
+        by_id = {c.id: c for c in self.channels.values()}
+        with self._cond:
+            known = {i: u for i, u in units.items() if i in by_id}
+            self._positions.update({by_id[i].joint: by_id[i].to_degrees(u) for i, u in known.items()})
+
     def _service(self) -> None:
         with self._cond:
             if not (self._pending or self._ops) and not self._stop.is_set():
@@ -359,6 +373,7 @@ class SerialDriver:
             ops, self._ops = self._ops, []
             pending, self._pending = self._pending, {}
             duration = self._duration_ms
+            taken = self._submitted
             self._busy = True
         try:
             for op in ops:
@@ -368,22 +383,16 @@ class SerialDriver:
                 units = {self.channels[j].id: self.channels[j].to_device(d) for j, d in pending.items()}
                 self._send_targets(units, duration)
                 self._last_tx = time.monotonic()
-                with self._cond:
-                    for j, u in units.items():
-                        ch = next(c for c in self.channels.values() if c.id == j)
-                        self._positions[ch.joint] = ch.to_degrees(u)
+                self._store_positions(units)
             now = time.monotonic()
             if self.heartbeat_s and now - self._last_tx >= self.heartbeat_s:
                 self._heartbeat()
                 self._last_tx = time.monotonic()
             if self.poll_s and now - self._last_poll >= self.poll_s:
                 self._last_poll = now
-                got = self._poll()
-                if got:
-                    by_id = {c.id: c for c in self.channels.values()}
-                    with self._cond:
-                        self._positions.update({by_id[i].joint: by_id[i].to_degrees(u)
-                                                for i, u in got.items() if i in by_id})
+                self._store_positions(self._poll() or {})
+            with self._cond:
+                self._done = max(self._done, taken)
         finally:
             with self._cond:
                 self._busy = False

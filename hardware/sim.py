@@ -21,6 +21,7 @@ class SimulatedDriver:
         on_command: Called as ``on_command(joint, deg, t_ms)`` for each joint command.
         clock: Monotonic clock in seconds (injected for tests).
         commands: Every command as ``(t_ms, joint, deg)``, t_ms since the driver started.
+
     """
 
     on_command: Callable[[str, float, float], None] | None = None
@@ -49,7 +50,7 @@ class SimulatedDriver:
                 self.on_command(joint, deg, t_ms)
 
     def read(self) -> dict[str, float]:
-        """Current joint positions in degrees (the last commanded ones)."""
+        """Return the joint positions in degrees (the last commanded ones)."""
         with self._lock:
             return dict(self._pos)
 

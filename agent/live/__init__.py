@@ -11,5 +11,7 @@ Modules, one per stage, wired together in :mod:`agent.live.live`:
 * :mod:`~agent.live.chunker` — LLM text deltas → sentences (clauses for long ones).
 * :mod:`~agent.live.speaker` — the output stream; plays queued chunks, can be cleared at once.
 * :mod:`~agent.live.turns` — wake phrase, stop phrases and echo-transcript matching.
-* :mod:`~agent.live.bench` — the latency benchmark (real-time file source and sink).
+* :mod:`~agent.live.supervisor` — device loss, retry with backoff, reopen.
+* :mod:`~agent.live.fake` — in-process real-time fake streams (benchmark, fault tests).
+* :mod:`~agent.live.bench` — the latency benchmark.
 """

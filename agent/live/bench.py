@@ -98,6 +98,7 @@ def run_bench(cfg: Config, folder: Path, runs: int = 1, limit: int = 0) -> dict[
 
     Raises:
         agent.models.ModelNotFoundError, agent.llm.LLMError, agent.tts.TTSError: a model cannot load.
+
     """
     from agent.live.live import LiveAgent
     from agent.pipeline import VoiceAgent

@@ -27,6 +27,7 @@ class SentenceChunker:
         clause_chars: A sentence longer than this many characters is cut at a clause.
         min_chars: Pieces shorter than this are joined to the next one (``"Hi."``-sized
             pieces are fine; this only stops stray punctuation becoming a piece).
+
     """
 
     def __init__(self, clause_chars: int = 120, min_chars: int = 2) -> None:

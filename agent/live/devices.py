@@ -46,6 +46,7 @@ class SoundDeviceBackend:
 
     Raises:
         DeviceError: PortAudio itself is missing (``apt-get install libportaudio2``).
+
     """
 
     def __init__(self) -> None:
@@ -109,6 +110,7 @@ def find_device(backend: SoundBackend, spec: str | int | None, kind: str) -> tup
     Raises:
         DeviceError: nothing matches, or the match has no channels of that kind; the message
             lists every device.
+
     """
     devices = backend.query_devices()
     key = "max_input_channels" if kind == "input" else "max_output_channels"

@@ -31,6 +31,7 @@ class EchoGate:
     Args:
         max_delay_ms: Longest speaker-to-mic delay searched, ms.
         tail_ms: After the last non-silent reference sample, keep checking this long, ms.
+
     """
 
     def __init__(self, max_delay_ms: int = 800, tail_ms: int = 600) -> None:
@@ -48,6 +49,7 @@ class EchoGate:
         Args:
             samples: ``(n,)`` float32 mono 16 kHz as played (zeros for silence).
             t_end: ``time.perf_counter()`` when the last sample was played, s.
+
         """
         n = min(samples.size, self._cap)
         if n == 0:
@@ -73,6 +75,7 @@ class EchoGate:
 
         Returns:
             ``1 - rho²`` in 0..1; 1.0 when no reference is active or the mic is silent.
+
         """
         if not self.active(t_end):
             return 1.0

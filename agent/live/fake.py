@@ -70,6 +70,7 @@ class FakeBackend:
         speaker_rate: The fake speaker's own rate, Hz.
         refuse_rates: Input rates whose opening raises (a device refusing a rate).
         fail_output: Opening the output raises.
+
     """
 
     def __init__(self, mic_rate: int = 48_000, speaker_rate: int = 48_000, refuse_rates: tuple[int, ...] = (),

@@ -30,52 +30,34 @@ import queue
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-import soxr
 
-from agent.events import (BargeIn, DeviceState, Error, HistoryCut, LiveTiming, Reply, Skipped, Spoken, ToolCall,
-                          ToolResult, Transcript, Utterance)
+from agent.events import (
+    BargeIn,
+    Error,
+    HistoryCut,
+    Reply,
+    Skipped,
+    Spoken,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    Utterance,
+)
 from agent.live.chunker import SentenceChunker
-from agent.live.devices import DeviceError, SoundBackend
+from agent.live.devices import SoundBackend
 from agent.live.echo import EchoGate
-from agent.live.mic import MicStream
-from agent.live.speaker import PlayItem, Speaker
-from agent.live.turns import Attention, is_echo, normalize, stop_command
+from agent.live.speaker import PlayItem
+from agent.live.supervisor import Devices
+from agent.live.turns import Attention, LiveTurn, is_echo, normalize, stop_command, timing_event
 from agent.live.vad_stream import FRAME, RATE, Endpointer, SileroFrameVAD
 
 log = logging.getLogger(__name__)
 SORRY = "Sorry, I had a problem thinking about that."
 ZERO_WARN_S = 10.0
 """A mic that delivers exact zeros this long gets one warning, s."""
-
-
-@dataclass(eq=False)
-class LiveTurn:
-    """One user turn in flight: its text, cancellation, what was heard, and stage times (perf_counter s)."""
-
-    id: int
-    text: str
-    t_speech_end: float
-    t_endpoint: float
-    t_asr: float
-    asr_ms: float
-    cancel: threading.Event = field(default_factory=threading.Event)
-    marks: dict[str, float] = field(default_factory=dict)
-    pieces: list[str] = field(default_factory=list)
-    heard: list[str] = field(default_factory=list)
-    tts_ms: float = 0.0
-    result: Any = None
-    interrupted: bool = False
-    generated: bool = False
-    played: bool = False
-    timed: bool = False
-
-    def mark(self, stage: str, t: float | None = None) -> None:
-        """Record the first time ``stage`` happened."""
-        self.marks.setdefault(stage, time.perf_counter() if t is None else t)
 
 
 class LiveAgent:
@@ -85,14 +67,15 @@ class LiveAgent:
         agent: Models, conversation, skills, robot (``agent.cfg`` holds ``[audio]``, ``[vad]``, ``[live]``).
         emit: Receives every event (called from several threads).
         backend: Sound devices (sounddevice, or fake streams in the benchmark).
+
     """
 
     def __init__(self, agent: Any, emit: Any, backend: SoundBackend) -> None:
         self.agent, self.emit, self.backend = agent, emit, backend
         self.cfg = agent.cfg
         self.live = agent.cfg.live
-        self.mic = MicStream(self.cfg.audio, backend)
-        self.speaker = Speaker(self.cfg.audio, backend)
+        self.devices = Devices(self.cfg.audio, backend, emit)
+        self.mic, self.speaker = self.devices.mic, self.devices.speaker
         self.vad = SileroFrameVAD()
         self.vad(np.zeros(FRAME, dtype=np.float32))  # warm the ONNX session
         self.vad.reset()
@@ -109,65 +92,14 @@ class LiveAgent:
         self._current: LiveTurn | None = None
         self._turns: dict[int, LiveTurn] = {}
         self._recent_speech: collections.deque[tuple[float, str]] = collections.deque(maxlen=50)
-        self._ref_rs: tuple[int, Any] | None = None
-        self._backoff = self.cfg.audio.backoff_initial_s
-        self._next_try = 0.0
-        self._next_speaker_try = 0.0
 
-    # --- devices ---------------------------------------------------------------------------
     def open_devices(self) -> None:
         """Open the mic (required) and the speaker (optional: failures are reported and retried).
 
         Raises:
             DeviceError: the input device is missing or refuses to open.
         """
-        note = self.mic.open()
-        self.emit(DeviceState(-1, "input", self.mic.name, "open", self.mic.rate, self.mic.channels, note))
-        self._open_speaker()
-        log.info("listening on %r (%d Hz, %d ch)", self.mic.name, self.mic.rate, self.mic.channels)
-
-    def _open_speaker(self) -> None:
-        try:
-            self.speaker.open()
-        except DeviceError as e:
-            self._next_speaker_try = time.perf_counter() + 5.0
-            self.emit(DeviceState(-1, "output", str(self.cfg.audio.output_device or "default"), "failed",
-                                  message=f"{e}; replies are not spoken, retrying in 5 s"))
-            return
-        self._ref_rs = (self.speaker.rate, soxr.ResampleStream(self.speaker.rate, RATE, 1, dtype="float32"))
-        self.emit(DeviceState(-1, "output", self.speaker.name, "open", self.speaker.rate, self.speaker.channels))
-
-    def _close_devices(self) -> None:
-        for dev in (self.mic, self.speaker):  # a dead sound server can hang a close: don't wait forever
-            t = threading.Thread(target=dev.close, daemon=True)
-            t.start()
-            t.join(2.0)
-
-    def _lost(self, why: str) -> None:
-        log.warning("audio lost: %s; retrying", why)
-        self.emit(DeviceState(-1, "input", self.mic.name, "lost", message=why))
-        self.interrupt("device")
-        self._close_devices()
-        self._backoff = self.cfg.audio.backoff_initial_s
-        self._next_try = time.perf_counter() + self._backoff
-
-    def _recover(self) -> None:
-        now = time.perf_counter()
-        if now < self._next_try:
-            time.sleep(min(0.05, self._next_try - now))
-            return
-        try:
-            self.backend.reinit()
-            self.open_devices()
-        except Exception as e:  # noqa: BLE001 - DeviceError, PortAudioError: the server is still gone
-            self.mic.close()
-            self._backoff = min(self._backoff * 2, self.cfg.audio.backoff_max_s)
-            self._next_try = time.perf_counter() + self._backoff
-            self.emit(DeviceState(-1, "input", str(self.cfg.audio.input_device or "default"), "retry",
-                                  message=f"{str(e).splitlines()[0]}; next try in {self._backoff:.1f} s"))
-            return
-        self.endpointer.reset()
-        self.vad.reset()
+        self.devices.open()
 
     # --- the listener ----------------------------------------------------------------------
     def stop(self) -> None:
@@ -183,19 +115,21 @@ class LiveAgent:
         while not self._stop.is_set():
             self._drain_speaker()
             if not self.mic.is_open:
-                self._recover()
+                if self.devices.recover():
+                    self.endpointer.reset()
+                    self.vad.reset()
                 last_audio, buf = time.perf_counter(), np.zeros(0, dtype=np.float32)
                 continue
             got = self.mic.read(0.05)
             now = time.perf_counter()
             if got is None:
                 if now - last_audio > self.cfg.audio.stall_s:
-                    self._lost(f"no audio from {self.mic.name!r} for {now - last_audio:.1f} s")
+                    self.interrupt("device")
+                    self.devices.lost(f"no audio from {self.mic.name!r} for {now - last_audio:.1f} s")
                 continue
             samples, t_end = got
             last_audio = now
-            if not self.speaker.is_open and now >= self._next_speaker_try:
-                self._open_speaker()
+            self.devices.retry_speaker(now)
             if samples.size and not np.any(samples):
                 zero_since = zero_since or now
                 if not zero_warned and now - zero_since > ZERO_WARN_S:
@@ -368,8 +302,8 @@ class LiveAgent:
                     return
                 turn = self._turns.get(r.item.turn_id) if r.item is not None else None
                 if r.kind == "block" and r.block is not None:
-                    if self._ref_rs is not None and self._ref_rs[0] == self.speaker.rate:
-                        self.echo.add_reference(self._ref_rs[1].resample_chunk(r.block), r.t)
+                    if self.devices.ref_resampler is not None:
+                        self.echo.add_reference(self.devices.ref_resampler.resample_chunk(r.block), r.t)
                 elif r.kind == "started" and r.item is not None:
                     self._recent_speech.append((r.t, r.item.text))
                     if turn is not None:
@@ -396,6 +330,7 @@ class LiveAgent:
 
         Args:
             reason: ``speech`` (barge-in), ``stop`` (stop phrase), ``new_turn`` or ``device``.
+
         """
         with self._lock:
             turn = self._current
@@ -423,22 +358,7 @@ class LiveAgent:
             if turn.timed or not turn.generated or not (turn.played or turn.interrupted):
                 return
             turn.timed = True
-        m, t0 = turn.marks, turn.t_speech_end
-
-        def rel(stage: str) -> float:
-            return round((m[stage] - t0) * 1000, 1) if stage in m else -1.0
-
-        r = turn.result
-        first_audio = m.get("first_audio")
-        self.emit(LiveTiming(
-            turn.id, asr_ms=round(turn.asr_ms, 1), llm_ttft_ms=round(r.ttft_ms, 1) if r else 0.0,
-            llm_ms=round(r.llm_ms, 1) if r else 0.0,
-            tts_first_audio_ms=round((first_audio - m["first_sentence"]) * 1000, 1) if first_audio else 0.0,
-            tts_ms=round(turn.tts_ms, 1), turn_ms=round((time.perf_counter() - t0) * 1000, 1),
-            prompt_tokens=r.prompt_tokens if r else 0, endpoint_ms=round((turn.t_endpoint - t0) * 1000, 1),
-            asr_done_ms=round((turn.t_asr - t0) * 1000, 1), first_token_ms=rel("first_token"),
-            first_sentence_ms=rel("first_sentence"), first_audio_ms=rel("first_audio"),
-            first_played_ms=rel("first_played")))
+        self.emit(timing_event(turn))
 
     def close(self) -> None:
         """Cancel the current turn, stop the workers and close the devices."""
@@ -447,4 +367,4 @@ class LiveAgent:
         self._tts_q.put((None, None))
         self._asr_pool.shutdown(wait=False, cancel_futures=True)
         self._llm_pool.shutdown(wait=False, cancel_futures=True)
-        self._close_devices()
+        self.devices.close()

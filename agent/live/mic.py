@@ -36,6 +36,7 @@ class MicStream:
     Args:
         cfg: ``[audio]`` (device, rate, channels, block length in ms).
         backend: Where streams come from (sounddevice, or a fake in the benchmark).
+
     """
 
     def __init__(self, cfg: AudioConfig, backend: SoundBackend) -> None:
@@ -65,6 +66,7 @@ class MicStream:
 
         Raises:
             DeviceError: no such device, or it refuses every rate tried.
+
         """
         idx, dev = find_device(self.backend, self.cfg.input_device, "input")
         channels = self.cfg.input_channels or min(2, int(dev["max_input_channels"]))
@@ -106,6 +108,7 @@ class MicStream:
             ``(samples, t_end)``: ``(n,)`` float32 16 kHz in [-1, 1] (n may be 0 while the
             resampler fills) and the ``time.perf_counter()`` at which the block arrived; None
             when nothing arrived in time.
+
         """
         try:
             block, t = self._q.get(timeout=timeout)

@@ -42,6 +42,7 @@ class PlayItem:
         audio: ``(n,)`` float32 mono at the stream's rate (set by :meth:`Speaker.enqueue`).
         end_of_turn: A marker with no audio: the turn's playback is complete when reached.
         pos: Samples played so far.
+
     """
 
     turn_id: int
@@ -69,6 +70,7 @@ class Speaker:
     Args:
         cfg: ``[audio]`` (output device, rate, block length in ms).
         backend: Where streams come from.
+
     """
 
     def __init__(self, cfg: AudioConfig, backend: SoundBackend) -> None:
@@ -88,6 +90,7 @@ class Speaker:
 
         Raises:
             DeviceError: no such device or it cannot be opened.
+
         """
         idx, dev = find_device(self.backend, self.cfg.output_device, "output")
         own = int(dev["default_samplerate"])
@@ -123,6 +126,7 @@ class Speaker:
 
         Returns:
             False when no stream is open (the item is dropped).
+
         """
         if not self.is_open:
             return False

@@ -46,6 +46,7 @@ class SileroFrameVAD:
 
     Raises:
         RuntimeError: onnxruntime or the model file is missing.
+
     """
 
     def __init__(self) -> None:
@@ -73,6 +74,7 @@ class SileroFrameVAD:
 
         Returns:
             Probability of speech in 0..1.
+
         """
         x = np.concatenate([self._ctx, frame.astype(np.float32, copy=False)])[None, :]
         out, self._h, self._c = self._session.run(None, {"input": x, "h": self._h, "c": self._c})
@@ -93,6 +95,7 @@ class VADUpdate:
         start_sample: Stream sample index of the confirmed speech start (pre-roll not included).
         end_sample: Stream sample index of the speech end (end of the last speech frame).
         truncated: The utterance was closed by ``max_utterance_s``.
+
     """
 
     started: bool = False
@@ -110,6 +113,7 @@ class Endpointer:
 
     Args:
         cfg: ``[vad]`` thresholds: probability, ms, s.
+
     """
 
     def __init__(self, cfg: VADConfig) -> None:
@@ -146,6 +150,7 @@ class Endpointer:
 
         Returns:
             A :class:`VADUpdate`.
+
         """
         self._n += FRAME
         thr = self.cfg.threshold

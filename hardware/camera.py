@@ -1,0 +1,264 @@
+"""Camera sources and a capture thread that keeps only the newest frame.
+
+Sources (:func:`parse_source`): a V4L2 device (``"0"`` or ``"/dev/video0"``), a GStreamer
+pipeline string (anything containing ``!``, e.g. Jetson CSI ``nvarguscamerasrc ! ... !
+appsink`` — needs an OpenCV built with GStreamer: JetPack's system OpenCV, not the PyPI
+wheels), a video file (played at its own frame rate, looping) or a folder of images
+(cycled at ``fps``, default 2 Hz).
+
+Threading: :class:`Camera` runs one daemon thread that reads frames as fast as the source
+gives them and keeps only the newest (frame, capture time); readers call
+:meth:`Camera.latest` and never wait for I/O. Health: no frame for ``dead_s``, a black picture
+for ``black_s`` or identical frames for ``frozen_s`` (live sources only: a still image is
+allowed to be still) → the source is closed and reopened with exponential backoff
+(``backoff_initial_s`` doubling to ``backoff_max_s``), sleeping on an event between tries.
+Frames are BGR ``uint8`` arrays of shape ``(h, w, 3)``; times are monotonic seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import cv2
+import numpy as np
+
+from agent.config import CameraConfig
+
+log = logging.getLogger(__name__)
+
+IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
+
+
+class CameraError(Exception):
+    """A camera source cannot be opened or read; the message names the source and the cause."""
+
+
+def parse_source(source: str) -> tuple[str, Any]:
+    """Classify a camera source string.
+
+    Returns ``("v4l2", index|path)``, ``("gstreamer", pipeline)``, ``("file", path)``,
+    ``("folder", path)`` or ``("image", path)``.
+
+    Raises:
+        CameraError: empty, or a path that does not exist.
+
+    """
+    s = str(source).strip()
+    if not s:
+        raise CameraError("no camera source configured")
+    if s.isdigit():
+        return "v4l2", int(s)
+    if "!" in s:
+        return "gstreamer", s
+    p = Path(s).expanduser()
+    if s.startswith("/dev/"):
+        if not p.exists():
+            raise CameraError(f"camera {s} does not exist (is it plugged in? see ls /dev/video*)")
+        return "v4l2", s
+    if not p.exists():
+        raise CameraError(
+            f"camera source {s} does not exist (expected a device, pipeline, video file or image folder)"
+        )
+    if p.is_dir():
+        return "folder", p
+    return ("image", p) if p.suffix.lower() in IMAGE_EXTS else ("file", p)
+
+
+def read_image(path: Path | str) -> np.ndarray:
+    """Read one image file as BGR ``uint8`` ``(h, w, 3)``.
+
+    Raises:
+        CameraError: missing, unreadable or not a decodable image.
+
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise CameraError(f"image {p} does not exist")
+    img = cv2.imread(str(p), cv2.IMREAD_COLOR)
+    if img is None or img.size == 0:
+        raise CameraError(f"image {p} could not be decoded (corrupt or not an image)")
+    return img
+
+
+class _FolderReader:
+    """Cycles through readable images (corrupt ones are reported in ``problems`` and skipped)."""
+
+    def __init__(self, path: Path) -> None:
+        self.frames: list[np.ndarray] = []
+        self.problems: list[str] = []
+        if path.is_file():
+            self.frames.append(read_image(path))
+        else:
+            for f in sorted(path.iterdir()):
+                if f.suffix.lower() in IMAGE_EXTS:
+                    try:
+                        self.frames.append(read_image(f))
+                    except CameraError as e:
+                        self.problems.append(str(e))
+                        log.warning("%s; skipped", e)
+            if not self.frames:
+                raise CameraError(f"image folder {path} has no readable images")
+        self.i = 0
+
+    def read(self) -> tuple[bool, np.ndarray | None]:
+        frame = self.frames[self.i % len(self.frames)]
+        self.i += 1
+        return True, frame
+
+    def release(self) -> None:
+        self.frames = []
+
+
+def open_reader(source: str, cfg: CameraConfig | None = None) -> tuple[Any, str, float]:
+    """Open a source; returns ``(reader with read()/release(), kind, pacing fps or 0)``.
+
+    Raises:
+        CameraError: the source does not exist, cannot be opened, or yields no frame.
+
+    """
+    cfg = cfg or CameraConfig(source=source)
+    kind, arg = parse_source(source)
+    if kind in ("folder", "image"):
+        return _FolderReader(arg), kind, cfg.fps or 2.0
+    if kind == "gstreamer":
+        cap = cv2.VideoCapture(arg, cv2.CAP_GSTREAMER)
+    elif kind == "v4l2":
+        cap = cv2.VideoCapture(arg, cv2.CAP_V4L2)
+    else:
+        cap = cv2.VideoCapture(str(arg), cv2.CAP_FFMPEG)
+    if not cap.isOpened():
+        hint = (
+            " (this OpenCV has no GStreamer: use JetPack's OpenCV on a Jetson)"
+            if kind == "gstreamer" and "GStreamer:                   YES" not in cv2.getBuildInformation()
+            else ""
+        )
+        what = "video file" if kind == "file" else "camera"
+        raise CameraError(f"cannot open {what} {arg}{hint}; it may be empty, corrupt or in use")
+    if kind == "v4l2":
+        if cfg.width:
+            cap.set(cv2.CAP_PROP_FRAME_WIDTH, cfg.width)
+        if cfg.height:
+            cap.set(cv2.CAP_PROP_FRAME_HEIGHT, cfg.height)
+        if cfg.fps:
+            cap.set(cv2.CAP_PROP_FPS, cfg.fps)
+    ok, frame = cap.read()
+    if not ok or frame is None:
+        cap.release()
+        raise CameraError(f"{'video file' if kind == 'file' else 'camera'} {arg} gives no frames")
+    if kind == "file":
+        cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
+        fps = cfg.fps or cap.get(cv2.CAP_PROP_FPS) or 25.0
+        return cap, kind, min(fps, 60.0)
+    return cap, kind, 0.0
+
+
+class Camera:
+    """Capture thread holding the newest frame (see the module docstring).
+
+    Args:
+        cfg: Camera settings (``source`` must be non-empty).
+        on_status: Called as ``(state, message)`` when the camera goes online/offline.
+
+    """
+
+    def __init__(self, cfg: CameraConfig, on_status: Any = None) -> None:
+        self.cfg = cfg
+        self.on_status = on_status
+        self.state = "connecting"
+        self.message = ""
+        self.kind = ""
+        self.opens = 0
+        self._latest: tuple[np.ndarray, float] | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._first = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="camera", daemon=True)
+
+    def start(self, wait_s: float = 3.0) -> bool:
+        """Start capturing; wait up to ``wait_s`` (s) for the first frame. Returns True when one arrived."""
+        self._thread.start()
+        self._first.wait(wait_s)
+        return self._latest is not None
+
+    def latest(self) -> tuple[np.ndarray, float] | None:
+        """Return the newest ``(frame, capture time in monotonic s)``, or None before the first frame."""
+        with self._lock:
+            return self._latest
+
+    def close(self) -> None:
+        """Stop the thread and release the device."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=3.0)
+        self._set("closed", "")
+
+    def _set(self, state: str, message: str) -> None:
+        if (state, message) != (self.state, self.message):
+            self.state, self.message = state, message
+            (log.warning if message else log.info)("camera %s: %s", state, message or self.cfg.source)
+            if self.on_status is not None:
+                self.on_status(state, message)
+
+    def _run(self) -> None:
+        delay = self.cfg.backoff_initial_s
+        while not self._stop.is_set():
+            try:
+                reader, self.kind, fps = open_reader(self.cfg.source, self.cfg)
+            except CameraError as e:
+                self._set("offline", f"{e}; retrying in the background")
+                self._first.set()
+                self._stop.wait(delay)
+                delay = min(delay * 2, self.cfg.backoff_max_s)
+                continue
+            self.opens += 1
+            self._set("online", "")
+            problem = self._capture(reader, fps)
+            reader.release()
+            if problem and not self._stop.is_set():
+                self._set("offline", f"camera {self.cfg.source}: {problem}; reopening")
+                self._stop.wait(delay)
+                delay = min(delay * 2, self.cfg.backoff_max_s)
+            else:
+                delay = self.cfg.backoff_initial_s
+
+    def _capture(self, reader: Any, fps: float) -> str | None:
+        """Read frames until stopped or unhealthy; returns the problem, or None when stopped."""
+        live = self.kind in ("v4l2", "gstreamer")
+        last_ok = time.monotonic()
+        black_since = frozen_since = None
+        prev_small = None
+        period = 1.0 / fps if fps else 0.0
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            ok, frame = reader.read()
+            now = time.monotonic()
+            if not ok or frame is None:
+                if self.kind == "file":  # end of the clip: play it again
+                    reader.set(cv2.CAP_PROP_POS_FRAMES, 0)
+                    ok, frame = reader.read()
+                if not ok or frame is None:
+                    if now - last_ok > self.cfg.dead_s:
+                        return f"no frame for {self.cfg.dead_s:g} s (dead feed)"
+                    self._stop.wait(0.05)
+                    continue
+            last_ok = now
+            with self._lock:
+                self._latest = (frame, now)
+            self._first.set()
+            if live:
+                small = cv2.resize(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY), (64, 48))
+                black_since = (black_since or now) if small.mean() < self.cfg.black_level else None
+                same = prev_small is not None and cv2.absdiff(small, prev_small).max() <= 1
+                frozen_since = (frozen_since or now) if same else None
+                prev_small = small
+                if black_since and now - black_since > self.cfg.black_s:
+                    return f"black picture for {self.cfg.black_s:g} s (lens covered or sensor dead)"
+                if frozen_since and now - frozen_since > self.cfg.frozen_s:
+                    return f"identical frames for {self.cfg.frozen_s:g} s (frozen feed)"
+            if period:
+                self._stop.wait(max(0.0, period - (time.monotonic() - t0)))
+        return None

@@ -1,0 +1,139 @@
+"""Animations: files, the player (blend, loop, cancel), bad files, speech head motion, skills, CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import typer
+from typer.testing import CliRunner
+
+from agent.cli_body import register
+from agent.config import RobotConfig
+from agent.skills import SkillContext, load_registry
+from hardware.factory import build_robot
+from hardware.speech_motion import envelope_keyframes, speak_along
+from skills.motion import install_play_animation
+
+
+def _write(folder, name, data):
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(data) if not isinstance(data, str) else data)
+
+
+def test_bad_animation_files_are_reported_and_skipped_or_clamped(tmp_path):
+    anims = tmp_path / "anims"
+    _write(anims, "broken", "{not json")
+    _write(anims, "tail_wag", {"keyframes": [{"t_ms": 100, "pose": {"tail": 30, "head_yaw": 10}}]})
+    _write(anims, "too_far", {"keyframes": [{"t_ms": 100, "pose": {"head_yaw": 300}}]})
+    cfg = RobotConfig(animation_folders=[anims])
+    cmds = []
+    robot, msgs = build_robot(cfg, on_command=lambda j, d, t: cmds.append((j, d)))
+    text = "\n".join(msgs)
+    assert "broken.json: cannot read animation" in text
+    assert "moves tail, which this robot lacks" in text
+    assert "puts head_yaw at 300 degrees, beyond its limits [-60, 60]; it will be clamped" in text
+    assert "broken" not in robot.animations and "tail_wag" in robot.animations
+    robot.play("too_far", wait=True)
+    assert max(d for j, d in cmds if j == "head_yaw") == 60.0
+    robot.play("tail_wag", wait=True)  # the unknown joint is dropped, the rest plays
+    robot.close()
+
+
+def test_player_blends_loops_and_cancels():
+    cmds = []
+    robot, _ = build_robot(RobotConfig(), on_command=lambda j, d, t: cmds.append((t, j, d)))
+    robot.move({"head_yaw": 40}, 300, wait=True)
+    cmds.clear()
+    robot.play("nod", wait=True)  # nod's first keyframe is at 200 ms: head_pitch blends in from where it is
+    assert cmds and abs(cmds[0][2]) < 5
+    from hardware.animation import Animation, Keyframe
+
+    loop = Animation("sway", (Keyframe(0, {"head_yaw": -10}), Keyframe(100, {"head_yaw": 10})), loop=True)
+    robot.play(loop)
+    time.sleep(0.35)
+    assert robot.playing == "sway"
+    robot.stop()
+    assert robot.playing is None and robot.wait_idle(1)
+    n = len(cmds)
+    time.sleep(0.1)
+    assert len(cmds) == n  # cancelled: nothing more is sent
+    robot.close()
+
+
+def test_speech_envelope_to_head_pitch_keyframes():
+    sr = 22050
+    t = np.arange(sr) / sr
+    audio = (np.sin(2 * np.pi * 200 * t) * (t > 0.5) * 12000).astype(
+        np.int16
+    )  # silence, then a loud half second
+    anim = envelope_keyframes(audio, sr, max_deg=4.0, frame_ms=100)
+    assert anim.joints == {"head_pitch"}
+    values = [k.pose["head_pitch"] for k in anim.keyframes]
+    assert values[0] == 0.0 and max(values) == 4.0 and values[-1] == 0.0
+    assert anim.keyframes[0].t_ms == 100 and anim.duration_ms == (10 + 2) * 100
+    assert envelope_keyframes(np.zeros(sr, np.int16), sr) is None
+    robot, _ = build_robot(RobotConfig())
+    assert speak_along(robot, audio, sr)
+    assert robot.playing == "speech"
+    robot.stop()
+    robot.play("wave")
+    assert not speak_along(robot, audio, sr)  # never overrides a gesture
+    assert not speak_along(robot, audio, sr, enabled=False)
+    robot.close()
+
+
+def test_play_animation_skill_enum_from_the_robots_animations(tmp_path):
+    anims = tmp_path / "anims"
+    _write(
+        anims,
+        "bow",
+        {"keyframes": [{"t_ms": 200, "pose": {"head_pitch": -20}}, {"t_ms": 400, "pose": {"head_pitch": 0}}]},
+    )
+    robot, _ = build_robot(RobotConfig(animation_folders=[anims]))
+    reg = load_registry([])
+    assert reg.skills["play_animation"].parameters["properties"]["name"]["enum"] == ["dance", "nod", "wave"]
+    install_play_animation(reg, robot.animations)
+    assert reg.skills["play_animation"].parameters["properties"]["name"]["enum"] == [
+        "bow",
+        "dance",
+        "nod",
+        "wave",
+    ]
+    ctx = SkillContext(robot=robot)
+    assert reg.call("play_animation", {"name": "bow"}, ctx).ok
+    assert robot.playing == "bow"
+    bad = reg.call("play_animation", {"name": "moonwalk"}, ctx)
+    assert not bad.ok and "bow" in bad.result
+    assert reg.call("emergency_stop", {}, ctx).ok and robot.estopped
+    assert not reg.call("play_animation", {"name": "nod"}, ctx).ok
+    robot.close()
+
+
+def test_cli_animate_and_see(fixtures_dir, tmp_path):
+    app = typer.Typer()
+    register(app)
+    runner = CliRunner()
+    res = runner.invoke(app, ["animate", "nod", "--json"])
+    assert res.exit_code == 0, res.output
+    lines = [json.loads(x) for x in res.stdout.splitlines()]
+    assert {x["joint"] for x in lines} >= {"head_pitch"} and all(
+        -30 <= x["deg"] <= 30 for x in lines if x["joint"] == "head_pitch"
+    )
+    res = runner.invoke(app, ["animate", "moonwalk"])
+    assert res.exit_code == 1 and "no animation 'moonwalk'" in res.output
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[robot]\ncontrol_rate_hz = -1\n")
+    res = runner.invoke(app, ["animate", "nod", "--config", str(bad)])
+    assert res.exit_code == 2 and "control_rate_hz" in res.output
+    res = runner.invoke(app, ["see", str(fixtures_dir / "images" / "two_people.jpg"), "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["people"] == 2 and data["faces"] == 2 and {"brightness", "motion", "summary"} <= set(data)
+    res = runner.invoke(app, ["see", str(fixtures_dir / "video" / "short_hamilton_clip.mp4")])
+    assert res.exit_code == 0 and "moving" in res.stdout
+    corrupt = tmp_path / "c.jpg"
+    corrupt.write_bytes(b"\xff\xd8junk")
+    res = runner.invoke(app, ["see", str(corrupt)])
+    assert res.exit_code == 1 and "could not be decoded" in res.output

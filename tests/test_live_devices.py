@@ -1,0 +1,172 @@
+"""``bolt-agent run`` against real sound devices: a private PulseAudio server with null sinks.
+
+Commands are played into the virtual mic (``paplay --device=mic_in``), the agent runs as a
+subprocess with ``--json``, its voice is recorded from ``spk.monitor`` and transcribed back.
+The tests share one agent process and run in file order (one turn, two turns, barge-in,
+echo, sound server restart); skipped with the reason when PulseAudio is not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from pulse import PulseRig, missing, read_wav, stop_recording
+
+pytestmark = pytest.mark.audio
+ROOT = Path(__file__).resolve().parent.parent
+BIN = [sys.executable, "-m", "agent"]
+
+
+@pytest.fixture(scope="module")
+def pulse():
+    why = missing()
+    if why:
+        pytest.skip(why)
+    rig = PulseRig()
+    rig.start()
+    yield rig
+    rig.cleanup()
+
+
+class Agent:
+    """A running ``bolt-agent run --json``; events collected by a reader thread."""
+
+    def __init__(self, pulse: PulseRig, config: Path | None = None) -> None:
+        args = [*BIN, "run", "--json"] + (["--config", str(config)] if config else [])
+        self.proc = subprocess.Popen(args, cwd=ROOT, env=pulse.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True)
+        self.events: list[dict] = []
+        self._q: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            ev = json.loads(line)
+            if ev["event"] != "robot":
+                self.events.append(ev)
+
+    def wait(self, pred, start: int = 0, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for ev in self.events[start:]:
+                if pred(ev):
+                    return ev
+            if self.proc.poll() is not None:
+                raise AssertionError(f"agent exited {self.proc.returncode}: {self.proc.stderr.read()[-2000:]}")
+            time.sleep(0.05)
+        raise AssertionError(f"timed out; events: {self.events[start:]}")
+
+    def since(self, start: int, name: str) -> list[dict]:
+        return [e for e in self.events[start:] if e["event"] == name]
+
+
+@pytest.fixture(scope="module")
+def agent(pulse):
+    a = Agent(pulse)
+    a.wait(lambda e: e["event"] == "device" and e["kind"] == "output" and e["state"] in ("open", "failed"),
+           timeout=120)
+    yield a
+    a.proc.terminate()  # SIGTERM: a clean stop
+    try:
+        a.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        a.proc.kill()
+        pytest.fail("agent did not stop on SIGTERM")
+
+
+@pytest.fixture(scope="module")
+def asr():
+    from agent.asr import WhisperASR
+    from agent.config import ASRConfig
+    from agent.models import resolve_model
+
+    return WhisperASR(resolve_model("packaged:whisper-tiny.en", "ASR"), ASRConfig())
+
+
+def _words(text):
+    import re
+
+    return set(re.sub(r"[^a-z ]", " ", text.lower()).split())
+
+
+def test_missing_device_lists_devices(pulse, tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[audio]\ninput_device = "no such microphone"\n')
+    p = subprocess.run([*BIN, "run", "--config", str(cfg)], cwd=ROOT, env=pulse.env, capture_output=True, text=True,
+                       timeout=60)
+    assert p.returncode == 2
+    assert "no such microphone" in p.stderr and "'pulse'" in p.stderr, p.stderr
+
+
+def test_one_turn_spoken_back(agent, pulse, fixtures_dir, asr, tmp_path):
+    rec_path = tmp_path / "spk.wav"
+    rec = pulse.record(rec_path)
+    start = len(agent.events)
+    pulse.play(fixtures_dir / "commands" / "time.wav")
+    timing = agent.wait(lambda e: e["event"] == "timing", start)
+    time.sleep(0.5)
+    stop_recording(rec)
+    assert "time" in agent.since(start, "transcript")[0]["text"].lower()
+    reply = agent.since(start, "reply")[0]["text"]
+    heard = asr.transcribe(read_wav(rec_path)).text
+    overlap = _words(heard) & _words(reply)
+    assert len(overlap) >= 2, (heard, reply)
+    assert 0 < timing["endpoint_ms"] < timing["asr_done_ms"] < timing["first_played_ms"]
+
+
+def test_two_turns_in_a_row(agent, pulse, fixtures_dir):
+    start = len(agent.events)
+    for name in ("nod", "time"):
+        n = len(agent.events)
+        pulse.play(fixtures_dir / "commands" / f"{name}.wav")
+        agent.wait(lambda e: e["event"] == "timing", n)
+    turns = [e["turn_id"] for e in agent.since(start, "transcript")]
+    assert len(turns) == 2 and turns[1] == turns[0] + 1
+    assert not agent.since(start, "barge_in")
+
+
+def test_barge_in_stops_playback_and_cuts_history(agent, pulse, fixtures_dir):
+    start = len(agent.events)
+    pulse.play(fixtures_dir / "commands" / "joke.wav")
+    first = agent.wait(lambda e: e["event"] == "reply", start)
+    time.sleep(0.3)
+    pulse.play(fixtures_dir / "commands" / "look_left.wav")  # the user talks over the robot
+    barge = agent.wait(lambda e: e["event"] == "barge_in" and e["turn_id"] == first["turn_id"], start)
+    assert barge["reason"] == "speech" and barge["stop_ms"] < 150
+    cut = agent.wait(lambda e: e["event"] == "history_cut" and e["turn_id"] == first["turn_id"], start)
+    assert cut["kept"] != first["text"] and cut["dropped"]
+    agent.wait(lambda e: e["event"] == "transcript" and "left" in e["text"].lower(), start)
+    agent.wait(lambda e: e["event"] == "timing" and e["turn_id"] > first["turn_id"], start)
+
+
+def test_robot_does_not_answer_itself(agent, pulse, fixtures_dir):
+    mod = pulse.pactl("load-module", "module-loopback", "source=spk.monitor", "sink=mic_in", "latency_msec=60").strip()
+    try:
+        start = len(agent.events)
+        pulse.play(fixtures_dir / "commands" / "joke.wav")
+        agent.wait(lambda e: e["event"] == "timing", start)
+        time.sleep(4.0)  # time for an echo turn to show up
+        transcripts = agent.since(start, "transcript")
+        assert len(transcripts) == 1, (transcripts, agent.since(start, "skipped"))
+    finally:
+        pulse.pactl("unload-module", mod)
+
+
+def test_sound_server_restart(agent, pulse, fixtures_dir):
+    start = len(agent.events)
+    pulse.stop()
+    agent.wait(lambda e: e["event"] == "device" and e["state"] == "lost", start, timeout=30)
+    time.sleep(1.0)
+    pulse.start()
+    agent.wait(lambda e: e["event"] == "device" and e["kind"] == "input" and e["state"] == "open", start, timeout=60)
+    time.sleep(0.5)
+    n = len(agent.events)
+    pulse.play(fixtures_dir / "commands" / "time.wav")
+    assert "time" in agent.wait(lambda e: e["event"] == "transcript", n)["text"].lower()

@@ -1,0 +1,84 @@
+"""Live-mode building blocks on real data: chunker, phrase matching, streaming VAD, echo guard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from agent.audio import decode_file
+from agent.config import LiveConfig, VADConfig
+from agent.live.chunker import SentenceChunker
+from agent.live.echo import EchoGate
+from agent.live.turns import Attention, is_echo, stop_command, strip_wake
+from agent.live.vad_stream import FRAME, Endpointer, SileroFrameVAD
+
+
+def test_chunker_releases_sentences_as_they_complete():
+    c = SentenceChunker(clause_chars=60)
+    text = "Sure! It is 3.5 degrees, Mr. Smith. I can wave, nod, dance and look around for you, all at once, if you like. Bye"
+    got = []
+    for i in range(0, len(text), 4):
+        got += c.feed(text[i:i + 4])
+    assert got[:2] == ["Sure!", "It is 3.5 degrees, Mr. Smith."]
+    assert all(len(p) <= 60 for p in got[2:])
+    rest = c.flush()
+    assert " ".join(got + rest).replace("  ", " ") == text
+    assert c.flush() == []
+
+
+@pytest.mark.parametrize("text,expect", [("Stop!", "stop"), ("Please be quiet.", "be quiet"), ("Freeze", "freeze"),
+                                         ("Tell me a short joke.", None), ("Stop the music and then dance slowly now", None)])
+def test_stop_phrases(text, expect):
+    assert stop_command(text, LiveConfig().stop_phrases, 4) == expect
+
+
+def test_wake_phrase_tolerates_asr_spelling_and_follow_up_window():
+    now = [0.0]
+    att = Attention(LiveConfig(attention="wake", follow_up_s=5), clock=lambda: now[0])
+    assert att.accept("Hey Robert, wave your hand.") == "wave your hand."
+    assert strip_wake("hey bolt", ["hey bolt"], 80) == ""
+    assert att.accept("wave your hand") is None
+    att.replied()
+    now[0] = 4.0
+    assert att.accept("and nod") == "and nod"
+    now[0] = 6.0
+    assert att.accept("and nod") is None
+    assert Attention(LiveConfig()).accept("anything") == "anything"
+
+
+def test_echo_transcript_matching():
+    said = ["I am a robot that can tell you a joke. Why did the chicken cross the road?"]
+    assert is_echo("why did the chicken cross the road", said, 75)
+    assert not is_echo("wave your right hand", said, 75)
+
+
+def test_streaming_vad_finds_the_command_with_pre_roll(fixtures_dir):
+    audio = decode_file(fixtures_dir / "commands" / "joke.wav")
+    audio = np.concatenate([np.zeros(8000, np.float32), audio, np.zeros(16000, np.float32)])
+    vad, ep = SileroFrameVAD(), Endpointer(VADConfig())
+    ups = []
+    for i in range(0, audio.size - FRAME + 1, FRAME):
+        u = ep.feed(audio[i:i + FRAME], vad(audio[i:i + FRAME]))
+        if u.started or u.ended:
+            ups.append(u)
+    starts, ends = [u for u in ups if u.started], [u for u in ups if u.ended]
+    assert len(starts) == 1 and len(ends) == 1
+    from agent.vad import split_utterances
+
+    batch = split_utterances(audio, VADConfig())[0]  # faster-whisper's batch VAD on the same audio
+    assert abs(ends[0].end_sample / 16 - batch.end_ms) < 500
+    # pre-roll: the utterance starts at least 300 ms before the confirmed speech start
+    assert ends[0].audio.size / 16 >= (ends[0].end_sample - starts[0].start_sample) / 16 + 300
+
+
+def test_echo_gate_tells_playback_from_a_person(fixtures_dir):
+    voice = decode_file(fixtures_dir / "commands" / "joke.wav")
+    other = decode_file(fixtures_dir / "commands" / "nod.wav")
+    gate = EchoGate(max_delay_ms=800, tail_ms=500)
+    t = 100.0
+    gate.add_reference(voice[:16000], t)
+    delay = 3200  # 200 ms speaker-to-mic
+    echo = 0.6 * voice[16000 - 4096 - delay:16000 - delay]
+    assert gate.user_share(echo, t) < 0.2
+    assert gate.user_share(other[8000:8000 + 4096], t) > 0.8
+    assert gate.user_share(echo, t + 1.0) == 1.0  # past the tail: no guard
