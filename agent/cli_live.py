@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import threading
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -19,6 +20,7 @@ import typer
 from agent.cli import ConfigOpt, JsonOpt, _load, _setup_logging, fixtures_root
 from agent.events import Error
 from agent.printer import EventPrinter
+from agent.systemd import notify, start_watchdog
 
 log = logging.getLogger(__name__)
 
@@ -52,10 +54,13 @@ def run(config: ConfigOpt = None, json_out: JsonOpt = False,
             raise KeyboardInterrupt
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    watchdog_stop = threading.Event()
     try:
         live.open_devices()
         log.info("ready: listening")
         printer.note("listening (Ctrl-C stops)")
+        notify("READY=1\nSTATUS=listening")  # systemd Type=notify: models are warm, devices open
+        start_watchdog(watchdog_stop)
         live.run()
     except DeviceError as e:
         printer(Error(-1, str(e)))
@@ -64,6 +69,8 @@ def run(config: ConfigOpt = None, json_out: JsonOpt = False,
     except KeyboardInterrupt:
         pass
     finally:
+        watchdog_stop.set()
+        notify("STOPPING=1")
         for s, h in old.items():
             signal.signal(s, h)
         live.close()
@@ -76,8 +83,14 @@ def bench(config: ConfigOpt = None,
                                                            "fixtures' commands/)")] = None,
           runs: Annotated[int, typer.Option(min=1, help="passes over the fixtures")] = 1,
           limit: Annotated[int, typer.Option(min=0, help="use at most this many fixtures (0 = all)")] = 0,
-          json_out: JsonOpt = False, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
-    """Replay spoken commands through the live pipeline and a sequential baseline; report latency."""
+          json_out: JsonOpt = False, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+          accuracy: Annotated[bool, typer.Option("--accuracy", help="measure tool-call accuracy on the spoken "
+                                                 "commands (with and without ASR biasing) instead of latency")
+                              ] = False) -> None:
+    """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
+
+    With ``--accuracy``: the fraction of spoken commands whose tool calls match the manifest.
+    """
     from agent.live.bench import format_report, run_bench
 
     _setup_logging(verbose)
@@ -89,6 +102,15 @@ def bench(config: ConfigOpt = None,
     if folder is None or not folder.is_dir():
         typer.echo("error: no fixtures folder; pass --fixtures DIR (a folder of WAV commands)", err=True)
         raise typer.Exit(2)
+    if accuracy:
+        from agent.accuracy import format_accuracy, run_accuracy
+
+        if not (folder / "manifest.json").is_file():
+            typer.echo(f"error: {folder} has no manifest.json (file, text, expect_any per command)", err=True)
+            raise typer.Exit(2)
+        report = run_accuracy(cfg, folder)
+        typer.echo(json.dumps(report) if json_out else format_accuracy(report))
+        return
     report = run_bench(cfg, folder, runs=runs, limit=limit)
     typer.echo(json.dumps(report) if json_out else format_report(report))
 

@@ -296,8 +296,10 @@ class Conversation:
             llm = self.model.llm
 
             def prior(n_prompt: int) -> ToolChoicePrior:
+                names = [n for n in self.registry.skills if n not in done] + [NO_TOOL]
                 return ToolChoicePrior(lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
-                                       lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"), n_prompt, bonuses)
+                                       lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"), n_prompt, bonuses,
+                                       names)
 
             for piece in self.model.stream(prompt, gen, grammar=self._grammar(allow_tools, done), cancel=cancel,
                                            logits_processor=prior if allow_tools and bonuses else None):

@@ -167,8 +167,8 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
 class ToolChoicePrior:
     """llama.cpp logits processor that adds :func:`tool_prior` bonuses at the tool-name position only.
 
-    It watches the generated text; while the model is writing the value of ``"tool"``, the
-    first token of each favoured name's remaining characters gets its bonus. The grammar
+    It watches the generated text; while the model is writing the value of ``"tool"``, every
+    token that spells a prefix of a favoured name's remaining characters gets its bonus. The grammar
     still decides what is allowed, so the bonus only tips the choice between valid tools.
 
     Args:
@@ -176,21 +176,30 @@ class ToolChoicePrior:
         detokenize: Token ids → text.
         n_prompt: Prompt length in tokens (generated tokens follow it).
         bonuses: Tool name → logit bonus.
+        names: Every tool name the grammar allows here (``"none"`` included).
     """
 
     _AT_NAME = re.compile(r'"tool"\s*:\s*("?)([^"]*)$')
 
-    def __init__(self, tokenize: Any, detokenize: Any, n_prompt: int, bonuses: dict[str, float]) -> None:
+    def __init__(self, tokenize: Any, detokenize: Any, n_prompt: int, bonuses: dict[str, float],
+                 names: list[str]) -> None:
         self.tokenize = tokenize
         self.detokenize = detokenize
         self.n_prompt = n_prompt
         self.bonuses = bonuses
-        self._first: dict[str, int | None] = {}
+        self.names = names
+        self._first: dict[str, dict[int, str]] = {}
 
-    def _first_token(self, text: str) -> int | None:
+    def _prefix_tokens(self, text: str) -> dict[int, str]:
+        """Every token whose text is a prefix of ``text``, with that text (the model may spell
+        a name in any of these pieces; biasing only one spelling can miss the one it prefers)."""
         if text not in self._first:
-            toks = self.tokenize(text)
-            self._first[text] = toks[0] if toks else None
+            toks: dict[int, str] = {}
+            for k in range(1, min(len(text), 24) + 1):
+                ids = self.tokenize(text[:k])
+                if len(ids) == 1:
+                    toks[ids[0]] = text[:k]
+            self._first[text] = toks
         return self._first[text]
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
@@ -202,15 +211,20 @@ class ToolChoicePrior:
         if not m:
             return scores
         quoted, partial = m.group(1), m.group(2)
+
+        def rests(name: str) -> list[str]:
+            if quoted:
+                return [name[len(partial):]] if name.startswith(partial) and len(name) > len(partial) else []
+            return ['"' + name] if tail.endswith(" ") else ['"' + name, ' "' + name]
+
+        others = [r for n in self.names if n not in self.bonuses for r in rests(n)]
         for name, bonus in self.bonuses.items():
-            if quoted and name.startswith(partial) and len(name) > len(partial):
-                tok = self._first_token(name[len(partial):])
-            elif not quoted:
-                tok = self._first_token(('"' if tail.endswith(" ") else ' "') + name)
-            else:
-                continue
-            if tok is not None:
-                scores[tok] += bonus
+            rivals = others + [r for n in self.bonuses if n != name for r in rests(n)]
+            for rest in rests(name):
+                for tok, piece in self._prefix_tokens(rest).items():
+                    # Only pieces that spell this name and no other: "d" would push "dance" too.
+                    if not any(r.startswith(piece) for r in rivals):
+                        scores[tok] += bonus
         return scores
 
 
