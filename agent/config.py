@@ -95,6 +95,8 @@ class LLMConfig(_Strict):
     conversational_mode: bool = Field(True, description="short, speech-ready replies (Bolt template flag)")
     max_reply_sentences: int = Field(2, ge=0, description="conversational mode: sentences spoken per reply; "
                                      "0 = no limit")
+    output_grammar: str = Field("", description="GBNF grammar constraining native-format replies "
+                                "(e.g. to hold a small model to the tool-call shape); empty = none")
     max_tool_rounds: int = Field(4, ge=1, le=8)
     warmup: bool = True
 

@@ -229,6 +229,9 @@ class Conversation:
                 res.problems.append(problem)
             if say:
                 spoken.append(say)
+            if calls and not allow_tools:  # the round budget is spent: calls now are not run
+                res.problems.append(f"ignored {len(calls)} tool call(s) after the tool-round budget was spent")
+                calls = []
             self.history.append(self._assistant_message(say, calls, gen.text if self.format == "grammar" else ""))
             if not calls or cap.user_cancelled():
                 break
@@ -337,7 +340,12 @@ class Conversation:
                 elif isinstance(ev, ToolCallError):
                     problems.append(ev.message)
 
-        for piece in self.model.stream(prompt, gen, cancel=cancel, logits_processor=budget):
+        grammar = None
+        if self.cfg.output_grammar:
+            from llama_cpp import LlamaGrammar
+
+            grammar = LlamaGrammar.from_string(self.cfg.output_grammar, verbose=False)
+        for piece in self.model.stream(prompt, gen, cancel=cancel, logits_processor=budget, grammar=grammar):
             handle(parser.feed(piece))
         handle(parser.close())
         return "".join(text).strip(), calls, "; ".join(problems)

@@ -53,6 +53,7 @@ from agent.live.speaker import PlayItem
 from agent.live.supervisor import Devices
 from agent.live.turns import Attention, LiveTurn, is_echo, normalize, stop_command, timing_event
 from agent.live.vad_stream import FRAME, RATE, Endpointer, SileroFrameVAD
+from hardware.speech_motion import speak_along
 
 log = logging.getLogger(__name__)
 SORRY = "Sorry, I had a problem thinking about that."
@@ -306,6 +307,11 @@ class LiveAgent:
                         self.echo.add_reference(self.devices.ref_resampler.resample_chunk(r.block), r.t)
                 elif r.kind == "started" and r.item is not None:
                     self._recent_speech.append((r.t, r.item.text))
+                    if r.item.audio is not None:  # head motion driven by the speech envelope
+                        rc = self.agent.cfg.robot
+                        pcm = (np.clip(r.item.audio, -1.0, 1.0) * 32767).astype(np.int16)
+                        speak_along(self.agent.robot, pcm, self.speaker.rate, enabled=rc.speech_motion,
+                                    max_deg=rc.speech_motion_deg, joint=rc.speech_motion_joint)
                     if turn is not None:
                         turn.mark("first_played", r.t)
                 elif r.kind == "finished" and r.item is not None:

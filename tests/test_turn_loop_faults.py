@@ -1,0 +1,91 @@
+"""Bad model output at the turn-loop level, produced by the real model held to a grammar.
+
+A GBNF grammar (``[llm] output_grammar``) makes the embedded model emit exactly the bad
+reply under test — a call repeated forever, a broken second call, a reply that is only
+thinking — so the real parser, registry and loop handle real generated text.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.config import LLMConfig, load_config
+from agent.conversation import Conversation
+from agent.events import ToolCall, ToolResult
+from agent.llm import ChatModel
+from agent.models import resolve_model
+from agent.skills import SkillContext, load_registry
+from hardware.factory import build_robot
+
+
+@pytest.fixture(scope="module")
+def model():
+    return ChatModel(resolve_model("packaged:smollm2-135m"), LLMConfig(n_ctx=4096, temperature=0.0))
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    robot, _ = build_robot(load_config().robot)
+    yield SkillContext(robot=robot)
+    robot.stop()
+
+
+def run(model, ctx, grammar: str, text: str = "Do it.", **cfg):
+    events = []
+    conv = Conversation(model, load_registry([]), ctx,
+                        LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=grammar, **cfg), events.append)
+    return conv, conv.turn(text, 0), events
+
+
+def test_a_model_that_repeats_one_call_forever_is_stopped(model, ctx):
+    forever = r'root ::= "<tool_call>{\"name\": \"nod\", \"arguments\": {}}</tool_call>"'
+    conv, res, events = run(model, ctx, forever, max_tool_rounds=8)
+    outcomes = [o for name, _, o in res.calls if name == "nod"]
+    assert len(outcomes) == 5
+    assert [o.ok for o in outcomes] == [True, True, False, False, False]
+    assert "do not call it again" in outcomes[2].result and "stopped" in outcomes[4].result
+    assert "stopped a repeated tool call loop" in res.problems
+    assert len([e for e in events if isinstance(e, ToolCall)]) == 5
+    conv.history.append({"role": "user", "content": "still there?"})  # the conversation goes on
+
+
+def test_second_call_broken_first_still_runs(model, ctx):
+    broken = (r'root ::= "<tool_call>{\"name\": \"wave\", \"arguments\": {\"hand\": \"left\"}}</tool_call>'
+              r'<tool_call>{\"name\": \"nod\", \"arguments\": {hand: </tool_call>"')
+    _, res, events = run(model, ctx, broken, max_tool_rounds=2)
+    assert res.calls[0][0] == "wave" and res.calls[0][2].ok
+    assert any("nod" in p or "JSON" in p or "arguments" in p for p in res.problems), res.problems
+    assert [e.tool for e in events if isinstance(e, ToolResult)][0] == "wave"
+
+
+def test_unknown_tool_and_wrong_types_become_results(model, ctx):
+    bad = (r'root ::= "<tool_call>{\"name\": \"fly\", \"arguments\": {}}</tool_call>'
+           r'<tool_call>{\"name\": \"look\", \"arguments\": {\"yaw_deg\": \"left\"}}</tool_call>"')
+    conv, res, _ = run(model, ctx, bad, max_tool_rounds=2)
+    by_name = {name: o for name, _, o in res.calls}
+    assert not by_name["fly"].ok and "valid tools" in by_name["fly"].result and "wave" in by_name["fly"].result
+    assert not by_name["look"].ok and "yaw_deg" in by_name["look"].result
+    tool_msgs = [m for m in conv.history if m["role"] == "tool"]
+    assert len(tool_msgs) == 2 and all(m["content"].startswith("ERROR") for m in tool_msgs)
+
+
+def test_reply_that_is_nothing_but_thinking(model, ctx):
+    only_thinking = r'root ::= "<think>The user wants something. I will think about it.</think>"'
+    spoken = []
+    conv = Conversation(model, load_registry([]), ctx,
+                        LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=only_thinking))
+    res = conv.turn("Hello?", 0, on_text=spoken.append)
+    assert res.text == "" and spoken == [] and res.calls == []
+    assert conv.history[-1] == {"role": "assistant", "content": ""}
+    res2 = conv.turn("Are you there?", 1)  # and the next turn runs normally
+    assert res2.rounds == 1
+
+
+def test_malformed_markup_is_reported_not_spoken(model, ctx):
+    truncated = r'root ::= "Sure. <tool_call>{\"name\": \"wave\", \"arguments\": {\"hand\": \"le"'
+    spoken = []
+    conv = Conversation(model, load_registry([]), ctx,
+                        LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=truncated))
+    res = conv.turn("Wave.", 0, on_text=spoken.append)
+    assert "".join(spoken).strip() == "Sure." and res.calls == []
+    assert res.problems and "<tool_call>" not in res.text
