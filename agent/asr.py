@@ -13,8 +13,9 @@ Guards (all configurable in ``[asr]``):
 * **Language fixed in config** (no detection on a 1-second command).
 * ``condition_on_previous_text=False``: one bad segment cannot poison the next.
 
-ASR biasing: hotwords (skill and animation names, the wake phrase) go to faster-whisper's
-``hotwords``; they nudge the decoder toward the robot's vocabulary.
+ASR biasing: skill and animation names and the wake phrase go to faster-whisper as
+``hotwords`` or as an ``initial_prompt`` (``[asr] bias_mode``); they nudge the decoder toward
+the robot's vocabulary.
 """
 
 from __future__ import annotations
@@ -96,12 +97,15 @@ class WhisperASR:
         """
         t0 = time.perf_counter()
         cfg = self.cfg
-        hot = " ".join(self.hotwords) if bias and self.hotwords else None
+        words = " ".join(self.hotwords) if bias and self.hotwords else None
+        hot = words if cfg.bias_mode == "hotwords" else None
+        prompt = f"Robot commands: {', '.join(self.hotwords)}." if words and cfg.bias_mode == "initial_prompt" else None
         segments, _info = self.model.transcribe(
             audio, language=cfg.language, beam_size=cfg.beam_size, temperature=list(cfg.temperature),
             compression_ratio_threshold=cfg.compression_ratio_threshold,
             log_prob_threshold=cfg.log_prob_threshold, no_speech_threshold=cfg.no_speech_threshold,
-            condition_on_previous_text=False, vad_filter=False, without_timestamps=True, hotwords=hot)
+            condition_on_previous_text=False, vad_filter=False, without_timestamps=True, hotwords=hot,
+            initial_prompt=prompt)
         kept, reasons, logprobs = [], [], []
         for seg in segments:  # lazy: decoding happens while iterating
             if seg.no_speech_prob > cfg.no_speech_threshold and seg.avg_logprob < cfg.log_prob_threshold:

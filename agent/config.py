@@ -69,6 +69,9 @@ class ASRConfig(_Strict):
     no_speech_threshold: float = 0.6
     hotwords: list[str] = Field(default_factory=list)
     bias_with_skills: bool = True
+    bias_mode: Literal["hotwords", "initial_prompt"] = Field(
+        "hotwords", description="how skill names and the wake phrase reach Whisper: as hotwords, or as a "
+        "prompt that reads like earlier speech")
 
 
 class LLMConfig(_Strict):

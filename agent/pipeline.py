@@ -96,13 +96,16 @@ class VoiceAgent:
     def hotwords(self) -> list[str]:
         """Words that bias ASR toward this robot: skill and animation names, split at underscores.
 
-        Verbs such as "get"/"set" are left out: as hotwords they leak into transcripts.
+        Verbs such as "get"/"set" are left out: as hotwords they leak into transcripts. With a
+        wake phrase (``[live] attention = "wake"``) the phrase comes first.
         """
         from agent.toolgrammar import STOPWORDS
 
         words: list[str] = []
         for name in [*self.registry.names(), *self.robot.animations]:
             words += [w for w in name.lower().split("_") if len(w) > 2 and w not in STOPWORDS]
+        if self.cfg.live.attention == "wake":
+            words = [*self.cfg.live.wake_phrases, *words]
         return list(dict.fromkeys(words))
 
     def _on_robot_command(self, joint: str, deg: float, t_ms: float) -> None:

@@ -111,3 +111,14 @@ def test_packaged_model_paths():
     assert (resolve_model("packaged:whisper-tiny.en") / "model.bin").exists()
     assert resolve_model("packaged:smollm2-135m").suffix == ".gguf"
     assert resolve_model("packaged:piper-joe-medium").with_suffix(".onnx.json").exists()
+
+
+@pytest.mark.parametrize("mode", ["hotwords", "initial_prompt"])
+def test_biasing_recovers_a_rare_word(fixtures_dir, mode):
+    from agent.config import ASRConfig
+
+    cfg = ASRConfig(bias_mode=mode)
+    biased = WhisperASR(resolve_model(cfg.model), cfg, ["ComfyUI"])
+    audio = decode_file(fixtures_dir / "audio" / "hotwords.mp3")
+    assert "comfyui" in biased.transcribe(audio).text.lower()
+    assert "comfyui" not in biased.transcribe(audio, bias=False).text.lower()
