@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.asr import WhisperASR
 from agent.audio import decode_file
 from agent.config import Config
 from agent.conversation import Conversation

@@ -126,7 +126,7 @@ class ChatModel:
     def _cached_prefix(self, tokens: list[int]) -> int:
         n = 0
         cached = self.llm.input_ids[: self.llm.n_tokens]
-        for a, b in zip(cached, tokens):
+        for a, b in zip(cached, tokens, strict=False):  # lengths differ: compare the overlap
             if a != b:
                 break
             n += 1

@@ -37,7 +37,6 @@ from pydantic.fields import FieldInfo
 if TYPE_CHECKING:
     from hardware.robot import Robot
     from hardware.vision import Vision
-    from hardware.vision import Vision
 
 log = logging.getLogger(__name__)
 

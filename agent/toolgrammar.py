@@ -54,7 +54,7 @@ def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any
         variants.append({"type": "object", "properties": {"call": call}, "required": ["call"]})
     speak = {"type": "object", "properties": {"tool": {"const": NO_TOOL}}, "required": ["tool"]}
     variants.append({"type": "object",
-                     "properties": {"call": speak, "say": {"type": "string", "maxLength": SAY_MAX_CHARS}},
+                     "properties": {"call": speak, "say": {"type": "string", **({"maxLength": SAY_MAX_CHARS} if SAY_MAX_CHARS else {})}},
                      "required": ["call", "say"]})
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 

@@ -38,9 +38,9 @@ fi
 if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -m)" = x86_64 ]; then
   export CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF"
 fi
-tag=$(.venv/bin/python -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")')
+# The wheel is ctypes-based (tag py3-none-linux_ARCH): one build serves every Python version.
 mkdir -p "$WHEELHOUSE"
-if ! ls "$WHEELHOUSE"/llama_cpp_python-"$LLAMA_VERSION"-"$tag"-*.whl >/dev/null 2>&1; then
+if ! ls "$WHEELHOUSE"/llama_cpp_python-"$LLAMA_VERSION"-*linux_"$(uname -m)".whl >/dev/null 2>&1; then
   echo "building llama-cpp-python $LLAMA_VERSION (compiles llama.cpp, about 5 minutes on 2 cores)..."
   .venv/bin/python -m pip wheel -q --no-deps --no-cache-dir -w "$WHEELHOUSE" "llama-cpp-python==$LLAMA_VERSION"
 fi
