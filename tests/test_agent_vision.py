@@ -44,7 +44,7 @@ def test_scene_summary_goes_into_the_newest_user_turn(seeing_agent):
     agent.handle_text("Hello.")
     user = [m for m in agent.conversation.history if m["role"] == "user"][-1]
     assert "camera" in user["content"] and "s ago" in user["content"]
-    assert "camera" not in agent.conversation.system_prompt()
+    assert " s ago" not in agent.conversation.system_prompt()  # the scene never enters the static prefix
 
 
 def test_without_camera_the_agent_says_so(tmp_path):
