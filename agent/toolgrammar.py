@@ -147,12 +147,14 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     if bonus <= 0:
         return {}
     said = _words(user_text)
+    text = " ".join(re.findall(r"[a-z]+", user_text.lower()))
     out: dict[str, float] = {}
     for s in skills:
         parts = {w for w in s.name.lower().split("_") if len(w) > 2 and w not in STOPWORDS}
-        keys = parts | set(s.keywords)
+        keys = parts | {k for k in s.keywords if " " not in k}
+        phrase = any(f" {k} " in f" {text} " for k in s.keywords)  # keywords may be phrases ("look at")
         # The whole name said ("emergency stop" — not just "stop"), or one of its keywords.
-        if (parts and parts <= said) or set(s.keywords) & said:
+        if (parts and parts <= said) or phrase:
             out[s.name] = bonus
         elif any(len(k) >= 4 and len(w) >= 4 and k[:4] == w[:4] for k in keys for w in said):
             out[s.name] = bonus / 2
@@ -219,10 +221,11 @@ class ToolChoicePrior:
 
         others = [r for n in self.names if n not in self.bonuses for r in rests(n)]
         for name, bonus in self.bonuses.items():
-            rivals = others + [r for n in self.bonuses if n != name for r in rests(n)]
+            # Names pushed the same way may share pieces ("look" for look and look_at).
+            rivals = others + [r for n, b in self.bonuses.items() if (b > 0) != (bonus > 0) for r in rests(n)]
             for rest in rests(name):
                 for tok, piece in self._prefix_tokens(rest).items():
-                    # Only pieces that spell this name and no other: "d" would push "dance" too.
+                    # Only pieces no rival shares: "d" would push "dance" along with "describe_scene".
                     if not any(r.startswith(piece) for r in rivals):
                         scores[tok] += bonus
         return scores

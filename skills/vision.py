@@ -18,7 +18,7 @@ def _vision(ctx: SkillContext):
     return ctx.scene
 
 
-@skill(keywords=("see", "look", "camera", "who", "describe", "room"))
+@skill(keywords=("see", "camera", "who", "describe", "room"))
 def describe_scene(ctx: SkillContext) -> dict:
     """Describe what the camera sees now: people, where they are, light and motion."""
     vision = _vision(ctx)
