@@ -20,7 +20,6 @@ import dataclasses
 import importlib.util
 import inspect
 import logging
-import re
 import sys
 import threading
 import traceback
@@ -33,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic.fields import FieldInfo
+
+from agent.skill_args import clamp_args, doc_params, strip_titles, validation_message
 
 if TYPE_CHECKING:
     from hardware.robot import Robot
@@ -139,27 +140,6 @@ class Skill:
                 "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
 
 
-def _doc_params(doc: str) -> dict[str, str]:
-    """Parameter descriptions from a Google-style ``Args:`` section."""
-    out: dict[str, str] = {}
-    m = re.search(r"^\s*Args:\s*\n(.*?)(?:\n\s*\n|\Z)", doc, re.S | re.M)
-    if not m:
-        return out
-    for line in m.group(1).splitlines():
-        pm = re.match(r"\s*(\w+)(?:\s*\([^)]*\))?:\s*(.+)", line)
-        if pm:
-            out[pm.group(1)] = pm.group(2).strip()
-    return out
-
-
-def _strip_titles(schema: Any) -> Any:
-    if isinstance(schema, dict):
-        return {k: _strip_titles(v) for k, v in schema.items() if k != "title"}
-    if isinstance(schema, list):
-        return [_strip_titles(v) for v in schema]
-    return schema
-
-
 def build_skill(fn: Callable, source: str = "") -> Skill:
     """Turn a marked function into a :class:`Skill` (schema from its signature).
 
@@ -170,7 +150,7 @@ def build_skill(fn: Callable, source: str = "") -> Skill:
     hints = typing.get_type_hints(fn, include_extras=True)
     doc = inspect.getdoc(fn) or ""
     description = doc.split("\n\n")[0].replace("\n", " ").strip() or fn.__name__.replace("_", " ")
-    doc_params = _doc_params(doc)
+    param_docs = doc_params(doc)
     fields: dict[str, Any] = {}
     wants_context = False
     for i, (pname, param) in enumerate(inspect.signature(fn).parameters.items()):
@@ -184,47 +164,16 @@ def build_skill(fn: Callable, source: str = "") -> Skill:
             raise SkillError(f"{source}: skill {fn.__name__}: parameter {pname!r} needs a type annotation")
         default = ... if param.default is inspect.Parameter.empty else param.default
         finfo = FieldInfo.from_annotated_attribute(ann, default)
-        if finfo.description is None and pname in doc_params:
-            finfo.description = doc_params[pname]
+        if finfo.description is None and pname in param_docs:
+            finfo.description = param_docs[pname]
         fields[pname] = (finfo.annotation, finfo)
     model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
-    params = _strip_titles(model.model_json_schema())
+    params = strip_titles(model.model_json_schema())
     params.pop("additionalProperties", None)
     params.setdefault("properties", {})
     return Skill(name=marker.name or fn.__name__, description=description, fn=fn, args_model=model,
                  parameters=params, source=source, background=marker.background, clamp=marker.clamp,
                  wants_context=wants_context, keywords=marker.keywords)
-
-
-def _clamp_args(sk: Skill, args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Clamp numeric arguments into ``[minimum, maximum]``; return the notes for the model."""
-    notes = []
-    out = dict(args)
-    for key, prop in sk.parameters.get("properties", {}).items():
-        v = out.get(key)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            continue
-        lo, hi = prop.get("minimum"), prop.get("maximum")
-        unit = f" ({prop['description']})" if prop.get("description") else ""
-        if lo is not None and v < lo:
-            out[key] = lo
-            notes.append(f"{key}={v} is below the minimum {lo}{unit}; clamped to {lo}")
-        elif hi is not None and v > hi:
-            out[key] = hi
-            notes.append(f"{key}={v} is above the maximum {hi}{unit}; clamped to {hi}")
-    return out, notes
-
-
-def _validation_message(sk: Skill, err: ValidationError) -> str:
-    parts = []
-    props = sk.parameters.get("properties", {})
-    for e in err.errors():
-        key = ".".join(str(p) for p in e["loc"]) or "arguments"
-        desc = props.get(key, {}).get("description")
-        unit = f" [{desc}]" if desc else ""
-        got = f", got {e['input']!r}" if "input" in e and e["type"] != "missing" else ""
-        parts.append(f"{key}{unit}: {e['msg']}{got}")
-    return f"invalid arguments for {sk.name}: " + "; ".join(parts)
 
 
 @dataclass
@@ -346,11 +295,11 @@ class SkillRegistry:
             return ToolOutcome(False, f"arguments for {name} must be an object, got {type(arguments).__name__}")
         notes: list[str] = []
         if sk.clamp:
-            arguments, notes = _clamp_args(sk, arguments)
+            arguments, notes = clamp_args(sk, arguments)
         try:
             parsed = sk.args_model.model_validate(arguments)
         except ValidationError as e:
-            return ToolOutcome(False, _validation_message(sk, e))
+            return ToolOutcome(False, validation_message(sk, e))
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         call = (lambda: sk.fn(ctx, **kwargs)) if sk.wants_context else (lambda: sk.fn(**kwargs))
         if sk.background:
