@@ -11,8 +11,11 @@ what was dropped is summarized in one line at the start of the history.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 SUMMARY_KEY = "summary"
 
@@ -79,3 +82,31 @@ def shrink_turn(messages: list[dict[str, Any]], max_chars: int = 80) -> list[dic
             m["content"] = m["content"][:max_chars] + "..."
         out.append(m)
     return out
+
+
+def fit_history(history: list[dict[str, Any]], prompt_tokens: Callable[[list[dict[str, Any]]], int],
+                n_ctx: int, reserve: int) -> tuple[list[dict[str, Any]], int]:
+    """Make the next prompt leave ``reserve`` tokens for the answer.
+
+    The budget is ``n_ctx - reserve - 8``; over it, old turns are compacted down to 60 % of
+    the budget (so compaction is rare). If the current turn alone still fills the context
+    (tiny ``n_ctx``, many tool rounds), it is tightened with :func:`shrink_turn`.
+
+    Args:
+        history: Messages after the system prompt.
+        prompt_tokens: Renders a candidate history and counts its prompt tokens.
+        n_ctx: The model's context size, tokens.
+        reserve: Tokens kept free for the reply (and thinking), tokens.
+
+    Returns:
+        ``(history to use, number of turns dropped)``.
+    """
+    budget = n_ctx - reserve - 8
+    if prompt_tokens(history) <= budget:
+        return history, 0
+    history, dropped = compact(history, prompt_tokens, int(budget * 0.6))
+    if dropped:
+        log.info("context: dropped %d old turns to fit n_ctx=%d", dropped, n_ctx)
+    if prompt_tokens(history) > n_ctx - 32:
+        history = shrink_turn(history)
+    return history, dropped

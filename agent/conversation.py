@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import LLMConfig
-from agent.context import compact, shrink_turn
+from agent.context import fit_history
 from agent.streaming import SentenceCap
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.llm import ChatModel, Generation
@@ -263,17 +263,7 @@ class Conversation:
         return res
 
     def fit_context(self, allow_tools: bool = True, think: bool = False) -> int:
-        """Compact the history if the next prompt would not leave room to answer.
-
-        The budget is ``n_ctx`` minus the reply's ``max_tokens`` and, when thinking, the
-        thinking budget; compaction goes down to 60 % of it.
-
-        Returns:
-            Number of old turns dropped (0 when the prompt fits).
-        """
-        budget = self.cfg.n_ctx - self.cfg.max_tokens - (self.cfg.thinking_budget_tokens if think else 0) - 8
-        if self.model.count_tokens(self.render(allow_tools, think)) <= budget:
-            return 0
+        """Compact the history when the next prompt leaves no room to answer; returns turns dropped."""
         def tokens(candidate: list[dict[str, Any]]) -> int:
             current, self.history = self.history, candidate
             try:
@@ -281,12 +271,8 @@ class Conversation:
             finally:
                 self.history = current
 
-        self.history, dropped = compact(self.history, tokens, int(budget * 0.6))
-        if dropped:
-            log.info("context: dropped %d old turns to fit n_ctx=%d", dropped, self.cfg.n_ctx)
-        if tokens(self.history) > self.cfg.n_ctx - 32:
-            # The current turn alone fills the context (tiny n_ctx, many tool rounds): tighten it.
-            self.history = shrink_turn(self.history)
+        reserve = self.cfg.max_tokens + (self.cfg.thinking_budget_tokens if think else 0)
+        self.history, dropped = fit_history(self.history, tokens, self.cfg.n_ctx, reserve)
         return dropped
 
     def _round(self, allow_tools: bool, gen: Generation, on_text: Callable[[str], None] | None,
