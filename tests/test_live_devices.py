@@ -68,8 +68,12 @@ class Agent:
 
 
 @pytest.fixture(scope="module")
-def agent(pulse):
-    a = Agent(pulse)
+def agent(pulse, tmp_path_factory):
+    # Slow speech: even a one-sentence reply from the 135M model plays long enough for the
+    # barge-in test to talk over it (a short reply can end before the second utterance starts).
+    cfg = tmp_path_factory.mktemp("live") / "robot.toml"
+    cfg.write_text("[tts]\nlength_scale = 2.0\n")
+    a = Agent(pulse, cfg)
     a.wait(lambda e: e["event"] == "device" and e["kind"] == "output" and e["state"] in ("open", "failed"),
            timeout=120)
     yield a
