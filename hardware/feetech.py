@@ -31,7 +31,8 @@ from typing import Any
 
 import serial
 
-from hardware.serial_link import LinkLost, ProtocolError, SerialDriver
+from hardware.serial_link import LinkLost, ProtocolError
+from hardware.servo_bus import ServoBusDriver
 
 ADDR_MODEL = 3
 ADDR_TORQUE_ENABLE = 40
@@ -65,11 +66,11 @@ def _sdk() -> Any:
     return scservo_sdk
 
 
-class FeetechDriver(SerialDriver):
+class FeetechDriver(ServoBusDriver):
     """Driver for Feetech STS servos (ids from the joint config) on one bus.
 
     Args:
-        name, port, channels, **kw: As :class:`hardware.serial_link.SerialDriver` (baud
+        name, port, channels, **kw: As :class:`hardware.servo_bus.ServoBusDriver` (baud
             usually 1000000).
         speeds: Joint → top speed, deg/s (sent as the goal speed with every target).
         neutral: Joint → neutral degrees.
@@ -79,21 +80,8 @@ class FeetechDriver(SerialDriver):
 
     kind = "feetech"
 
-    def __init__(
-        self,
-        name: str,
-        port: str,
-        channels: list,
-        *,
-        speeds: dict[str, float] | None = None,
-        neutral: dict[str, float] | None = None,
-        acceleration: int = 0,
-        **kw: Any,
-    ) -> None:
-        super().__init__(name, port, channels, **kw)
-        self.speeds = dict(speeds or {})
-        self.neutral = dict(neutral or {})
-        self.acceleration = acceleration
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
         self._ph: Any = None
         self._last: dict[int, int] = {}
         self._dead: set[int] = set()

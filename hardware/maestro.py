@@ -26,7 +26,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hardware.serial_link import ProtocolError, SerialDriver
+from hardware.serial_link import ProtocolError
+from hardware.servo_bus import ServoBusDriver
 
 SET_TARGET = 0x84
 SET_SPEED = 0x87
@@ -76,11 +77,11 @@ def describe_errors(bits: int) -> str:
     )
 
 
-class MaestroDriver(SerialDriver):
+class MaestroDriver(ServoBusDriver):
     """Driver for a Pololu Maestro (Micro 6 or Mini 12/18/24) on its command port.
 
     Args:
-        name, port, channels, **kw: As :class:`hardware.serial_link.SerialDriver`.
+        name, port, channels, **kw: As :class:`hardware.servo_bus.ServoBusDriver`.
         speeds: Joint → top speed, deg/s (written to the Maestro's speed register).
         neutral: Joint → neutral degrees (where torque-on starts when no target was sent yet).
         acceleration: Maestro acceleration units (0 = unlimited, 1..255).
@@ -89,21 +90,8 @@ class MaestroDriver(SerialDriver):
 
     kind = "maestro"
 
-    def __init__(
-        self,
-        name: str,
-        port: str,
-        channels: list,
-        *,
-        speeds: dict[str, float] | None = None,
-        neutral: dict[str, float] | None = None,
-        acceleration: int = 0,
-        **kw: Any,
-    ) -> None:
-        super().__init__(name, port, channels, **kw)
-        self.speeds = dict(speeds or {})
-        self.neutral = dict(neutral or {})
-        self.acceleration = acceleration
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
         self._last_units: dict[int, int] = {}
 
     def _query(self, request: bytes, what: str) -> int:
