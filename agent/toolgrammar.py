@@ -208,7 +208,8 @@ class ToolChoicePrior:
         """Return ``scores`` (float32 logits over the vocabulary) with bonuses added in place."""
         if not self.bonuses:
             return scores
-        tail = self.detokenize(list(input_ids[self.n_prompt:]))
+        # Only the last tokens matter (the name position): keep the per-token cost flat.
+        tail = self.detokenize(list(input_ids[max(self.n_prompt, len(input_ids) - 32):]))
         m = self._AT_NAME.search(tail[-48:])
         if not m:
             return scores

@@ -6,7 +6,6 @@ is absent, so ``make test`` also passes on a fresh clone without it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,12 +14,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def find_fixtures() -> Path | None:
-    """Return the fixtures folder, or None when neither $BOLT_FIXTURES nor ../shared/fixtures exists."""
-    env = os.environ.get("BOLT_FIXTURES")
-    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "fixtures"]:
-        if cand.is_dir():
-            return cand
-    return None
+    """The fixtures folder, found the way the CLI finds it ($BOLT_FIXTURES, or ../shared/fixtures)."""
+    from agent.cli import fixtures_root
+
+    return fixtures_root()
 
 
 @pytest.fixture(scope="session")
