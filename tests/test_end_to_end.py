@@ -125,12 +125,15 @@ def test_background_timer_is_spoken_once_after_the_turn(agent):
     a, rec = agent
     start = len(rec)
     a.handle_text("Set a timer for 1 second.")
-    a.run_background_turns(wait_s=5.0)
+    call = next(c for c in Recorder(rec[start:]).of(ToolCall) if c.tool == "set_timer")
+    secs = float(call.arguments["seconds"])  # the model picks the number; the mechanism is under test
+    assert 0 < secs <= 60, call.arguments
+    a.run_background_turns(wait_s=secs + 5.0)
     evs = Recorder(rec[start:])
     started = [r for r in evs.of(ToolResult) if r.tool == "set_timer"]
     assert started and started[0].ok and started[0].result["status"] == "started"
     done = evs.of(BackgroundDone)
-    assert len(done) == 1 and done[0].ok and "1 seconds is done" in done[0].result
+    assert len(done) == 1 and done[0].ok and f"{secs:g} seconds is done" in done[0].result
     assert done[0].call_id == started[0].call_id
     # Never inside the turn that started it: after that turn's timing event, in a turn of its own.
     user_turn = started[0].turn_id
@@ -146,12 +149,16 @@ def test_background_results_arrive_in_finishing_order_between_turns(agent):
 
     a, rec = agent
     conv = a.conversation
+    before = conv.background_running  # timers an earlier test may have left running
     slow = a.registry.call("set_timer", {"seconds": 0.8, "label": "slow"}, a.ctx,
                            conv._background_callback("set_timer", "slow"))
     fast = a.registry.call("set_timer", {"seconds": 0.2, "label": "fast"}, a.ctx,
                            conv._background_callback("set_timer", "fast"))
-    assert slow.ok and fast.ok and conv.background_running == 2
+    assert slow.ok and fast.ok and conv.background_running == before + 2
     time.sleep(1.2)
-    first, second = conv.next_background(), conv.next_background()
-    assert (first.call_id, second.call_id) == ("fast", "slow")
-    assert conv.next_background() is None and conv.background_running == 0
+    mine = []
+    while (done := conv.next_background()) is not None:
+        if done.call_id in ("fast", "slow"):
+            mine.append(done.call_id)
+    assert mine == ["fast", "slow"]  # finishing order, each once
+    assert conv.background_running <= before
