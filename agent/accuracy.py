@@ -15,10 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from agent.audio import decode_file
 from agent.config import Config
-from agent.conversation import Conversation
-from agent.vad import split_utterances
+from agent.events import ToolCall, Transcript
 
 
 def _wer(refs: list[str], hyps: list[str]) -> float:
@@ -32,6 +30,9 @@ def _wer(refs: list[str], hyps: list[str]) -> float:
 def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
     """Measure tool-call accuracy on spoken commands, with and without ASR biasing.
 
+    Every command runs through the one pipeline (file source as fast as possible, no
+    speech synthesis), as the first turn of a cleared conversation.
+
     Args:
         cfg: Robot config (models, skills, robot).
         fixtures: Folder with ``manifest.json`` and the WAVs it names.
@@ -43,31 +44,38 @@ def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
     Raises:
         FileNotFoundError: no ``manifest.json`` in ``fixtures``.
     """
-    from agent.pipeline import VoiceAgent
+    from agent.bench import EventLog
+    from agent.pipeline import Bus, FileSource, NullSink, Pipeline, build_core
 
     manifest = json.loads((fixtures / "manifest.json").read_text())
-    agent = VoiceAgent(cfg, lambda ev: None, Path("out") / "accuracy")
-    agent.speak = False
-    agent.warmup()
+    log = EventLog()
+    bus = Bus(log)
+    core = build_core(cfg, bus.publish)
+    core.warmup()
     details: list[dict[str, Any]] = []
     try:
         for biased in (True, False):
             for item in manifest:
-                audio = decode_file(fixtures / item["file"])
-                segs = split_utterances(audio, cfg.vad)
-                speech = segs[0].audio if segs else audio
-                asr = agent.asr.transcribe(speech, bias=biased)
-                conv = Conversation(agent.model, agent.registry, agent.ctx, cfg.llm)
+                core.conversation.history.clear()
+                start = len(log.events)
                 t0 = time.perf_counter()
-                res = conv.turn(asr.text, 0, state=agent.state_line()) if asr.text else None
-                calls = [name for name, _, _ in res.calls] if res else []
-                agent.robot.stop()
+                p = Pipeline(core, bus, FileSource([fixtures / item["file"]], False, bus.publish), NullSink(),
+                             speak=False, asr_bias=biased)
+                p.start()
+                try:
+                    p.finish(0.0)
+                finally:
+                    p.close()
+                core.robot.stop()
+                evs = log.events[start:]
+                heard = " ".join(e.text for e in evs if isinstance(e, Transcript))
+                calls = [e.tool for e in evs if isinstance(e, ToolCall)]
                 expect = item["expect_any"]
                 ok = any(w in c for c in calls for w in expect) if expect else not calls
-                details.append({"file": item["file"], "biased": biased, "said": item["text"], "heard": asr.text,
+                details.append({"file": item["file"], "biased": biased, "said": item["text"], "heard": heard,
                                 "tools": calls, "ok": ok, "ms": round((time.perf_counter() - t0) * 1000.0)})
     finally:
-        agent.close()
+        core.close()
     out: dict[str, Any] = {"turns": len(manifest)}
     for biased, key in ((True, ""), (False, "_unbiased")):
         rows = [d for d in details if d["biased"] is biased]

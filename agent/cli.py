@@ -7,19 +7,28 @@ Exit status is non-zero only when nothing could run: a bad config (2), no readab
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
-import select
+import signal
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
 from agent.config import Config, ConfigError, load_config
 from agent.events import Error
 from agent.printer import EventPrinter
+
+if TYPE_CHECKING:
+    from agent.pipeline import AgentCore, Bus
+    from agent.pipeline.listener import Source
+    from agent.pipeline.speech import AudioSink
+
+log = logging.getLogger(__name__)
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="bolt-agent: an on-device voice and robot agent (Nemotron 3.5 Bolt E4B).")
@@ -37,27 +46,78 @@ def _setup_logging(verbose: bool) -> None:
 
 
 def _load(config: Path | None) -> Config:
+    """Load and validate the config; ``[llm] n_ctx = "fit"`` becomes the largest context that fits."""
     try:
-        return load_config(config)
+        cfg = load_config(config)
     except ConfigError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    if not isinstance(cfg.llm.n_ctx, int):
+        from agent.memplan import resolve_n_ctx
+
+        cfg = cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"n_ctx": resolve_n_ctx(cfg)})})
+    return cfg
 
 
-def _build_agent(cfg: Config, printer: EventPrinter, out: Path):
-    """Load and warm the models; a missing model is one clear line and exit 2."""
+def build_agent(cfg: Config, printer: EventPrinter) -> tuple[AgentCore, Bus]:
+    """Load and warm every model; a missing model or a broken robot is one clear line and exit 2."""
     from agent.llm import LLMError
     from agent.models import ModelNotFoundError
-    from agent.pipeline import VoiceAgent
+    from agent.pipeline import Bus, build_core
     from agent.tts import TTSError
+    from hardware.driver import DriverError
 
+    bus = Bus(printer)
     try:
-        agent = VoiceAgent(cfg, printer, out)
-    except (ModelNotFoundError, LLMError, TTSError) as e:
+        core = build_core(cfg, bus.publish)
+    except (ModelNotFoundError, LLMError, TTSError, DriverError) as e:
         printer(Error(-1, str(e)))
         raise typer.Exit(2) from None
-    agent.warmup()
-    return agent
+    core.warmup()
+    return core, bus
+
+
+@contextlib.contextmanager
+def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT call ``stop`` once (the entry point then parks the robot); a second one aborts.
+
+    Restores the previous handlers on exit. Must be used from the main thread.
+    """
+    count = [0]
+
+    def on_signal(signum: int, frame: object) -> None:
+        count[0] += 1
+        log.warning("signal %d: stopping", signum)
+        stop()
+        if count[0] > 1:
+            raise KeyboardInterrupt
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def run_pipeline(core: AgentCore, bus: Bus, source: Source, sink: AudioSink, wait_background_s: float,
+                 **options: bool) -> bool:
+    """Run ``source`` through the pipeline to the end (or a signal); the caller closes ``core``.
+
+    Returns:
+        False when a signal stopped it early.
+    """
+    from agent.pipeline import Pipeline
+
+    pipeline = Pipeline(core, bus, source, sink, **options)
+    with stop_on_signals(pipeline.stop):
+        pipeline.start()
+        try:
+            return pipeline.finish(wait_background_s)
+        except KeyboardInterrupt:
+            return False
+        finally:
+            pipeline.close()
 
 
 def fixtures_root() -> Path | None:
@@ -71,87 +131,70 @@ def fixtures_root() -> Path | None:
     return None
 
 
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v")]
+
+
 @app.command()
 def demo(config: ConfigOpt = None, out: Annotated[Path, typer.Option(help="folder for reply WAVs")] = Path("out"),
-         json_out: JsonOpt = False, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+         json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
     """Run a short spoken conversation on the embedded models and print every step."""
     from agent.demo import demo_inputs
+    from agent.pipeline import FileSource, WavSink
 
     _setup_logging(verbose)
     cfg = _load(config)
     printer = EventPrinter(json_out)
-    agent = _build_agent(cfg, printer, out)
+    core, bus = build_agent(cfg, printer)
     try:
-        inputs, origin = demo_inputs(fixtures_root(), agent.tts)
+        inputs, origin = demo_inputs(fixtures_root(), core.tts)
         printer.note(f"demo: {len(inputs)} spoken commands from {origin}")
-        for path, text in inputs:
-            printer.note(f"\n>>> playing {path.name} (\"{text}\")")
-            agent.handle_file(path)
-        if agent.conversation.background_running:
-            printer.note("\n>>> waiting for background tasks (timers) to finish")
-        agent.run_background_turns(wait_s=30.0)
+        run_pipeline(core, bus, FileSource([p for p, _ in inputs], False, bus.publish), WavSink(out), 30.0)
     finally:
-        agent.close()
+        core.close()
     printer.note(f"\nreply WAVs are in {out.resolve()}")
 
 
 @app.command()
 def listen(files: Annotated[list[Path], typer.Argument(help="audio files; every utterance is one user turn")],
            config: ConfigOpt = None, out: Annotated[Path, typer.Option(help="folder for reply WAVs")] = Path("out"),
-           json_out: JsonOpt = False, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+           json_out: JsonOpt = False, verbose: VerboseOpt = False,
            wait_background: Annotated[float, typer.Option(help="seconds to wait at the end for background "
                                                           "tool calls (timers) to finish")] = 30.0) -> None:
     """Treat speech in audio files as user turns of one conversation."""
+    from agent.pipeline import FileSource, WavSink
+
     _setup_logging(verbose)
     cfg = _load(config)
     printer = EventPrinter(json_out)
-    agent = _build_agent(cfg, printer, out)
-    readable = 0
+    core, bus = build_agent(cfg, printer)
+    source = FileSource(files, False, bus.publish)
     try:
-        for f in files:
-            readable += agent.handle_file(f) is not None
-        agent.run_background_turns(wait_s=wait_background)
+        run_pipeline(core, bus, source, WavSink(out), wait_background)
     finally:
-        agent.close()
-    if readable == 0:
+        core.close()
+    if source.unreadable == len(files):
         raise typer.Exit(1)
 
 
 @app.command()
 def chat(config: ConfigOpt = None, out: Annotated[Optional[Path], typer.Option(
         help="also synthesize replies into this folder")] = None, json_out: JsonOpt = False,
-         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+         verbose: VerboseOpt = False,
          wait_background: Annotated[float, typer.Option(help="seconds to wait at end of input for "
                                                         "background tool calls")] = 30.0) -> None:
     """Talk to the agent by typing (one line per turn; Ctrl-D ends)."""
+    from agent.pipeline import NullSink, TextSource, WavSink
+
     _setup_logging(verbose)
     cfg = _load(config)
     printer = EventPrinter(json_out)
-    agent = _build_agent(cfg, printer, out or Path("out"))
-    agent.speak = out is not None
-    interactive = sys.stdin.isatty()
+    core, bus = build_agent(cfg, printer)
+    prompt = (lambda: typer.echo("you> ", nl=False)) if sys.stdin.isatty() and not json_out else None
+    sink = WavSink(out) if out is not None else NullSink()
     try:
-        prompt = True
-        while True:
-            if interactive and prompt:
-                typer.echo("you> ", nl=False)
-            prompt = False
-            # Poll so background results (timers) are spoken while the user types nothing.
-            ready, _, _ = select.select([sys.stdin], [], [], 0.25)
-            if not ready:
-                prompt = agent.run_background_turns() > 0
-                continue
-            line = sys.stdin.readline()
-            prompt = True
-            if not line:
-                break
-            if line.strip():
-                agent.handle_text(line.strip())
-        agent.run_background_turns(wait_s=wait_background)
-    except KeyboardInterrupt:
-        pass
+        run_pipeline(core, bus, TextSource(sys.stdin, prompt), sink, wait_background, speak=out is not None)
     finally:
-        agent.close()
+        core.close()
 
 
 @skills_app.command("list")
@@ -179,8 +222,7 @@ def skills_new(name: Annotated[str, typer.Argument(help="skill name, e.g. greet_
                folder: Annotated[Path, typer.Option("--dir", help="folder to write NAME.py into")] = Path("skills"),
                ) -> None:
     """Write a commented template skill to start from."""
-    from agent.skill_authoring import new_skill_file
-    from agent.skills import SkillError
+    from agent.skills import SkillError, new_skill_file
 
     try:
         path = new_skill_file(name, folder)
@@ -195,7 +237,7 @@ def _register_plugins() -> None:
     """Commands that live in their own modules (``register(app)``); absent modules are skipped."""
     import importlib
 
-    for mod in ("agent.cli_body", "agent.cli_live"):
+    for mod in ("agent.cli_body", "agent.cli_live", "agent.cli_budget"):
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as e:

@@ -104,10 +104,16 @@ def animate(
             return sent
 
         robot.command = traced  # type: ignore[method-assign]
+    import signal
+
+    from hardware.safety import install_shutdown
+
+    restore = install_shutdown(robot, signals=(signal.SIGTERM, signal.SIGINT))  # park on Ctrl-C and SIGTERM
     try:
         robot.play(name, wait=True)
     finally:
         robot.close()
+        restore()
 
 
 def register(app: typer.Typer) -> None:

@@ -3,21 +3,21 @@
 Registered by :func:`agent.cli._register_plugins`. ``run`` checks the input device before
 loading any model (a wrong device name fails in a second with the list of devices), then
 loads and warms every model, opens the devices and listens until Ctrl-C or SIGTERM.
-``bench`` only parses options; the work is in :mod:`agent.live.bench`.
+``bench`` only parses options; the work is in :mod:`agent.bench` and :mod:`agent.accuracy`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import signal
 import threading
+import time
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from agent.cli import ConfigOpt, JsonOpt, _load, _setup_logging, fixtures_root
+from agent.cli import ConfigOpt, JsonOpt, _load, _setup_logging, build_agent, fixtures_root, stop_on_signals
 from agent.events import Error
 from agent.printer import EventPrinter
 from agent.systemd import notify, start_watchdog
@@ -29,10 +29,20 @@ def run(config: ConfigOpt = None, json_out: JsonOpt = False,
         verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     """Listen and talk in real time on the configured microphone and speaker (Ctrl-C stops)."""
     from agent.live.devices import DeviceError, SoundDeviceBackend, find_device
+    from agent.pipeline.pipeline import live_pipeline
 
     _setup_logging(verbose)
     cfg = _load(config)
     printer = EventPrinter(json_out)
+    from agent.memplan import check_budget
+
+    verdict = check_budget(cfg)  # from GGUF headers only: before any model is loaded
+    if not verdict.fits:
+        printer(Error(-1, verdict.message))
+        typer.echo(f"error: {verdict.message}", err=True)
+        raise typer.Exit(2)
+    if verdict.message.startswith("memory not planned"):
+        log.warning("%s", verdict.message)
     try:
         backend = SoundDeviceBackend()
         find_device(backend, cfg.audio.input_device, "input")
@@ -40,28 +50,18 @@ def run(config: ConfigOpt = None, json_out: JsonOpt = False,
         printer(Error(-1, str(e)))
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    from agent.cli import _build_agent
-    from agent.live.live import LiveAgent
-
-    agent = _build_agent(cfg, printer, Path("out"))  # loads and warms every model, emits "ready"
-    live = LiveAgent(agent, printer, backend)
-    stopping = {"n": 0}
-
-    def on_signal(signum: int, frame: object) -> None:
-        stopping["n"] += 1
-        live.stop()
-        if stopping["n"] > 1:
-            raise KeyboardInterrupt
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    core, bus = build_agent(cfg, printer)  # loads and warms every model, emits "ready"
+    pipeline = live_pipeline(core, bus, backend)
     watchdog_stop = threading.Event()
     try:
-        live.open_devices()
-        log.info("ready: listening")
-        printer.note("listening (Ctrl-C stops)")
-        notify("READY=1\nSTATUS=listening")  # systemd Type=notify: models are warm, devices open
-        start_watchdog(watchdog_stop)
-        live.run()
+        with stop_on_signals(pipeline.stop):
+            pipeline.start()
+            log.info("ready: listening")
+            printer.note("listening (Ctrl-C stops)")
+            notify("READY=1\nSTATUS=listening")  # systemd Type=notify: models are warm, devices open
+            start_watchdog(watchdog_stop)
+            while not pipeline.stopping:
+                time.sleep(0.1)
     except DeviceError as e:
         printer(Error(-1, str(e)))
         typer.echo(f"error: {e}", err=True)
@@ -71,10 +71,8 @@ def run(config: ConfigOpt = None, json_out: JsonOpt = False,
     finally:
         watchdog_stop.set()
         notify("STOPPING=1")
-        for s, h in old.items():
-            signal.signal(s, h)
-        live.close()
-        agent.close()
+        pipeline.close()
+        core.close()
     printer.note("stopped")
 
 
@@ -91,7 +89,7 @@ def bench(config: ConfigOpt = None,
 
     With ``--accuracy``: the fraction of spoken commands whose tool calls match the manifest.
     """
-    from agent.live.bench import format_report, run_bench
+    from agent.bench import format_report, run_bench
 
     _setup_logging(verbose)
     cfg = _load(config)

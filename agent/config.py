@@ -9,6 +9,10 @@ models, a simulated robot).
 Loading happens once, in the entry point; the resulting :class:`Config` is passed down
 explicitly. A bad file raises :class:`ConfigError` whose message names the file, the key
 and what was expected.
+
+The sections of the robot body and camera (``[robot]``, ``[camera]``, ``[vision]``) are
+defined in ``hardware/config.py``, beside the code that uses them (``hardware/`` imports
+nothing from ``agent/``); they are re-exported here.
 """
 
 from __future__ import annotations
@@ -17,12 +21,27 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+
+from hardware.config import (
+    CameraConfig,
+    DriverConfig,
+    JointConfig,
+    RobotConfig,
+    StrictModel,
+    VisionConfig,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - Python 3.10 (JetPack 6)
     import tomli as tomllib
+
+__all__ = [
+    "DEFAULT_CONFIG", "DEFAULT_SYSTEM_PROMPT", "ASRConfig", "AudioConfig", "CameraConfig", "Config",
+    "ConfigError", "DriverConfig", "JointConfig", "LLMConfig", "LiveConfig", "RobotConfig", "SkillsConfig",
+    "StrictModel", "TTSConfig", "VADConfig", "VisionConfig", "load_config",
+]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "launch" / "desktop.toml"
 
@@ -36,11 +55,7 @@ class ConfigError(Exception):
     """The config file is missing, not TOML, or has a key with a wrong value."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class VADConfig(_Strict):
+class VADConfig(StrictModel):
     """Silero VAD settings (units: probability 0..1, ms, s)."""
 
     threshold: float = Field(0.5, ge=0.05, le=0.95)
@@ -50,7 +65,7 @@ class VADConfig(_Strict):
     max_utterance_s: float = Field(30.0, gt=1.0)
 
 
-class ASRConfig(_Strict):
+class ASRConfig(StrictModel):
     """faster-whisper settings.
 
     ``temperature`` keeps Whisper's fallback tuple: a segment whose compression ratio or
@@ -74,14 +89,25 @@ class ASRConfig(_Strict):
         "prompt that reads like earlier speech")
 
 
-class LLMConfig(_Strict):
+class LLMConfig(StrictModel):
     """llama.cpp settings for the chat model."""
 
     model: str = "packaged:smollm2-135m"
-    n_ctx: int = Field(4096, ge=256, le=65536)
+    n_ctx: int | Literal["fit"] = Field(4096, description='context, tokens (256..65536), or "fit": the '
+                                        "largest that fits the device (agent.memplan.resolve_n_ctx)")
     threads: int = Field(2, ge=1)
-    n_gpu_layers: int = Field(0, ge=-1)
-    n_batch: int = Field(256, ge=16)
+    n_gpu_layers: int = Field(0, ge=-1, description="layers on the GPU; -1 = all and the output layer")
+    n_batch: int = Field(256, ge=16, description="prompt batch, tokens; the compute buffer grows with it")
+    cache_type_k: Literal["f16", "q8_0"] = Field("f16", description="K cache type (q8_0: about half)")
+    cache_type_v: Literal["f16", "q8_0"] = Field("f16", description="V cache type (q8_0 needs flash_attn)")
+    flash_attn: bool = Field(False, description="flash attention (no KQ matrix; needed by a q8_0 V cache)")
+    swa_full: bool = Field(True, description="full-size cache for sliding-window layers (llama.cpp's "
+                           "default; false keeps window + batch only, but prefix reuse may then miss "
+                           "evicted cells)")
+    lazy_per_layer_embd: bool = Field(False, description="Gemma 4: read per-layer embeddings from the "
+                                      "file on demand instead of keeping them in memory")
+    device_profile: Literal["this", "orin-nano-8gb", "orin-nx-16gb"] = Field(
+        "this", description="memory budget: this machine (/proc/meminfo) or a board (bolt-agent budget)")
     temperature: float = Field(0.2, ge=0.0, le=2.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
     max_tokens: int = Field(160, ge=8)
@@ -94,7 +120,8 @@ class LLMConfig(_Strict):
     reasoning: Literal["off", "on", "tools"] = Field("off", description="think before answering: never, "
                                                      "always, or only in rounds that offer tools")
     thinking_budget_tokens: int = Field(256, ge=0, description="thinking tokens before the runtime ends it")
-    thinking_budget_ms: float = Field(1500.0, ge=0, description="thinking time before the runtime ends it, ms")
+    thinking_budget_ms: float = Field(1500.0, ge=0,
+                                      description="thinking time before the runtime ends it, ms")
     conversational_mode: bool = Field(True, description="short, speech-ready replies (Bolt template flag)")
     max_reply_sentences: int = Field(2, ge=0, description="conversational mode: sentences spoken per reply; "
                                      "0 = no limit")
@@ -103,8 +130,22 @@ class LLMConfig(_Strict):
     max_tool_rounds: int = Field(4, ge=1, le=8)
     warmup: bool = True
 
+    @field_validator("n_ctx", mode="before")
+    @classmethod
+    def _n_ctx(cls, v: object) -> object:
+        if v == "fit" or (isinstance(v, int) and not isinstance(v, bool) and 256 <= v <= 65536):
+            return v
+        raise ValueError('expected a valid integer from 256 to 65536 (tokens), or "fit"')
 
-class TTSConfig(_Strict):
+    @model_validator(mode="after")
+    def _quantized_v_needs_flash_attn(self) -> LLMConfig:
+        if self.cache_type_v != "f16" and not self.flash_attn:
+            raise ValueError(f'cache_type_v = "{self.cache_type_v}" needs flash_attn = true (llama.cpp '
+                             f"cannot create a quantized V cache without flash attention)")
+        return self
+
+
+class TTSConfig(StrictModel):
     """Piper voice settings."""
 
     voice: str = "packaged:piper-joe-medium"
@@ -113,21 +154,23 @@ class TTSConfig(_Strict):
     max_sentences: int = Field(0, ge=0, description="0 = no limit")
 
 
-class AudioConfig(_Strict):
+class AudioConfig(StrictModel):
     """Audio devices for live mode (name substring or index; None = system default)."""
 
     input_device: str | int | None = None
     output_device: str | int | None = None
-    input_sample_rate: int | None = Field(None, ge=8000, le=192000, description="None = the device's own rate, Hz")
+    input_sample_rate: int | None = Field(None, ge=8000, le=192000,
+                                          description="None = the device's own rate, Hz")
     input_channels: int | None = Field(None, ge=1, le=32, description="None = the device's, at most 2")
-    output_sample_rate: int | None = Field(None, ge=8000, le=192000, description="None = the device's own rate, Hz")
+    output_sample_rate: int | None = Field(None, ge=8000, le=192000,
+                                           description="None = the device's own rate, Hz")
     block_ms: int = Field(20, ge=5, le=200, description="sounddevice block length, ms")
     stall_s: float = Field(3.0, gt=0.1, le=30, description="no mic audio for this long = device lost, s")
     backoff_initial_s: float = Field(0.5, gt=0, le=60, description="first retry after a lost device, s")
     backoff_max_s: float = Field(8.0, gt=0, le=600)
 
 
-class LiveConfig(_Strict):
+class LiveConfig(StrictModel):
     """``bolt-agent run``: attention, barge-in, echo safety, stop words (units: ms, s, score 0..100).
 
     Endpointing, pre-roll and the longest utterance come from ``[vad]`` (``min_silence_ms``,
@@ -137,24 +180,30 @@ class LiveConfig(_Strict):
     attention: Literal["always", "wake"] = "always"
     wake_phrases: list[str] = Field(default_factory=lambda: ["hey robot", "hey bolt", "okay bolt"])
     wake_score: float = Field(80.0, ge=50, le=100, description="fuzzy match score a wake phrase needs")
-    follow_up_s: float = Field(8.0, ge=0, le=120, description="after a reply, no wake phrase needed for this long")
+    follow_up_s: float = Field(8.0, ge=0, le=120,
+                               description="after a reply, no wake phrase needed for this long")
     barge_in: bool = True
-    barge_in_ms: int = Field(300, ge=32, le=3000, description="user speech sustained this long stops playback")
+    barge_in_ms: int = Field(300, ge=32, le=3000,
+                             description="user speech sustained this long stops playback")
     echo_guard: bool = True
-    echo_tail_ms: int = Field(600, ge=0, le=5000, description="mic is treated as echo this long after playback")
-    echo_min_unexplained: float = Field(0.5, gt=0, lt=1, description="fraction of mic energy playback must not "
+    echo_tail_ms: int = Field(600, ge=0, le=5000,
+                              description="mic is treated as echo this long after playback")
+    echo_min_unexplained: float = Field(0.5, gt=0, lt=1,
+                                        description="fraction of mic energy playback must not "
                                         "explain for it to count as user speech")
-    echo_max_delay_ms: int = Field(800, ge=50, le=3000, description="longest speaker-to-mic delay searched, ms")
+    echo_max_delay_ms: int = Field(800, ge=50, le=3000,
+                                   description="longest speaker-to-mic delay searched, ms")
     echo_text_score: float = Field(75.0, ge=50, le=100, description="transcripts this similar to the robot's "
                                    "own recent speech are dropped")
     stop_phrases: list[str] = Field(default_factory=lambda: [
         "stop", "freeze", "be quiet", "quiet", "shut up", "halt", "stop it", "stop talking", "stop moving",
         "hold still", "silence", "enough"])
     stop_max_words: int = Field(4, ge=1, le=12, description="longer transcripts go to the model")
-    clause_chars: int = Field(120, ge=20, le=400, description="a sentence longer than this is cut at a clause")
+    clause_chars: int = Field(120, ge=20, le=400,
+                              description="a sentence longer than this is cut at a clause")
 
 
-class SkillsConfig(_Strict):
+class SkillsConfig(StrictModel):
     """Where skills come from and which ones are offered to the model.
 
     ``folders`` are searched in addition to the packaged ``skills/`` folder; relative paths
@@ -167,145 +216,7 @@ class SkillsConfig(_Strict):
     timeout_s: float = Field(10.0, gt=0)
 
 
-class JointConfig(_Strict):
-    """One robot joint: limits in degrees, neutral position, top speed in deg/s, and its actuator.
-
-    ``driver`` names an entry of ``[robot.drivers]`` (default: the robot's ``driver``);
-    ``id`` is the servo id (Feetech bus) or channel (Maestro, bolt_servo board), default the
-    joint's index. ``direction`` is +1 or -1 (mirrored mounting); ``offset_deg`` is the servo
-    angle, relative to the servo's centre, at which the joint reads 0 degrees (trim).
-    """
-
-    name: str
-    min_deg: float
-    max_deg: float
-    neutral_deg: float = 0.0
-    max_speed_dps: float = Field(180.0, gt=0, le=2000)
-    driver: str | None = None
-    id: int | None = Field(None, ge=0, le=253)
-    direction: Literal[1, -1] = 1
-    offset_deg: float = Field(0.0, ge=-180, le=180)
-
-    @model_validator(mode="after")
-    def _check_range(self) -> JointConfig:
-        if self.min_deg >= self.max_deg:
-            raise ValueError(f"min_deg ({self.min_deg}) must be below max_deg ({self.max_deg})")
-        if not self.min_deg <= self.neutral_deg <= self.max_deg:
-            raise ValueError(f"neutral_deg ({self.neutral_deg}) must lie within [min_deg, max_deg]")
-        return self
-
-
-class DriverConfig(_Strict):
-    """One actuator driver (a serial port and the protocol spoken on it).
-
-    ``kind``: ``sim`` (records only), ``bolt_serial`` (the line protocol of
-    ``hardware/PROTOCOL.md``), ``maestro`` (Pololu Maestro compact protocol), ``feetech``
-    (Feetech STS bus via ``scservo_sdk``). ``port`` is a device path or a name under
-    ``/dev/serial/by-id`` (preferred: it survives re-plugging). Times in seconds unless
-    the name says ms.
-    """
-
-    kind: Literal["sim", "bolt_serial", "maestro", "feetech"] = "sim"
-    port: str | None = None
-    baud: int = Field(115200, ge=1200, le=4_000_000)
-    timeout_s: float = Field(0.1, gt=0, le=5, description="reply timeout, s")
-    ready_timeout_s: float = Field(2.5, ge=0, le=30, description="wait for a board's ready line after open, s")
-    heartbeat_ms: int = Field(250, ge=20, le=5000, description="idle heartbeat period (bolt_serial), ms")
-    watchdog_ms: int = Field(1000, ge=100, le=10000, description="board returns to neutral after this silence, ms")
-    poll_hz: float = Field(5.0, ge=0, le=100, description="position read-back rate, Hz (0 = never)")
-    backoff_initial_s: float = Field(0.5, gt=0, le=60)
-    backoff_max_s: float = Field(10.0, gt=0, le=600)
-    us_per_deg: float = Field(2000 / 180, gt=0, description="maestro: pulse width change per degree, us")
-    connect_wait_s: float = Field(3.0, ge=0, le=60, description="build_robot waits this long for the first connect, s")
-
-    @model_validator(mode="after")
-    def _check_port(self) -> DriverConfig:
-        if self.kind != "sim" and not self.port:
-            raise ValueError(f"a {self.kind} driver needs a port (device path or /dev/serial/by-id name)")
-        return self
-
-
-def _default_joints() -> list[JointConfig]:
-    return [
-        JointConfig(name="head_yaw", min_deg=-60, max_deg=60, max_speed_dps=240),
-        JointConfig(name="head_pitch", min_deg=-30, max_deg=30, max_speed_dps=180),
-        JointConfig(name="left_arm", min_deg=0, max_deg=160, max_speed_dps=300),
-        JointConfig(name="right_arm", min_deg=0, max_deg=160, max_speed_dps=300),
-    ]
-
-
-class RobotConfig(_Strict):
-    """The robot body: drivers, joints, animations, head motion while speaking.
-
-    ``driver`` is the default driver name for joints that name none: ``"sim"`` (built in,
-    records commands only) or a key of ``drivers``.
-    """
-
-    driver: str = "sim"
-    drivers: dict[str, DriverConfig] = Field(default_factory=dict)
-    joints: list[JointConfig] = Field(default_factory=_default_joints)
-    animation_folders: list[Path] = Field(default_factory=list)
-    control_rate_hz: float = Field(50.0, gt=0, le=500)
-    speech_motion: bool = Field(True, description="nod the head with the TTS audio envelope")
-    speech_motion_deg: float = Field(4.0, ge=0, le=20, description="largest head-pitch swing while speaking, deg")
-    speech_motion_joint: str = "head_pitch"
-
-    @model_validator(mode="after")
-    def _check_joints(self) -> RobotConfig:
-        names = [j.name for j in self.joints]
-        dup = sorted({n for n in names if names.count(n) > 1})
-        if dup:
-            raise ValueError(f"joint names must be unique; repeated: {', '.join(dup)}")
-        ids: dict[tuple[str, int], str] = {}
-        for i, j in enumerate(self.joints):
-            drv = j.driver or self.driver
-            if drv != "sim" and drv not in self.drivers:
-                known = ", ".join(["sim", *self.drivers])
-                raise ValueError(f"joint {j.name!r} uses driver {drv!r}, which is not defined (known: {known})")
-            key = (drv, j.id if j.id is not None else i)
-            if key in ids:
-                raise ValueError(f"joints {ids[key]!r} and {j.name!r} share id {key[1]} on driver {drv!r}")
-            ids[key] = j.name
-        return self
-
-
-class CameraConfig(_Strict):
-    """The camera: ``source`` is a V4L2 index or path, a GStreamer pipeline (contains ``!``),
-    a video file or an image folder; empty means no camera (speech only, no vision)."""
-
-    source: str = ""
-    width: int = Field(0, ge=0, description="requested capture width, px (0 = device default)")
-    height: int = Field(0, ge=0, description="requested capture height, px (0 = device default)")
-    fps: float = Field(0.0, ge=0, le=240, description="requested capture rate, Hz (files: playback rate)")
-    hfov_deg: float = Field(62.2, gt=10, lt=180, description="horizontal field of view, deg (IMX219: 62.2)")
-    black_level: float = Field(4.0, ge=0, le=64, description="mean grey below this for black_s = black feed")
-    black_s: float = Field(3.0, gt=0)
-    frozen_s: float = Field(3.0, gt=0, description="identical frames for this long = frozen feed, s")
-    dead_s: float = Field(2.0, gt=0, description="no frame for this long = dead feed, s")
-    backoff_initial_s: float = Field(0.5, gt=0)
-    backoff_max_s: float = Field(10.0, gt=0)
-
-
-class VisionConfig(_Strict):
-    """Scene description: which describer, how often, and the pinhole-distance assumptions."""
-
-    enabled: bool = True
-    describer: Literal["opencv", "vlm"] = "opencv"
-    rate_hz: float = Field(1.0, gt=0, le=2.0, description="descriptions per second, Hz (at most 2)")
-    detect_width: int = Field(640, ge=160, le=1920, description="frames are resized to this width, px")
-    face_width_m: float = Field(0.16, gt=0.05, lt=0.5, description="assumed width of a detected face box, m")
-    people: bool = Field(True, description="run the HOG people detector too")
-    motion_threshold: float = Field(0.01, ge=0, le=1, description="changed-pixel fraction that counts as motion")
-    confirm: int = Field(2, ge=1, le=10, description="descriptions a new head count must persist for an event")
-    vlm_model: Path | None = None
-    vlm_mmproj: Path | None = None
-    vlm_handler: Literal["llava15", "mtmd"] = "mtmd"
-    greet_on_arrival: bool = Field(False, description="a person arriving starts a greeting turn")
-    vlm_prompt: str = "Describe what you see in one short sentence: people, where they are, what they do."
-    vlm_max_tokens: int = Field(64, ge=8, le=512)
-
-
-class Config(_Strict):
+class Config(StrictModel):
     """The whole robot configuration (one TOML file)."""
 
     asr: ASRConfig = Field(default_factory=ASRConfig)
@@ -343,6 +254,7 @@ def load_config(path: str | Path | None = None) -> Config:
     Raises:
         ConfigError: the file is missing or unreadable, not valid TOML, or a key has a bad
             value; the message names the file, the key and what is expected.
+
     """
     p = Path(path) if path is not None else DEFAULT_CONFIG
     try:

@@ -1,12 +1,24 @@
-"""Typed events that cross stage boundaries, in one place.
+"""Typed messages between the pipeline's stages, grouped by the edge they cross.
 
-Every stage of the pipeline (audio → VAD → ASR → LLM → skills/robot → TTS) talks to the
-next one and to the outside world (CLI, JSON Lines, tests) only through these frozen
-dataclasses. Each carries the ``turn_id`` of the conversation turn it belongs to, so a
-stage can drop events of a cancelled turn and logs can be correlated.
+Every stage of the one pipeline (:mod:`agent.pipeline`) talks to the next only through these
+frozen dataclasses, and the outside world (CLI printer, JSON Lines, tests, systemd) sees the
+same objects: nothing is translated into a second hierarchy. Each message carries the
+``turn_id`` of the conversation turn it belongs to (-1: outside any turn).
 
-``Event.to_json()`` gives the JSON Lines shape used by ``bolt-agent listen --json``:
-``{"event": <name>, ...fields}`` with ``turn_id`` included.
+Two kinds, after pipecat's frames and huggingface/speech-to-speech's ``messages.py``:
+
+* **data** — flow downstream in order; a stage drops data of a cancelled turn (the turn
+  generation, :class:`agent.pipeline.queues.TurnGate`);
+* **control** (``control = True``) — overtake data in every stage queue (barge-in, history
+  cut, shutdown).
+
+``public`` messages are reports for people and machines: ``Event.to_json()`` gives the JSON
+Lines shape of ``bolt-agent ... --json`` (``{"event": name, "turn_id": ..., ...fields}``);
+fields whose metadata says ``json=False`` (audio arrays) are left out. Internal messages
+(``public = False``) carry audio or bookkeeping and are never printed.
+
+Times are ``time.perf_counter()`` seconds unless a field says ms; audio is float32 mono in
+[-1, 1] at 16 kHz on the input side and int16 at the voice's rate on the output side.
 """
 
 from __future__ import annotations
@@ -15,30 +27,78 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
+
+
+def _no_json(default: Any = None) -> Any:
+    return field(default=default, repr=False, compare=False, metadata={"json": False})
+
 
 @dataclass(frozen=True)
 class Event:
-    """Base class of every pipeline event.
+    """Base class of every pipeline message.
 
     Attributes:
-        turn_id: Index of the conversation turn, 0-based; -1 for events outside any turn.
+        turn_id: Index of the conversation turn, 0-based; -1 for messages outside any turn.
     """
 
     name: ClassVar[str] = "event"
+    public: ClassVar[bool] = True
+    control: ClassVar[bool] = False
     turn_id: int
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON Lines form ``{"event": name, "turn_id": ..., ...fields}``."""
-        body = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        body = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("json", True)}
         return {"event": self.name, **body}
 
 
-@dataclass(frozen=True)
-class Ready(Event):
-    """All models are loaded and warmed; the agent takes input from now on."""
+# --- source → listener: what came in --------------------------------------------------------------
 
-    name: ClassVar[str] = "ready"
-    load_ms: float = 0.0
+
+@dataclass(frozen=True)
+class AudioIn(Event):
+    """A block of input audio.
+
+    Attributes:
+        samples: ``(n,)`` float32 mono at 16 kHz.
+        t_end: Wall-clock time of the block's last sample (perf_counter s).
+    """
+
+    name: ClassVar[str] = "audio_in"
+    public: ClassVar[bool] = False
+    samples: np.ndarray = _no_json()
+    t_end: float = 0.0
+
+
+@dataclass(frozen=True)
+class TextIn(Event):
+    """A typed user turn (``chat``): goes straight to the turn driver."""
+
+    name: ClassVar[str] = "text_in"
+    public: ClassVar[bool] = False
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class InputStarted(Event):
+    """A source began a new input (a file, the microphone, the keyboard)."""
+
+    name: ClassVar[str] = "input"
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class InputEnded(Event):
+    """A source finished one input; ``last`` when nothing more will come from it."""
+
+    name: ClassVar[str] = "input_end"
+    public: ClassVar[bool] = False
+    source: str = ""
+    last: bool = False
+
+
+# --- listener → ASR: utterances ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -49,20 +109,79 @@ class Utterance(Event):
         source: File path or device name the audio came from.
         start_ms: Speech start within the source, ms.
         end_ms: Speech end within the source, ms (the VAD's speech end).
+        audio: ``(n,)`` float32 16 kHz with pre- and post-roll (not printed).
+        t_speech_end: Wall-clock time of the speech end (perf_counter s).
+        t_endpoint: Wall-clock time the endpoint was decided (perf_counter s).
     """
 
     name: ClassVar[str] = "utterance"
     source: str = ""
     start_ms: float = 0.0
     end_ms: float = 0.0
+    audio: np.ndarray | None = _no_json()
+    t_speech_end: float = _no_json(0.0)
+    t_endpoint: float = _no_json(0.0)
+
+
+# --- ASR → turn driver ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Transcript(Event):
-    """Final ASR text of one utterance (already filtered for hallucinations)."""
+    """Final ASR text of one utterance (already filtered for hallucinations), or typed text."""
 
     name: ClassVar[str] = "transcript"
     text: str = ""
+
+
+@dataclass(frozen=True)
+class UserTurn(Event):
+    """A user turn for the turn driver, with the times its latency trace starts from.
+
+    Attributes:
+        text: What the user said (wake phrase removed).
+        t_speech_end: End of user speech (perf_counter s); the moment text arrived for typed input.
+        t_endpoint: Endpoint decided (perf_counter s).
+        t_asr: Transcript ready (perf_counter s).
+        asr_ms: Transcription time, ms.
+    """
+
+    name: ClassVar[str] = "user_turn"
+    public: ClassVar[bool] = False
+    text: str = ""
+    t_speech_end: float = 0.0
+    t_endpoint: float = 0.0
+    t_asr: float = 0.0
+    asr_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Skipped(Event):
+    """Input that produced no turn (no speech, hallucination filtered, echo), with the reason."""
+
+    name: ClassVar[str] = "skipped"
+    reason: str = ""
+    source: str = ""
+
+
+# --- turn driver → speech: the reply as it is written, tools as they run ----------------------------
+
+
+@dataclass(frozen=True)
+class ReplyDelta(Event):
+    """Reply text as the model writes it (no markup), for the sentence chunker."""
+
+    name: ClassVar[str] = "reply_delta"
+    public: ClassVar[bool] = False
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ReplyEnd(Event):
+    """The turn's model rounds are over: the chunker releases the rest."""
+
+    name: ClassVar[str] = "reply_end"
+    public: ClassVar[bool] = False
 
 
 @dataclass(frozen=True)
@@ -70,7 +189,7 @@ class ToolCall(Event):
     """The model asked for a skill to run.
 
     Attributes:
-        name: Tool (skill) name as the model wrote it; may be unknown.
+        tool: Tool (skill) name as the model wrote it; may be unknown.
         arguments: Arguments as parsed from the model output (not yet validated).
         call_id: Unique id within the turn, links the call to its ``ToolResult``.
     """
@@ -82,13 +201,8 @@ class ToolCall(Event):
 
     def to_json(self) -> dict[str, Any]:
         """JSON form with the tool's name under ``name`` (the issue's wire format)."""
-        return {
-            "event": self.name,
-            "turn_id": self.turn_id,
-            "name": self.tool,
-            "arguments": self.arguments,
-            "call_id": self.call_id,
-        }
+        return {"event": self.name, "turn_id": self.turn_id, "name": self.tool, "arguments": self.arguments,
+                "call_id": self.call_id}
 
 
 @dataclass(frozen=True)
@@ -103,24 +217,211 @@ class ToolResult(Event):
 
     def to_json(self) -> dict[str, Any]:
         """JSON form with the tool's name under ``name``."""
-        return {
-            "event": self.name,
-            "turn_id": self.turn_id,
-            "name": self.tool,
-            "ok": self.ok,
-            "result": self.result,
-            "call_id": self.call_id,
-        }
+        return {"event": self.name, "turn_id": self.turn_id, "name": self.tool, "ok": self.ok,
+                "result": self.result, "call_id": self.call_id}
+
+
+@dataclass(frozen=True)
+class BackgroundDone(Event):
+    """A background (asynchronous) tool call finished; the robot will speak about it.
+
+    Attributes:
+        tool: Tool name.
+        ok: Whether it succeeded.
+        result: Its result, or the error message.
+        call_id: The id of the call that started it (matches the earlier ``tool_call``).
+    """
+
+    name: ClassVar[str] = "background_done"
+    tool: str = ""
+    ok: bool = True
+    result: Any = None
+    call_id: str = ""
+
+
+@dataclass(frozen=True)
+class FirstToken(Event):
+    """The model's first token of the turn (latency mark; ``t`` perf_counter s)."""
+
+    name: ClassVar[str] = "first_token"
+    public: ClassVar[bool] = False
+    t: float = 0.0
+
+
+@dataclass(frozen=True)
+class TurnGenerated(Event):
+    """The turn driver finished a turn's model rounds and tool calls.
+
+    Attributes:
+        text: The whole reply text (no markup).
+        llm_ms: Time in the model over all rounds, ms.
+        ttft_ms: First round's time to first token, ms.
+        prompt_tokens: Prompt tokens evaluated (KV-cache reuse excluded).
+    """
+
+    name: ClassVar[str] = "turn_generated"
+    public: ClassVar[bool] = False
+    text: str = ""
+    llm_ms: float = 0.0
+    ttft_ms: float = 0.0
+    prompt_tokens: int = 0
+
+
+# --- speech (chunker + TTS) → sink ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SentenceReady(Event):
+    """The chunker released a piece of the reply for synthesis."""
+
+    name: ClassVar[str] = "sentence"
+    public: ClassVar[bool] = False
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class AudioOut(Event):
+    """Synthesized audio of one sentence.
+
+    Attributes:
+        text: What it says (cleaned for speech).
+        piece: The reply piece (chunker output) it belongs to.
+        last_of_piece: The piece has been heard once this audio is played to the end.
+        audio: ``(n,)`` int16 mono at ``sample_rate`` (not printed).
+        sample_rate: Hz.
+        synth_ms: Time piper took for it, ms.
+    """
+
+    name: ClassVar[str] = "audio_out"
+    public: ClassVar[bool] = False
+    text: str = ""
+    piece: str = ""
+    last_of_piece: bool = True
+    audio: np.ndarray | None = _no_json()
+    sample_rate: int = 22050
+    synth_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class AudioEnd(Event):
+    """No more audio for this turn: the sink reports the turn played once it has played the rest."""
+
+    name: ClassVar[str] = "audio_end"
+    public: ClassVar[bool] = False
+
+
+# --- sink → pipeline: what was actually played ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlaybackStarted(Event):
+    """The robot starts saying a sentence: its first sample reached the output (``t`` perf_counter s)."""
+
+    name: ClassVar[str] = "speaking"
+    text: str = ""
+    t: float = _no_json(0.0)
+
+
+@dataclass(frozen=True)
+class Spoken(Event):
+    """A piece of the reply finished playing (``completed``) or was cut off by a barge-in or stop."""
+
+    name: ClassVar[str] = "spoken"
+    text: str = ""
+    completed: bool = True
+    piece: str = _no_json("")
+    last_of_piece: bool = _no_json(True)
+
+
+@dataclass(frozen=True)
+class TurnPlayed(Event):
+    """Everything of the turn that was synthesized has been played (or written, for file sinks).
+
+    Attributes:
+        audio: Path of the reply WAV when the sink writes files, else None.
+    """
+
+    name: ClassVar[str] = "turn_played"
+    public: ClassVar[bool] = False
+    audio: str | None = None
+
+
+# --- control: overtakes data ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BargeIn(Event):
+    """The user spoke over the robot (or said stop): playback stopped, generation and synthesis cancelled.
+
+    Attributes:
+        reason: ``speech`` (sustained user speech), ``stop`` (a stop phrase), ``new_turn``,
+            ``device`` or ``shutdown``.
+        stop_ms: Time from the decision to the speaker going silent, ms.
+    """
+
+    name: ClassVar[str] = "barge_in"
+    control: ClassVar[bool] = True
+    reason: str = "speech"
+    stop_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class CutHistory(Event):
+    """Tell the turn driver to keep in the history only what the user heard of the turn's reply.
+
+    Attributes:
+        heard: Reply pieces played to the end, in order.
+        generated: Every piece the chunker released.
+    """
+
+    name: ClassVar[str] = "cut_history"
+    public: ClassVar[bool] = False
+    control: ClassVar[bool] = True
+    heard: tuple[str, ...] = ()
+    generated: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class HistoryCut(Event):
+    """After an interruption the assistant message in the history keeps only what was played.
+
+    Attributes:
+        kept: The assistant message as it now stands in the history.
+        dropped: Reply text that was generated but never played.
+    """
+
+    name: ClassVar[str] = "history_cut"
+    kept: str = ""
+    dropped: str = ""
+
+
+@dataclass(frozen=True)
+class Shutdown(Event):
+    """Stop every stage (SIGTERM, Ctrl-C, end of input)."""
+
+    name: ClassVar[str] = "shutdown"
+    public: ClassVar[bool] = False
+    control: ClassVar[bool] = True
+
+
+# --- reports ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ready(Event):
+    """All models are loaded and warmed; the agent takes input from now on."""
+
+    name: ClassVar[str] = "ready"
+    load_ms: float = 0.0
 
 
 @dataclass(frozen=True)
 class Reply(Event):
-    """The assistant's spoken reply for a turn.
+    """The assistant's reply for a turn, once it was spoken (or written).
 
     Attributes:
-        text: Text as spoken (after cleaning for speech is *not* applied here: this is the
-            model's text without markup).
-        audio: Path of the reply WAV, or ``None`` when nothing was synthesized.
+        text: The model's text without markup (speech cleaning is applied only for synthesis).
+        audio: Path of the reply WAV, or ``None`` when nothing was written (speaker, no output).
     """
 
     name: ClassVar[str] = "reply"
@@ -146,13 +447,15 @@ class RobotCommand(Event):
 
 @dataclass(frozen=True)
 class Timing(Event):
-    """Per-turn stage timings in milliseconds.
+    """Per-turn latency, ms; the ``*_ms`` marks are from the end of user speech (-1: did not happen).
 
-    ``llm_ttft_ms`` is the time to the model's first generated token in the turn's first
-    round; ``llm_ms`` covers all LLM rounds; ``tts_first_audio_ms`` is the time from the
-    reply text being ready to the first synthesized chunk; ``turn_ms`` the whole turn from
-    the end of the utterance. ``prompt_tokens`` counts tokens evaluated (not reused from the
-    KV cache) over the turn.
+    ``asr_ms`` transcription time; ``llm_ttft_ms`` the first round's time to first token;
+    ``llm_ms`` all model rounds; ``tts_first_audio_ms`` first sentence ready → its audio ready;
+    ``tts_ms`` all synthesis; ``turn_ms`` speech end → turn played; ``prompt_tokens`` tokens
+    evaluated (KV-cache reuse excluded). Marks: ``endpoint_ms`` endpoint decided,
+    ``asr_done_ms`` transcript ready, ``first_token_ms`` model first token,
+    ``first_sentence_ms`` first sentence ready for synthesis, ``first_audio_ms`` its audio
+    ready, ``first_played_ms`` first audio handed to the speaker (voice-to-voice).
     """
 
     name: ClassVar[str] = "timing"
@@ -163,15 +466,12 @@ class Timing(Event):
     tts_ms: float = 0.0
     turn_ms: float = 0.0
     prompt_tokens: int = 0
-
-
-@dataclass(frozen=True)
-class Skipped(Event):
-    """Input that produced no turn (no speech, hallucination filtered), with the reason."""
-
-    name: ClassVar[str] = "skipped"
-    reason: str = ""
-    source: str = ""
+    endpoint_ms: float = -1.0
+    asr_done_ms: float = -1.0
+    first_token_ms: float = -1.0
+    first_sentence_ms: float = -1.0
+    first_audio_ms: float = -1.0
+    first_played_ms: float = -1.0
 
 
 @dataclass(frozen=True)
@@ -183,82 +483,11 @@ class Error(Event):
 
 
 @dataclass(frozen=True)
-class BackgroundDone(Event):
-    """A background (asynchronous) tool call finished; the robot will speak about it.
+class Notice(Event):
+    """Something the user should know that is not a problem (e.g. "no camera: running without vision")."""
 
-    Attributes:
-        name: Tool name.
-        ok: Whether it succeeded.
-        result: Its result, or the error message.
-        call_id: The id of the call that started it (matches the earlier ``tool_call``).
-    """
-
-    name: ClassVar[str] = "background_done"
-    tool: str = ""
-    ok: bool = True
-    result: Any = None
-    call_id: str = ""
-
-
-
-# --- live mode (``bolt-agent run``) -----------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class LiveTiming(Timing):
-    """Per-turn latency of live mode, ms from the end of user speech (the VAD's speech end).
-
-    A :class:`Timing` (same event name, the inherited fields keep their meaning) with:
-    ``endpoint_ms`` endpoint decided, ``asr_done_ms`` transcript ready, ``first_token_ms`` LLM
-    first token, ``first_sentence_ms`` first sentence ready for synthesis, ``first_audio_ms``
-    first synthesized audio ready, ``first_played_ms`` first audio handed to the speaker
-    (voice-to-voice). A stage that did not happen is -1.
-    """
-
-    name: ClassVar[str] = "timing"
-    endpoint_ms: float = -1.0
-    asr_done_ms: float = -1.0
-    first_token_ms: float = -1.0
-    first_sentence_ms: float = -1.0
-    first_audio_ms: float = -1.0
-    first_played_ms: float = -1.0
-
-
-@dataclass(frozen=True)
-class Spoken(Event):
-    """A piece of the reply finished playing (``completed``) or was cut off by a barge-in or stop."""
-
-    name: ClassVar[str] = "spoken"
-    text: str = ""
-    completed: bool = True
-
-
-@dataclass(frozen=True)
-class BargeIn(Event):
-    """The user spoke over the robot: playback stopped, generation and synthesis were cancelled.
-
-    Attributes:
-        reason: ``speech`` (sustained user speech) or ``stop`` (a stop phrase).
-        stop_ms: Time from the decision to the speaker going silent, ms.
-    """
-
-    name: ClassVar[str] = "barge_in"
-    reason: str = "speech"
-    stop_ms: float = 0.0
-
-
-@dataclass(frozen=True)
-class HistoryCut(Event):
-    """After an interruption the assistant message in the history keeps only what was played.
-
-    Attributes:
-        kept: The assistant message as it now stands in the history.
-        dropped: Reply text that was generated but never played.
-    """
-
-    name: ClassVar[str] = "history_cut"
-    kept: str = ""
-    dropped: str = ""
+    name: ClassVar[str] = "notice"
+    message: str = ""
 
 
 @dataclass(frozen=True)
@@ -284,8 +513,29 @@ class DeviceState(Event):
 
 
 @dataclass(frozen=True)
-class Notice(Event):
-    """Something the user should know that is not a problem (e.g. "no camera: running without vision")."""
+class PlayedBlock(Event):
+    """A block the speaker just played, resampled to 16 kHz mono: the echo guard's reference.
 
-    name: ClassVar[str] = "notice"
-    message: str = ""
+    Attributes:
+        samples: ``(n,)`` float32 at 16 kHz (not printed).
+        t: Wall-clock time of the block's last sample (perf_counter s).
+    """
+
+    name: ClassVar[str] = "played_block"
+    public: ClassVar[bool] = False
+    samples: np.ndarray | None = _no_json()
+    t: float = 0.0
+
+
+@dataclass(frozen=True)
+class RobotParked(Event):
+    """The agent stopped and parked the robot: joints back at neutral, torque off.
+
+    Attributes:
+        positions: Last commanded position of every joint, degrees.
+        torque: Whether the drivers still hold torque (False once parked).
+    """
+
+    name: ClassVar[str] = "robot_parked"
+    positions: dict[str, float] = field(default_factory=dict)
+    torque: bool = False

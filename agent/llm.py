@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,10 +77,18 @@ class ChatModel:
 
         self.cfg = cfg
         self.path = Path(model_path)
+        if not isinstance(cfg.n_ctx, int):
+            raise LLMError('[llm] n_ctx = "fit" must be resolved to a number before the model is loaded '
+                           "(agent.memplan.resolve_n_ctx)")
+        self.n_ctx = cfg.n_ctx
         try:
-            self.llm = Llama(model_path=str(model_path), n_ctx=cfg.n_ctx, n_threads=cfg.threads,
-                             n_threads_batch=cfg.threads, n_gpu_layers=cfg.n_gpu_layers, n_batch=cfg.n_batch,
-                             seed=cfg.seed, vocab_only=vocab_only, verbose=False)
+            with _lazy_per_layer_embd(cfg.lazy_per_layer_embd):
+                self.llm = Llama(model_path=str(model_path), n_ctx=cfg.n_ctx, n_threads=cfg.threads,
+                                 n_threads_batch=cfg.threads, n_gpu_layers=cfg.n_gpu_layers,
+                                 n_batch=cfg.n_batch,
+                                 type_k=_ggml_type(cfg.cache_type_k), type_v=_ggml_type(cfg.cache_type_v),
+                                 flash_attn=cfg.flash_attn, swa_full=cfg.swa_full,
+                                 seed=cfg.seed, vocab_only=vocab_only, verbose=False)
         except (ValueError, RuntimeError, OSError) as e:
             raise LLMError(f"{model_path}: cannot load the model as GGUF ({e}); check the file or the "
                            f"[llm] model setting") from None
@@ -160,9 +169,9 @@ class ChatModel:
 
         tokens = self.tokenize(prompt)
         limit = max_tokens or self.cfg.max_tokens
-        if len(tokens) + 1 > self.cfg.n_ctx:
-            raise LLMError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.cfg.n_ctx}")
-        limit = min(limit, self.cfg.n_ctx - len(tokens))
+        if len(tokens) + 1 > self.n_ctx:
+            raise LLMError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
+        limit = min(limit, self.n_ctx - len(tokens))
         stop_ev = cancel or threading.Event()
         with self._lock:
             t0 = time.perf_counter()
@@ -203,6 +212,45 @@ class ChatModel:
         t0 = time.perf_counter()
         self.complete(prompt, max_tokens=2)
         return (time.perf_counter() - t0) * 1000.0
+
+
+def _ggml_type(name: str) -> int:
+    """llama.cpp's ggml type id for a cache type name (``"f16"``, ``"q8_0"``)."""
+    import llama_cpp
+
+    return getattr(llama_cpp, f"GGML_TYPE_{name.upper()}")
+
+
+_PARAMS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _lazy_per_layer_embd(on: bool) -> Iterator[None]:
+    """Load with ``lazy_mode = LLAMA_LAZY_MODE_ON`` (per-layer embeddings read on demand).
+
+    llama-cpp-python 0.3.36 does not expose the model parameter ``lazy_mode``; ``Llama``
+    builds its parameters from ``llama_model_default_params()``, so that function is wrapped
+    for the duration of one construction (under a lock).
+    """
+    if not on:
+        yield
+        return
+    import llama_cpp.llama as llama_mod
+
+    low = llama_mod.llama_cpp
+    with _PARAMS_LOCK:
+        base = low.llama_model_default_params
+
+        def params():  # returns a ctypes llama_model_params
+            p = base()
+            p.lazy_mode = low.LLAMA_LAZY_MODE_ON
+            return p
+
+        low.llama_model_default_params = params
+        try:
+            yield
+        finally:
+            low.llama_model_default_params = base
 
 
 class _StopOn:

@@ -7,8 +7,9 @@ import sys
 import threading
 from typing import TextIO
 
-from agent.events import (BackgroundDone, Error, Notice, Event, Ready, Reply, RobotCommand, Skipped, Timing, ToolCall, ToolResult,
-                          Transcript)
+from agent.events import (BackgroundDone, Error, Event, InputStarted, Notice, PlaybackStarted, Ready, Reply, RobotCommand,
+                          RobotParked, Skipped,
+                          Spoken, Timing, ToolCall, ToolResult, Transcript, Utterance)
 
 
 class EventPrinter:
@@ -70,6 +71,12 @@ class EventPrinter:
                        f"{ev.tts_first_audio_ms:.0f} ms | turn {ev.turn_ms:.0f} ms")
         elif isinstance(ev, BackgroundDone):
             self._line(f"[turn {ev.turn_id}] background {ev.tool} {'finished' if ev.ok else 'FAILED'}: {ev.result}")
+        elif isinstance(ev, (Utterance, Spoken, PlaybackStarted)):
+            return  # per-sentence detail: JSON mode only
+        elif isinstance(ev, RobotParked):
+            self._line(f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}")
+        elif isinstance(ev, InputStarted):
+            self._line(f"\n>>> playing {ev.source}")
         elif isinstance(ev, Notice):
             self._line(f"note: {ev.message}")
         elif isinstance(ev, Skipped):

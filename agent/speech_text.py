@@ -28,49 +28,55 @@ the output of the one before, so the order is part of the contract):
    the synthesizer's own reading (espeak reads digits too).
 7. Leftover markup characters and whitespace are tidied. No letter or digit left → ``""``.
 
-:func:`split_sentences` cuts cleaned text into sentences (pysbd) and cuts long ones at clause
-boundaries, so a synthesizer can start speaking after the first sentence. Everything here is
-pure Python and thread-safe (pysbd calls are serialised by a lock).
+Cutting the result into sentences is :func:`agent.sentences.split_sentences`. Everything here
+is pure Python and thread-safe.
 """
 
 from __future__ import annotations
 
 import re
-import sys
-import threading
 import unicodedata
-from functools import lru_cache
 
 from agent.speech_numbers import speak_numbers
 
-__all__ = ["clean_for_speech", "split_sentences", "limit_sentences"]
+__all__ = ["clean_for_speech"]
 
 # --- 1. Markup that is never spoken ---------------------------------------------------------------
 
 # (opener, closer) of blocks dropped with their content. Thinking blocks first.
 _BLOCKS: list[tuple[re.Pattern[str], re.Pattern[str]]] = [
     (re.compile(o, re.I), re.compile(c, re.I))
-    for o, c in [(r"<think>", r"</think>"), (r"<thinking>", r"</thinking>"), (r"<\|channel>", r"<channel\|>"),
-                 (r"<\|tool_call>", r"<tool_call\|>"), (r"<tool_call>", r"</tool_call>"),
-                 (r"<\|tool_response>", r"<tool_response\|>"), (r"<tool_response>", r"</tool_response>"),
-                 (r"<\|tool>", r"<tool\|>")]
+    for o, c in [
+        (r"<think>", r"</think>"),
+        (r"<thinking>", r"</thinking>"),
+        (r"<\|channel>", r"<channel\|>"),
+        (r"<\|tool_call>", r"<tool_call\|>"),
+        (r"<tool_call>", r"</tool_call>"),
+        (r"<\|tool_response>", r"<tool_response\|>"),
+        (r"<tool_response>", r"</tool_response>"),
+        (r"<\|tool>", r"<tool\|>"),
+    ]
 ]
 _ROLE_TOKEN = re.compile(
     r"(?:<\|turn>|<\|im_start\|>|<start_of_turn>|<\|start_header_id\|>)\s*"
-    r"(?:model|user|system|assistant|tool|developer)?(?:<\|end_header_id\|>)?", re.I)
+    r"(?:model|user|system|assistant|tool|developer)?(?:<\|end_header_id\|>)?",
+    re.I,
+)
 _SPECIAL_TOKEN = re.compile(
     r"<\|[^<>\s]{0,40}?\|?>|<[^<>\s|/]{1,40}\|>|</?s>"
-    r"|<(?:eos|bos|pad|unk|mask|start_of_turn|end_of_turn|end_of_text|endoftext)>", re.I)
+    r"|<(?:eos|bos|pad|unk|mask|start_of_turn|end_of_turn|end_of_text|endoftext)>",
+    re.I,
+)
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>")
 
 
 def _strip_block(text: str, opener: re.Pattern[str], closer: re.Pattern[str]) -> str:
     first_close, first_open = closer.search(text), opener.search(text)
     if first_close and (first_open is None or first_close.start() < first_open.start()):
-        text = text[first_close.end():]  # the opener was in the prompt: all before is inside
+        text = text[first_close.end() :]  # the opener was in the prompt: all before is inside
     parts, pos = [], 0
     while (m := opener.search(text, pos)) is not None:
-        parts.append(text[pos:m.start()])
+        parts.append(text[pos : m.start()])
         end = closer.search(text, m.end())
         if end is None:  # cut off inside the block: nothing after it is speakable
             pos = len(text)
@@ -97,11 +103,23 @@ _REF_LINK = re.compile(r"\[([^\]\n]+)\]\[[^\]\n]*\]")
 _REF_DEF = re.compile(r"^\s{0,3}\[[^\]\n]+\]:\s*\S+.*$", re.M)
 _URL = re.compile(r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'\])]*[^\s<>\"'\]).,!?;:]", re.I)
 _EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
-_DOMAIN = re.compile(r"\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|ai|dev|edu|gov|app|info|co\.uk)"
-                     r"(?:/[^\s]*[^\s.,!?;:)])?(?![\w.]*\w)", re.I)
+_DOMAIN = re.compile(
+    r"\b(?:[a-z0-9-]+\.)+(?:com|org|net|io|ai|dev|edu|gov|app|info|co\.uk)"
+    r"(?:/[^\s]*[^\s.,!?;:)])?(?![\w.]*\w)",
+    re.I,
+)
 
-_CODE_AND_LINKS = [(_FENCE, "\n"), (_INLINE_CODE, " "), (_HTML_TAG, " "), (_IMAGE, " "), (_LINK, r"\1"),
-                   (_REF_LINK, r"\1"), (_URL, "a link"), (_EMAIL, "an email address"), (_DOMAIN, "a link")]
+_CODE_AND_LINKS = [
+    (_FENCE, "\n"),
+    (_INLINE_CODE, " "),
+    (_HTML_TAG, " "),
+    (_IMAGE, " "),
+    (_LINK, r"\1"),
+    (_REF_LINK, r"\1"),
+    (_URL, "a link"),
+    (_EMAIL, "an email address"),
+    (_DOMAIN, "a link"),
+]
 
 _HEADER = re.compile(r"^\s{0,3}#{1,6}\s+(.*?)\s*#*\s*$")
 _RULE = re.compile(r"^\s{0,3}([-*_])(?:\s*\1){2,}\s*$")
@@ -134,7 +152,7 @@ def _markdown_lines(text: str) -> str:
             cells = [c.strip() for c in line.strip("|").split("|")]
             line = _full_stop(", ".join(c for c in cells if c))
         elif (b := _BULLET.match(line)) is not None:
-            line = _full_stop(line[b.end():])
+            line = _full_stop(line[b.end() :])
         paragraphs[-1].append(line)
     return " ".join(_full_stop(_join_lines(p)) for p in paragraphs if p)
 
@@ -157,20 +175,30 @@ def _emphasis(text: str) -> str:
 # --- 5. Emoji and symbols -------------------------------------------------------------------------
 
 _DEGREES = re.compile(r"\s*°(?:\s*([CF])(?![A-Za-z]))?")
-_DROP_RANGES = [(0x2190, 0x21FF), (0x2300, 0x23FF), (0x25A0, 0x27BF), (0x27F0, 0x2BFF),
-                (0x1F000, 0x1FAFF), (0xE0000, 0xE007F)]
+_DROP_RANGES = [
+    (0x2190, 0x21FF),
+    (0x2300, 0x23FF),
+    (0x25A0, 0x27BF),
+    (0x27F0, 0x2BFF),
+    (0x1F000, 0x1FAFF),
+    (0xE0000, 0xE007F),
+]
 _DROP_SINGLE = {0x200D, 0x20E3, 0xFE0E, 0xFE0F}
 
 
 def _drop_symbol(ch: str) -> bool:
     cp = ord(ch)
-    return cp >= 0x80 and (cp in _DROP_SINGLE or any(lo <= cp <= hi for lo, hi in _DROP_RANGES)
-                           or unicodedata.category(ch) in ("So", "Sk", "Co", "Cn", "Cs", "Cf"))
+    return cp >= 0x80 and (
+        cp in _DROP_SINGLE
+        or any(lo <= cp <= hi for lo, hi in _DROP_RANGES)
+        or unicodedata.category(ch) in ("So", "Sk", "Co", "Cn", "Cs", "Cf")
+    )
 
 
 def _strip_symbols(text: str) -> str:
     text = _DEGREES.sub(
-        lambda m: " degrees" + {"C": " Celsius", "F": " Fahrenheit"}.get(m.group(1) or "", ""), text)
+        lambda m: " degrees" + {"C": " Celsius", "F": " Fahrenheit"}.get(m.group(1) or "", ""), text
+    )
     text = text.replace("\u00ad", "")  # soft hyphen: inside a word, not a break
     return "".join(" " if _drop_symbol(ch) else ch for ch in text)
 
@@ -206,6 +234,7 @@ def clean_for_speech(text: str) -> str:
     Returns:
         One line of plain text, single-spaced, or ``""`` when nothing speakable is left
         (no letter or digit remains).
+
     """
     if not text:
         return ""
@@ -218,107 +247,3 @@ def clean_for_speech(text: str) -> str:
     text = _strip_symbols(text)
     text = speak_numbers(text)
     return _tidy(text)
-
-
-# --- Sentences ------------------------------------------------------------------------------------
-
-_CLAUSE_BREAK = re.compile(r"(?<=[,;:—–])\s+|(?<=\s-)\s+|(?<=[—–])(?=\w)")
-_FALLBACK_SPLIT = re.compile(r"(?<=[.!?])['\")\]]*\s+(?=\S)")
-_SEGMENTER_LOCK = threading.Lock()  # a pysbd Segmenter keeps per-call state on itself
-
-
-@lru_cache(maxsize=1)
-def _segmenter():  # noqa: ANN202 - pysbd has no type hints
-    import pysbd
-
-    return pysbd.Segmenter(language="en", clean=False)
-
-
-def _sentences(text: str) -> list[str]:
-    try:
-        with _SEGMENTER_LOCK:
-            found = [s.strip() for s in _segmenter().segment(text)]
-    except Exception:  # noqa: BLE001 - pysbd has crashed on odd inputs; fall back to a regex
-        found = []
-    if "".join("".join(found).split()) != "".join(text.split()):  # pysbd lost or added text
-        found = [s.strip() for s in _FALLBACK_SPLIT.split(text)]
-    merged: list[str] = []
-    for s in filter(None, found):
-        if merged and not any(ch.isalnum() for ch in s):
-            merged[-1] += s  # a stray "." or "!" belongs to the sentence before
-        else:
-            merged.append(s)
-    return merged
-
-
-def _pack(pieces: list[str], max_chars: int) -> list[str]:
-    out: list[str] = []
-    for piece in pieces:
-        if out and len(out[-1]) + 1 + len(piece) <= max_chars:
-            out[-1] += " " + piece
-        else:
-            out.append(piece)
-    return out
-
-
-def _split_long(sentence: str, max_chars: int) -> list[str]:
-    if len(sentence) <= max_chars:
-        return [sentence]
-    pieces: list[str] = []
-    for clause in (c.strip() for c in _CLAUSE_BREAK.split(sentence)):
-        if len(clause) <= max_chars:
-            pieces.append(clause)
-            continue
-        words: list[str] = []
-        for word in clause.split():  # no clause boundary short enough: cut between words
-            words.extend(word[i:i + max_chars] for i in range(0, len(word), max_chars))
-        pieces.extend(_pack(words, max_chars))
-    return _pack([p for p in pieces if p], max_chars)
-
-
-def split_sentences(text: str, max_chars: int = 200) -> list[str]:
-    """Cut text into sentences for synthesis, none longer than ``max_chars``.
-
-    Sentences come from pysbd (English rules, abbreviations aware). A sentence longer than
-    ``max_chars`` is cut at clause boundaries (after ``,`` ``;`` ``:`` or a dash), packing
-    neighbouring clauses back together while they fit; a clause still too long is cut
-    between words, and a single word longer than ``max_chars`` is cut into pieces.
-
-    Args:
-        text: Plain text, usually the output of :func:`clean_for_speech`.
-        max_chars: Longest piece in characters; must be ≥ 1.
-
-    Returns:
-        Stripped, non-empty pieces in order; ``[]`` for empty or blank text. A piece made
-        only of punctuation is joined to the piece before it.
-
-    Raises:
-        ValueError: ``max_chars`` < 1.
-    """
-    if max_chars < 1:
-        raise ValueError(f"max_chars must be >= 1, got {max_chars}")
-    if not text or not text.strip():
-        return []
-    return [piece for s in _sentences(text.strip()) for piece in _split_long(s, max_chars)]
-
-
-def limit_sentences(text: str, n: int) -> str:
-    """Keep at most the first ``n`` sentences of ``text``.
-
-    Args:
-        text: Plain text (sentences found as in :func:`split_sentences`, long ones not cut).
-        n: Most sentences to keep; 0 keeps everything.
-
-    Returns:
-        The kept sentences joined by single spaces (``text`` stripped when ``n`` is 0 or the
-        text has no more than ``n`` sentences).
-
-    Raises:
-        ValueError: ``n`` < 0.
-    """
-    if n < 0:
-        raise ValueError(f"n must be >= 0 (0 = no limit), got {n}")
-    if n == 0:
-        return text.strip()
-    sentences = split_sentences(text, max_chars=sys.maxsize)
-    return text.strip() if len(sentences) <= n else " ".join(sentences[:n])

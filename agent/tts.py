@@ -7,7 +7,7 @@ Design:
   takes the first-call cost out of the first reply.
 * :meth:`PiperTTS.synthesize` is a generator. It cleans the reply for speech
   (:func:`agent.speech_text.clean_for_speech`), cuts it into sentences
-  (:func:`agent.speech_text.split_sentences`) and synthesizes one sentence each time the
+  (:func:`agent.sentences.split_sentences`) and synthesizes one sentence each time the
   caller asks for the next chunk, so playback starts after the first sentence (typically
   50-100 ms here) and a barge-in cancels by simply stopping iteration: no sentence after the
   current one is ever computed. Each :class:`SpeechChunk` keeps the text it says, so a caller
@@ -37,7 +37,8 @@ from typing import Protocol
 
 import numpy as np
 
-from agent.speech_text import clean_for_speech, split_sentences
+from agent.sentences import split_sentences
+from agent.speech_text import clean_for_speech
 
 __all__ = ["TTSError", "SpeechChunk", "SynthesisResult", "TextToSpeech", "PiperTTS"]
 
@@ -61,6 +62,7 @@ class SpeechChunk:
         text: The sentence as spoken (already cleaned for speech).
         audio: Mono PCM samples, ``np.int16``, shape ``(n_samples,)``.
         sample_rate: Samples per second of ``audio``, Hz.
+
     """
 
     text: str
@@ -83,6 +85,7 @@ class SynthesisResult:
         duration_s: Audio length in seconds.
         first_audio_ms: Time from the call to the first sentence's audio being ready, ms.
         total_ms: Time from the call until the file was complete, ms.
+
     """
 
     path: Path
@@ -123,17 +126,22 @@ class PiperTTS:
     Raises:
         TTSError: the voice or its config is missing or unreadable, ``length_scale`` ≤ 0, or
             ``speaker_id`` is out of range. The message names the file and the fix.
+
     """
 
     def __init__(self, voice_path: Path, length_scale: float = 1.0, speaker_id: int | None = None) -> None:
         voice_path = Path(voice_path).expanduser()
         config_path = Path(f"{voice_path}.json")
         if not voice_path.is_file():
-            raise TTSError(f"piper voice not found: {voice_path}; set tts.voice in the config to a piper "
-                           f"'.onnx' voice file, or use packaged:piper-joe-medium")
+            raise TTSError(
+                f"piper voice not found: {voice_path}; set tts.voice in the config to a piper "
+                f"'.onnx' voice file, or use packaged:piper-joe-medium"
+            )
         if not config_path.is_file():
-            raise TTSError(f"piper voice config not found: {config_path}; a piper voice is two files, "
-                           f"put the voice's '.onnx.json' next to {voice_path.name}")
+            raise TTSError(
+                f"piper voice config not found: {config_path}; a piper voice is two files, "
+                f"put the voice's '.onnx.json' next to {voice_path.name}"
+            )
         if not length_scale > 0:
             raise TTSError(f"length_scale must be > 0 (1.0 = normal pace), got {length_scale}")
         from piper import PiperVoice, SynthesisConfig
@@ -141,12 +149,16 @@ class PiperTTS:
         try:
             voice = PiperVoice.load(voice_path, config_path=config_path)
         except Exception as e:  # onnxruntime and json raise many types; all mean "unusable voice"
-            raise TTSError(f"cannot load piper voice {voice_path} ({e.__class__.__name__}: {e}); the file "
-                           f"or its '.onnx.json' is corrupt or not a piper voice: download it again") from e
+            raise TTSError(
+                f"cannot load piper voice {voice_path} ({e.__class__.__name__}: {e}); the file "
+                f"or its '.onnx.json' is corrupt or not a piper voice: download it again"
+            ) from e
         n_speakers = max(1, int(voice.config.num_speakers))
         if speaker_id is not None and not 0 <= speaker_id < n_speakers:
-            raise TTSError(f"speaker_id {speaker_id} is out of range for {voice_path.name}, which has "
-                           f"{n_speakers} speaker(s): use 0..{n_speakers - 1} or leave it unset")
+            raise TTSError(
+                f"speaker_id {speaker_id} is out of range for {voice_path.name}, which has "
+                f"{n_speakers} speaker(s): use 0..{n_speakers - 1} or leave it unset"
+            )
         self._voice = voice
         self._syn_config = SynthesisConfig(speaker_id=speaker_id, length_scale=length_scale)
         self._lock = threading.Lock()
@@ -162,6 +174,7 @@ class PiperTTS:
 
         Returns:
             Time the warm-up took, ms.
+
         """
         start = time.perf_counter()
         self._sentence_audio(_WARMUP_TEXT)
@@ -184,13 +197,19 @@ class PiperTTS:
             Chunks in order, ``audio`` int16 mono at :attr:`sample_rate`. Nothing when the
             text has nothing speakable. A sentence on which piper fails is logged (warning)
             and skipped; a sentence that gives no audio is skipped.
+
         """
         for sentence in split_sentences(clean_for_speech(text), MAX_SENTENCE_CHARS):
             try:
                 audio = self._sentence_audio(sentence)
             except Exception as e:  # noqa: BLE001 - one bad sentence must not silence the reply
-                logger.warning("TTS failed on sentence %r (%s: %s); skipped", sentence,
-                               e.__class__.__name__, e, exc_info=True)
+                logger.warning(
+                    "TTS failed on sentence %r (%s: %s); skipped",
+                    sentence,
+                    e.__class__.__name__,
+                    e,
+                    exc_info=True,
+                )
                 continue
             if audio.size == 0:
                 logger.debug("TTS produced no audio for %r; skipped", sentence)
@@ -211,6 +230,7 @@ class PiperTTS:
 
         Raises:
             OSError: the file cannot be written.
+
         """
         start = time.perf_counter()
         path = Path(path)
@@ -235,5 +255,10 @@ class PiperTTS:
                 wav.close()
         if wav is None or first_audio_ms is None:
             return None
-        return SynthesisResult(path=path, text=" ".join(spoken), duration_s=n_samples / self.sample_rate,
-                               first_audio_ms=first_audio_ms, total_ms=(time.perf_counter() - start) * 1000)
+        return SynthesisResult(
+            path=path,
+            text=" ".join(spoken),
+            duration_s=n_samples / self.sample_rate,
+            first_audio_ms=first_audio_ms,
+            total_ms=(time.perf_counter() - start) * 1000,
+        )

@@ -26,7 +26,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from agent.config import CameraConfig
+from hardware.config import CameraConfig
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.config import DriverConfig, JointConfig, RobotConfig
 from hardware.animation import Animation, load_animations
+from hardware.config import DriverConfig, JointConfig, RobotConfig
 from hardware.driver import Channel, Driver, DriverError, JointRouter, StatusCallback
 from hardware.joints import Joint
 from hardware.robot import Robot

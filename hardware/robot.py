@@ -67,6 +67,8 @@ class Robot:
         self.playing: str | None = None
         self._estopped = False
         self._closed = False
+        self.torque_on = True
+        """Whether the robot last asked its drivers to hold torque (False after e-stop and close)."""
         self._closing = False
 
     # --- status -------------------------------------------------------------------
@@ -230,6 +232,7 @@ class Robot:
             self._estopped = True
         self.stop()
         self.driver.estop()
+        self.torque_on = False
         log.warning("emergency stop latched")
 
     def clear_estop(self) -> None:
@@ -238,6 +241,7 @@ class Robot:
             self._estopped = False
             self._last_t = None
         self.driver.set_torque(True)
+        self.torque_on = True
         self.on_driver_status(getattr(self.driver, "name", ""), "online", "")
 
     def close(self, neutral_ms: float = 500.0) -> None:
@@ -267,6 +271,7 @@ class Robot:
                 )
                 self.driver.sync(1.0)
             self.driver.set_torque(False)
+            self.torque_on = False
             self.driver.sync(1.0)
         finally:
             self._closing = False

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent.config import CameraConfig, VisionConfig
 from hardware.camera import Camera
+from hardware.config import CameraConfig, VisionConfig
 from hardware.scene import Describer, DescriberError, OpenCVDescriber, Scene
 
 log = logging.getLogger(__name__)

@@ -4,20 +4,20 @@ Movements start an animation on the robot and return at once, so the robot can s
 while it moves; ``stop`` cancels whatever is running and holds position. Results are short
 first-person sentences: small models repeat them almost word for word.
 
-``play_animation``'s ``name`` enum: at import it lists the packaged animations
-(``hardware/animations``); after building the robot the agent calls
-``install_play_animation(registry, robot.animations)`` so animations from the config's
-folders are listed too (schemas come from signatures, so the enum is a ``Literal`` built at
-load time by :func:`make_play_animation`).
+``play_animation``'s ``name`` enum lists the robot's animations: the parameter is
+``Annotated[str, Choices(ANIMATIONS, ...)]``, and the registry turns it into a ``Literal``
+of the names it was handed (``load_registry(..., animations=robot.animations)``, which
+includes animations from the config's folders). Without names it lists the packaged
+animations (``hardware/animations``).
 """
 
 import dataclasses
-from collections.abc import Callable, Iterable
 from typing import Annotated, Literal
 
 from pydantic import Field
 
-from agent.skills import SkillContext, SkillRegistry, build_skill, skill
+from agent.skills import ANIMATIONS, Choices, SkillContext, skill
+from hardware.factory import BUILTIN_ANIMATIONS
 
 
 @skill(keywords=("wave", "waving", "hello", "hi", "bye", "goodbye"))
@@ -25,6 +25,7 @@ def wave(ctx: SkillContext, hand: Literal["left", "right"] = "right") -> str:
     """Wave hello with one hand.
 
     Args:
+        ctx: The robot (not shown to the model).
         hand: Which hand waves.
 
     """
@@ -76,59 +77,27 @@ def emergency_stop(ctx: SkillContext) -> str:
     return "Emergency stop: my motors are off until someone clears it."
 
 
-def _animation_names() -> tuple[str, ...]:
-    from hardware.factory import BUILTIN_ANIMATIONS
-
-    return tuple(sorted(p.stem for p in BUILTIN_ANIMATIONS.glob("*.json"))) or ("none",)
+PACKAGED_ANIMATIONS = tuple(sorted(p.stem for p in BUILTIN_ANIMATIONS.glob("*.json")))
 
 
-def make_play_animation(names: Iterable[str]) -> Callable[..., str]:
-    """Build the ``play_animation`` skill whose ``name`` enum lists ``names``.
+@skill(keywords=("animation", "play", "perform", "show"))
+def play_animation(
+    ctx: SkillContext,
+    name: Annotated[str, Choices(ANIMATIONS, default=PACKAGED_ANIMATIONS)],
+    loop: bool = False,
+) -> str:
+    """Play one of the robot's keyframe animations (it blends from the current pose).
 
     Args:
-        names: Animation names the robot has (``robot.animations``).
-
-    Returns:
-        A marked skill function; register it with ``registry.register(fn)``, or replace the
-        packaged one with :func:`install_play_animation`.
+        ctx: The robot (not shown to the model).
+        name: Which animation to play.
+        loop: Repeat until stopped.
 
     """
-    choices = tuple(sorted(set(names))) or ("none",)
-    Name = Literal[choices]  # type: ignore[valid-type]  # built at load time from the robot's files
-
-    def play_animation(ctx: SkillContext, name: Name, loop: bool = False) -> str:  # type: ignore[valid-type]
-        """Play one of the robot's keyframe animations (it blends from the current pose).
-
-        Args:
-            name: Which animation to play.
-            loop: Repeat until stopped.
-
-        """
-        anim = ctx.robot.animations.get(name)
-        if anim is None:
-            raise ValueError(
-                f"no animation {name!r}; known: {', '.join(sorted(ctx.robot.animations)) or 'none'}"
-            )
-        if loop:
-            anim = dataclasses.replace(anim, loop=True)
-        ctx.robot.play(anim)
-        return f"I am playing the {name} animation{' in a loop' if loop else ''}."
-
-    play_animation.__annotations__["name"] = Name
-    return skill(keywords=("animation", "play", "perform", "show"))(play_animation)
-
-
-def install_play_animation(registry: SkillRegistry, names: Iterable[str]) -> None:
-    """Replace the registry's ``play_animation`` with one whose enum lists ``names`` (the robot's animations).
-
-    Call after ``load_registry(...)`` and ``build_robot(...)``:
-    ``install_play_animation(registry, robot.animations)``. Keeps the skill's position; does
-    nothing when ``play_animation`` was not enabled.
-    """
-    if "play_animation" not in registry.skills:
-        return
-    sk = build_skill(make_play_animation(names), registry.skills["play_animation"].source)
-    registry.skills["play_animation"] = sk
-
-
-play_animation = make_play_animation(_animation_names())
+    anim = ctx.robot.animations.get(name)
+    if anim is None:
+        raise ValueError(f"no animation {name!r}; known: {', '.join(sorted(ctx.robot.animations)) or 'none'}")
+    if loop:
+        anim = dataclasses.replace(anim, loop=True)
+    ctx.robot.play(anim)
+    return f"I am playing the {name} animation{' in a loop' if loop else ''}."

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.config import RobotConfig
+from hardware.config import RobotConfig
 
 JOINTS = [
     {"name": "head_yaw", "min_deg": -60, "max_deg": 60, "max_speed_dps": 240},

@@ -10,7 +10,7 @@ from agent.asr import WhisperASR
 from agent.audio import AudioError, decode_file, write_wav
 from agent.config import load_config
 from agent.models import resolve_model
-from agent.vad import split_utterances
+from agent.live.vad_stream import find_utterances
 
 JFK = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country."
 
@@ -55,7 +55,7 @@ def test_48k_stereo_int16_becomes_16k_mono(tmp_path, fixtures_dir):
         w.writeframes((stereo * 32767).astype(np.int16).tobytes())
     back = decode_file(path)
     assert abs(back.size - src.size) < 100
-    segs = split_utterances(back, load_config().vad)
+    segs = find_utterances(back, load_config().vad)
     assert len(segs) == 1
 
 
@@ -80,14 +80,14 @@ def test_missing_file(tmp_path):
 
 def test_digital_silence_has_no_utterance(tmp_path):
     p = write_wav(tmp_path / "silence.wav", np.zeros(32000, dtype=np.int16), 16000)
-    assert split_utterances(decode_file(p), load_config().vad) == []
+    assert find_utterances(decode_file(p), load_config().vad) == []
 
 
 def test_noise_tap_has_no_utterance(tmp_path, asr):
     rng = np.random.default_rng(1)
     audio = np.zeros(16000 * 2, dtype=np.float32)
     audio[8000:8000 + 4800] = rng.standard_normal(4800).astype(np.float32) * 0.5  # 0.3 s burst
-    segs = split_utterances(audio, load_config().vad)
+    segs = find_utterances(audio, load_config().vad)
     texts = [asr.transcribe(s.audio).text for s in segs]
     assert all(t == "" for t in texts), texts
 
@@ -103,8 +103,8 @@ def test_vad_splits_commands(fixtures_dir):
     a = decode_file(fixtures_dir / "commands" / "wave_right.wav")
     b = decode_file(fixtures_dir / "commands" / "nod.wav")
     both = np.concatenate([a, np.zeros(16000, dtype=np.float32), b])
-    segs = split_utterances(both, cfg)
-    assert len(segs) == 2 and segs[0].end_ms < segs[1].start_ms
+    segs = find_utterances(both, cfg)
+    assert len(segs) == 2 and segs[0].end_sample < segs[1].end_sample - segs[1].audio.size
 
 
 def test_packaged_model_paths():

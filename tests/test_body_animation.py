@@ -10,11 +10,10 @@ import typer
 from typer.testing import CliRunner
 
 from agent.cli_body import register
-from agent.config import RobotConfig
-from agent.skills import SkillContext, load_registry
+from agent.skills import ANIMATIONS, SkillContext, load_registry
+from hardware.config import RobotConfig
 from hardware.factory import build_robot
 from hardware.speech_motion import envelope_keyframes, speak_along
-from skills.motion import install_play_animation
 
 
 def _write(folder, name, data):
@@ -92,15 +91,22 @@ def test_play_animation_skill_enum_from_the_robots_animations(tmp_path):
         {"keyframes": [{"t_ms": 200, "pose": {"head_pitch": -20}}, {"t_ms": 400, "pose": {"head_pitch": 0}}]},
     )
     robot, _ = build_robot(RobotConfig(animation_folders=[anims]))
-    reg = load_registry([])
-    assert reg.skills["play_animation"].parameters["properties"]["name"]["enum"] == ["dance", "nod", "wave"]
-    install_play_animation(reg, robot.animations)
+    packaged = load_registry([])  # no names handed over: the packaged animations
+    enum = packaged.skills["play_animation"].parameters["properties"]["name"]["enum"]
+    assert enum == ["dance", "nod", "wave"]
+    reg = load_registry([], animations=robot.animations)  # the robot's names, handed to the registry
     assert reg.skills["play_animation"].parameters["properties"]["name"]["enum"] == [
         "bow",
         "dance",
         "nod",
         "wave",
     ]
+    # Names handed over later rebuild the skill in place (same position, same source).
+    order, source = packaged.names(), packaged.skills["play_animation"].source
+    packaged.set_choices(ANIMATIONS, ["bow", "wave", "bow"])
+    assert packaged.names() == order and packaged.skills["play_animation"].source == source
+    assert packaged.skills["play_animation"].parameters["properties"]["name"]["enum"] == ["bow", "wave"]
+    assert packaged.skills["wave"].parameters == reg.skills["wave"].parameters
     ctx = SkillContext(robot=robot)
     assert reg.call("play_animation", {"name": "bow"}, ctx).ok
     assert robot.playing == "bow"

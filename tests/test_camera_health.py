@@ -5,8 +5,8 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from agent.config import CameraConfig
 from hardware.camera import Camera
+from hardware.config import CameraConfig
 
 
 def _video(path, frames) -> str:

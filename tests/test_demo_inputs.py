@@ -7,7 +7,7 @@ from agent.config import load_config
 from agent.demo import BUILTIN_UTTERANCES, demo_inputs
 from agent.models import resolve_model
 from agent.tts import PiperTTS
-from agent.vad import split_utterances
+from agent.live.vad_stream import find_utterances
 
 
 def test_builtin_utterances_are_synthesized_once_and_hold_speech(tmp_path, monkeypatch):
@@ -18,7 +18,7 @@ def test_builtin_utterances_are_synthesized_once_and_hold_speech(tmp_path, monke
     assert str(tmp_path) in origin
     stamps = [p.stat().st_mtime_ns for p, _ in inputs]
     for path, _ in inputs:
-        segs = split_utterances(decode_file(path), load_config().vad)
+        segs = find_utterances(decode_file(path), load_config().vad)
         assert len(segs) == 1  # one utterance per file, with silence around it
     again, _ = demo_inputs(None, tts)
     assert [p.stat().st_mtime_ns for p, _ in again] == stamps  # cached, not synthesized again

@@ -77,12 +77,18 @@ def agent(pulse, tmp_path_factory):
     a.wait(lambda e: e["event"] == "device" and e["kind"] == "output" and e["state"] in ("open", "failed"),
            timeout=120)
     yield a
+    t0 = time.monotonic()
     a.proc.terminate()  # SIGTERM: a clean stop
     try:
         a.proc.wait(20)
     except subprocess.TimeoutExpired:
         a.proc.kill()
         pytest.fail("agent did not stop on SIGTERM")
+    took = time.monotonic() - t0
+    time.sleep(0.2)
+    parked = [e for e in a.events if e["event"] == "robot_parked"]
+    assert took < 2.0 and parked and parked[-1]["torque"] is False, (took, parked)
+    assert all(abs(v) < 0.5 for v in parked[-1]["positions"].values()), parked
 
 
 @pytest.fixture(scope="module")
@@ -139,13 +145,14 @@ def test_two_turns_in_a_row(agent, pulse, fixtures_dir):
 def test_barge_in_stops_playback_and_cuts_history(agent, pulse, fixtures_dir):
     start = len(agent.events)
     pulse.play(fixtures_dir / "commands" / "joke.wav")
-    first = agent.wait(lambda e: e["event"] == "reply", start)
+    first = agent.wait(lambda e: e["event"] == "speaking", start)  # the robot has started to talk
     time.sleep(0.3)
     pulse.play(fixtures_dir / "commands" / "look_left.wav")  # the user talks over the robot
     barge = agent.wait(lambda e: e["event"] == "barge_in" and e["turn_id"] == first["turn_id"], start)
     assert barge["reason"] == "speech" and barge["stop_ms"] < 150
     cut = agent.wait(lambda e: e["event"] == "history_cut" and e["turn_id"] == first["turn_id"], start)
-    assert cut["kept"] != first["text"] and cut["dropped"]
+    reply = agent.wait(lambda e: e["event"] == "reply" and e["turn_id"] == first["turn_id"], start)
+    assert cut["kept"] != reply["text"] and cut["dropped"]
     agent.wait(lambda e: e["event"] == "transcript" and "left" in e["text"].lower(), start)
     agent.wait(lambda e: e["event"] == "timing" and e["turn_id"] > first["turn_id"], start)
 
@@ -161,6 +168,24 @@ def test_robot_does_not_answer_itself(agent, pulse, fixtures_dir):
         assert len(transcripts) == 1, (transcripts, agent.since(start, "skipped"))
     finally:
         pulse.pactl("unload-module", mod)
+
+
+def test_timer_result_is_spoken_when_it_fires(agent, pulse, fixtures_dir, asr, tmp_path):
+    start = len(agent.events)
+    pulse.play(fixtures_dir / "commands" / "timer.wav")  # "Set a timer for ten seconds."
+    call = agent.wait(lambda e: e["event"] == "tool_call" and e["name"] == "set_timer", start)
+    agent.wait(lambda e: e["event"] == "timing" and e["turn_id"] == call["turn_id"], start)  # acknowledged
+    rec_path = tmp_path / "timer.wav"
+    rec = pulse.record(rec_path)
+    secs = float(call["arguments"]["seconds"])
+    done = agent.wait(lambda e: e["event"] == "background_done", start, timeout=secs + 30)
+    assert done["call_id"] == call["call_id"] and done["ok"]
+    reply = agent.wait(lambda e: e["event"] == "reply" and e["turn_id"] == done["turn_id"], start)
+    time.sleep(0.5)
+    stop_recording(rec)
+    heard = asr.transcribe(read_wav(rec_path)).text
+    assert len(_words(heard) & _words(reply["text"])) >= 2, (heard, reply["text"])
+    assert len([e for e in agent.since(start, "background_done")]) == 1  # exactly once
 
 
 def test_sound_server_restart(agent, pulse, fixtures_dir):

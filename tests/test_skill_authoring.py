@@ -8,8 +8,7 @@ from datetime import datetime
 import pytest
 
 from agent.config import load_config
-from agent.skill_authoring import ENTRY_POINT_GROUP, new_skill_file
-from agent.skills import SkillContext, SkillError, load_registry
+from agent.skills import ENTRY_POINT_GROUP, SkillContext, SkillError, load_registry, new_skill_file
 from hardware.factory import build_robot
 
 
@@ -58,8 +57,8 @@ def test_skills_from_an_installed_package_entry_point(tmp_path, monkeypatch):
 def test_cli_skills_new_and_list(tmp_path):
     import subprocess
 
-    r = subprocess.run([sys.executable, "-m", "agent", "skills", "new", "wiggle", "--dir", str(tmp_path / "s")],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-m", "agent", "skills", "new", "wiggle", "--dir",
+                        str(tmp_path / "s")], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "wiggle.py" in r.stdout
     cfg = tmp_path / "robot.toml"
     cfg.write_text('[skills]\nfolders = ["s"]\n')

@@ -5,7 +5,7 @@ import pytest
 from pydantic import Field
 
 from agent.config import load_config
-from agent.skills import SkillContext, SkillRegistry, load_registry, skill
+from agent.skills import Choices, SkillContext, SkillError, SkillRegistry, load_registry, skill
 from hardware.factory import build_robot
 
 
@@ -87,9 +87,11 @@ def test_broken_skill_file_is_reported_and_others_load(tmp_path):
     (tmp_path / "good.py").write_text(
         "from agent.skills import skill\n\n@skill\ndef beep(times: int = 1) -> str:\n"
         "    '''Beep.'''\n    return 'beep' * times\n")
-    (tmp_path / "broken.py").write_text("from agent.skills import skill\n\nx = 1\nraise ValueError('oops')\n")
+    (tmp_path / "broken.py").write_text(
+        "from agent.skills import skill\n\nx = 1\nraise ValueError('oops')\n")
     (tmp_path / "syntax.py").write_text("def (:\n")
-    (tmp_path / "untyped.py").write_text("from agent.skills import skill\n\n@skill\ndef f(a):\n    '''F.'''\n")
+    (tmp_path / "untyped.py").write_text(
+        "from agent.skills import skill\n\n@skill\ndef f(a):\n    '''F.'''\n")
     reg = load_registry([tmp_path])
     assert "beep" in reg.names() and "wave" in reg.names()
     joined = "\n".join(reg.load_errors)
@@ -102,7 +104,8 @@ def test_literal_and_defaults_in_schema():
     reg = SkillRegistry()
 
     @skill(name="set_mode")
-    def mode(m: Literal["a", "b"], level: Annotated[float, Field(ge=0, le=1, description="gain 0..1")] = 0.5) -> str:
+    def mode(m: Literal["a", "b"],
+             level: Annotated[float, Field(ge=0, le=1, description="gain 0..1")] = 0.5) -> str:
         """Pick a mode.
 
         Args:
@@ -116,3 +119,35 @@ def test_literal_and_defaults_in_schema():
     assert props["m"] == {"enum": ["a", "b"], "type": "string", "description": "The mode."}
     assert props["level"]["default"] == 0.5 and props["level"]["description"] == "gain 0..1"
     assert sk.parameters["required"] == ["m"]
+
+
+def test_choices_enum_comes_from_names_handed_to_the_registry(ctx):
+    @skill
+    def pick(color: Annotated[str, Choices("colors", default=("red", "blue")),
+                              Field(description="paint")]) -> str:
+        """Pick a color."""
+        return color
+
+    reg = SkillRegistry()
+    reg.register(pick)
+    assert reg.skills["pick"].parameters["properties"]["color"] == {
+        "enum": ["blue", "red"], "type": "string", "description": "paint"}
+    assert reg.skills["pick"].choices == ("colors",)
+    assert not reg.call("pick", {"color": "green"}, ctx).ok
+    reg.set_choices("colors", ["green", "teal", "green"])
+    assert reg.skills["pick"].parameters["properties"]["color"]["enum"] == ["green", "teal"]
+    assert reg.call("pick", {"color": "green"}, ctx).result == "green"
+    assert not reg.call("pick", {"color": "red"}, ctx).ok
+    reg.set_choices("colors", ["teal"])  # one name is still an enum (pydantic alone would give "const")
+    assert reg.skills["pick"].parameters["properties"]["color"] == {
+        "enum": ["teal"], "type": "string", "description": "paint"}
+    reg.set_choices("colors", [])
+    assert reg.skills["pick"].parameters["properties"]["color"]["enum"] == ["none"]
+
+    @skill
+    def count(n: Annotated[int, Choices("colors")]) -> int:
+        """Count."""
+        return n
+
+    with pytest.raises(SkillError, match="Choices needs one marker on a str"):
+        reg.register(count)

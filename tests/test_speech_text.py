@@ -1,4 +1,4 @@
-"""Cleaning model output for speech, and cutting it into sentences (agent.speech_text)."""
+"""Cleaning model output for speech (agent.speech_text)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.speech_text import clean_for_speech, limit_sentences, split_sentences
+from agent.speech_text import clean_for_speech
 
 
 def _cases(*rows: tuple[str, str, str]) -> list:
@@ -18,16 +18,22 @@ def _cases(*rows: tuple[str, str, str]) -> list:
 MARKDOWN = _cases(
     ("header", "# Weather\nIt is sunny.", "Weather. It is sunny."),
     ("header-closing-hashes", "## Plan ##\nWave.", "Plan. Wave."),
-    ("bold-italic", "It is **very** *warm* and __bright__ and _calm_ ***today***.",
-     "It is very warm and bright and calm today."),
+    (
+        "bold-italic",
+        "It is **very** *warm* and __bright__ and _calm_ ***today***.",
+        "It is very warm and bright and calm today.",
+    ),
     ("strike", "I ~~can't~~ can wave.", "I can't can wave."),
     ("bullets", "Options:\n- wave\n* nod\n+ dance\n• bow", "Options: wave. nod. dance. bow."),
     ("numbered", "Steps:\n1. Turn left\n2) Wave", "Steps: Turn left. Wave."),
     ("task-list", "- [ ] charge\n- [x] wave", "charge. wave."),
     ("quote-and-rule", "> quoted text\n\n---\n\nAfter the rule", "quoted text. After the rule."),
-    ("table", "| Day | Weather |\n|:---|---:|\n| Mon | rain |\n| Tue | sun |",
-     "Day, Weather. Mon, rain. Tue, sun."),
-    ("link-keeps-text", "See [the manual](https://example.com/manual \"title\") now.", "See the manual now."),
+    (
+        "table",
+        "| Day | Weather |\n|:---|---:|\n| Mon | rain |\n| Tue | sun |",
+        "Day, Weather. Mon, rain. Tue, sun.",
+    ),
+    ("link-keeps-text", 'See [the manual](https://example.com/manual "title") now.', "See the manual now."),
     ("reference-link", "Read [the guide][1].\n\n[1]: https://example.com", "Read the guide."),
     ("image-dropped", "Look ![a robot](robot.png) here.", "Look here."),
     ("html-tags", "Hello<br>world <b>bold</b>.", "Hello world bold."),
@@ -64,7 +70,7 @@ MARKUP = _cases(
     ("gemma-tool-call", 'Sure!<|tool_call>call:wave{side:<|"|>right<|"|>}<tool_call|> Done.', "Sure! Done."),
     ("xml-tool-call", '<tool_call>{"name": "wave", "arguments": {}}</tool_call>Waving now.', "Waving now."),
     ("gemma-tool-response", "<|tool_response>response:wave{ok:true}<tool_response|>I waved.", "I waved."),
-    ("xml-tool-response", "<tool_response>{\"ok\": true}</tool_response>It worked.", "It worked."),
+    ("xml-tool-response", '<tool_response>{"ok": true}</tool_response>It worked.', "It worked."),
     ("tool-declaration", "<|tool>declaration:wave{}<tool|>Hi.", "Hi."),
     ("unclosed-tool-call", "Okay. <|tool_call>call:wave{side:", "Okay."),
     ("think", "<think>The user wants a wave.</think>Okay, waving!", "Okay, waving!"),
@@ -102,8 +108,11 @@ NUMBERS = _cases(
     ("negative-decimal", "It is -3.5 outside.", "It is minus three point five outside."),
     ("decimal", "Pi is about 3.14.", "Pi is about three point one four."),
     ("ordinals", "1st, 2nd, 3rd, 21st and 100th.", "first, second, third, twenty-first and one hundredth."),
-    ("year-in", "In 2024 we built 2024 robots.",
-     "In twenty twenty-four we built two thousand and twenty-four robots."),
+    (
+        "year-in",
+        "In 2024 we built 2024 robots.",
+        "In twenty twenty-four we built two thousand and twenty-four robots.",
+    ),
     ("month-day-year", "Born March 5, 2024.", "Born March fifth, twenty twenty-four."),
     ("day-month", "On 5 May we met.", "On fifth of May we met."),
     ("decades", "The 1990s and the 80s.", "The nineteen nineties and the eighties."),
@@ -112,14 +121,23 @@ NUMBERS = _cases(
     ("range", "Wait 3-5 minutes.", "Wait three to five minutes."),
     ("leading-zeros", "Agent 007.", "Agent zero zero seven."),
     ("hash-number", "I am your #1 fan.", "I am your number one fan."),
-    ("degrees", "It is 25°C, or 77°F, and 10° here.",
-     "It is twenty-five degrees Celsius, or seventy-seven degrees Fahrenheit, and ten degrees here."),
-    ("units", "Go 5 km at 30 km/h, carry 1 kg.",
-     "Go five kilometers at thirty kilometers per hour, carry one kilogram."),
+    (
+        "degrees",
+        "It is 25°C, or 77°F, and 10° here.",
+        "It is twenty-five degrees Celsius, or seventy-seven degrees Fahrenheit, and ten degrees here.",
+    ),
+    (
+        "units",
+        "Go 5 km at 30 km/h, carry 1 kg.",
+        "Go five kilometers at thirty kilometers per hour, carry one kilogram.",
+    ),
     ("plain-integer", "I see 2 people and 15 chairs.", "I see two people and fifteen chairs."),
     ("number-glued-to-letters", "It is 2.5x faster.", "It is two point five x faster."),
-    ("currency-short-scales", "$5bn and $2M and $3k.",
-     "five billion dollars and two million dollars and three thousand dollars."),
+    (
+        "currency-short-scales",
+        "$5bn and $2M and $3k.",
+        "five billion dollars and two million dollars and three thousand dollars.",
+    ),
     ("iso-date", "Due 2024-05-01.", "Due May first, twenty twenty-four."),
     ("phone", "Call 555-1234.", "Call five five five, one two three four."),
     ("year-between", "Between 2020 and 2030.", "Between twenty twenty and two thousand and thirty."),
@@ -129,13 +147,26 @@ TIDY = _cases(
     ("ampersand-and-punctuation", "Tom & Jerry... wow!!! Really?!", "Tom and Jerry. wow! Really?"),
     ("whitespace", "  Hello \n\n   there\t\tfriend  ", "Hello. there friend."),
     ("invisible-characters", "Hello\u200bworld, co\u00adoperate.", "Hello world, cooperate."),
-    ("mixed-reply", "<think>plan</think>## Sure! 🤖\n\n- I'll **wave** at 3:30 pm 👋\n- Cost: $4.50",
-     "Sure! I'll wave at three thirty p m. Cost: four dollars and fifty cents."),
+    (
+        "mixed-reply",
+        "<think>plan</think>## Sure! 🤖\n\n- I'll **wave** at 3:30 pm 👋\n- Cost: $4.50",
+        "Sure! I'll wave at three thirty p m. Cost: four dollars and fifty cents.",
+    ),
 )
 
 UNSPEAKABLE = [
-    "", "   ", "\n\n", "🤖👋🎉", "**  **", "---", "<think>only thinking</think>", "```\ncode only\n```",
-    '<|tool_call>call:wave{side:<|"|>left<|"|>}<tool_call|>', "<turn|><eos>", "| --- | --- |", "...!?",
+    "",
+    "   ",
+    "\n\n",
+    "🤖👋🎉",
+    "**  **",
+    "---",
+    "<think>only thinking</think>",
+    "```\ncode only\n```",
+    '<|tool_call>call:wave{side:<|"|>left<|"|>}<tool_call|>',
+    "<turn|><eos>",
+    "| --- | --- |",
+    "...!?",
 ]
 
 
@@ -183,8 +214,22 @@ _MARKUP_CHARS = re.compile(r"[<>*#`|\[\]{}_~]")
 
 
 _PIECES = list("ab1 2:.,-$%#*_`|<>[]()!?\n😀é") + [
-    "<think>", "</think>", "<|tool_call>", "<tool_call|>", "<|channel>", "<channel|>", "<eos>",
-    "https://x.io ", "**", "```", "3:30 pm", "$4.50", " 25% ", "[a](b)", "# ", "- ",
+    "<think>",
+    "</think>",
+    "<|tool_call>",
+    "<tool_call|>",
+    "<|channel>",
+    "<channel|>",
+    "<eos>",
+    "https://x.io ",
+    "**",
+    "```",
+    "3:30 pm",
+    "$4.50",
+    " 25% ",
+    "[a](b)",
+    "# ",
+    "- ",
 ]
 
 
@@ -195,68 +240,3 @@ def test_clean_never_fails_and_leaves_no_markup(text: str) -> None:
     assert out == out.strip() and "  " not in out and "\n" not in out
     assert not _MARKUP_CHARS.search(out)
     assert out == "" or any(ch.isalnum() for ch in out)
-
-
-# --- sentences ---------------------------------------------------------------------------------
-
-def test_split_sentences_basic() -> None:
-    text = "Hello! I am Bolt. It is three thirty p m. Dr. Smith is here, is he not?"
-    assert split_sentences(text) == ["Hello!", "I am Bolt.", "It is three thirty p m.",
-                                     "Dr. Smith is here, is he not?"]
-
-
-@pytest.mark.parametrize("text", ["", "   ", "\n"])
-def test_split_sentences_empty(text: str) -> None:
-    assert split_sentences(text) == []
-
-
-def test_split_long_sentence_at_clauses() -> None:
-    text = ("This sentence is long, with several clauses, that go on and on; it keeps going — and going, "
-            "until it is longer than the limit allows, which is fifty characters here.")
-    pieces = split_sentences(text, max_chars=50)
-    assert len(pieces) > 2
-    assert all(0 < len(p) <= 50 and p == p.strip() for p in pieces)
-    assert " ".join(pieces).split() == text.split()
-    assert pieces[0].endswith(",")  # cut at a clause boundary, not mid-clause
-
-
-def test_split_without_clause_boundaries_cuts_between_words_and_inside_huge_words() -> None:
-    pieces = split_sentences("word " * 30 + "x" * 70, max_chars=30)
-    assert all(0 < len(p) <= 30 for p in pieces)
-    assert "".join("".join(pieces).split()) == "word" * 30 + "x" * 70
-
-
-def test_punctuation_only_segments_are_merged() -> None:
-    pieces = split_sentences("Hi there. ! ? Bye.")
-    assert all(any(ch.isalnum() for ch in p) for p in pieces)
-    assert pieces[0].startswith("Hi there.") and pieces[-1] == "Bye."
-
-
-def test_split_sentences_rejects_bad_max_chars() -> None:
-    with pytest.raises(ValueError):
-        split_sentences("Hi.", max_chars=0)
-
-
-@settings(max_examples=100, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("abc de,;.!?—-\n")), max_size=300), st.integers(5, 80))
-def test_split_sentences_properties(text: str, max_chars: int) -> None:
-    pieces = split_sentences(text, max_chars)
-    assert all(p and p == p.strip() and len(p) <= max_chars for p in pieces)
-    assert "".join("".join(pieces).split()) == "".join(text.split())
-
-
-@pytest.mark.parametrize(("n", "want"), [
-    (0, "One. Two! Three?"), (1, "One."), (2, "One. Two!"), (3, "One. Two! Three?"), (9, "One. Two! Three?"),
-])
-def test_limit_sentences(n: int, want: str) -> None:
-    assert limit_sentences("  One. Two! Three?  ", n) == want
-
-
-def test_limit_sentences_keeps_long_sentences_whole() -> None:
-    long = "A, " * 150 + "end."
-    assert limit_sentences(long + " Next.", 1) == long
-
-
-def test_limit_sentences_rejects_negative() -> None:
-    with pytest.raises(ValueError):
-        limit_sentences("One.", -1)

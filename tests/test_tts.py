@@ -14,11 +14,14 @@ import pytest
 import soxr
 
 from agent.models import resolve_model
-from agent.speech_text import clean_for_speech, split_sentences
+from agent.sentences import split_sentences
+from agent.speech_text import clean_for_speech
 from agent.tts import PiperTTS, SpeechChunk, SynthesisResult, TTSError
 
-LONG_REPLY = ("Sure! I can do that. First I will turn my head to the left. Then I will wave my right hand, "
-              "slowly, three times. After that I will nod twice and tell you a joke about robots.")
+LONG_REPLY = (
+    "Sure! I can do that. First I will turn my head to the left. Then I will wave my right hand, "
+    "slowly, three times. After that I will nod twice and tell you a joke about robots."
+)
 
 
 @pytest.fixture(scope="session")
@@ -37,8 +40,9 @@ def tts(voice_path: Path) -> PiperTTS:
 def whisper():
     from faster_whisper import WhisperModel
 
-    return WhisperModel(str(resolve_model("packaged:whisper-tiny.en")), device="cpu", compute_type="int8",
-                        cpu_threads=2)
+    return WhisperModel(
+        str(resolve_model("packaged:whisper-tiny.en")), device="cpu", compute_type="int8", cpu_threads=2
+    )
 
 
 def _read_wav(path: Path) -> tuple[np.ndarray, int, int, int]:
@@ -47,27 +51,34 @@ def _read_wav(path: Path) -> tuple[np.ndarray, int, int, int]:
         return np.frombuffer(frames, dtype="<i2"), w.getframerate(), w.getnchannels(), w.getsampwidth()
 
 
-_NORMALIZE = jiwer.Compose([
-    jiwer.ToLowerCase(),
-    jiwer.ExpandCommonEnglishContractions(),
-    jiwer.SubstituteRegexes({r"-": " "}),
-    jiwer.RemovePunctuation(),
-    jiwer.SubstituteRegexes({r"\b([ap]) m\b": r"\1m"}),  # "p m" and "p.m." -> "pm"
-    jiwer.RemoveMultipleSpaces(),
-    jiwer.Strip(),
-    jiwer.ReduceToListOfListOfWords(),
-])
+_NORMALIZE = jiwer.Compose(
+    [
+        jiwer.ToLowerCase(),
+        jiwer.ExpandCommonEnglishContractions(),
+        jiwer.SubstituteRegexes({r"-": " "}),
+        jiwer.RemovePunctuation(),
+        jiwer.SubstituteRegexes({r"\b([ap]) m\b": r"\1m"}),  # "p m" and "p.m." -> "pm"
+        jiwer.RemoveMultipleSpaces(),
+        jiwer.Strip(),
+        jiwer.ReduceToListOfListOfWords(),
+    ]
+)
 
 
 def _wer(spoken: str, heard: str) -> float:
     # Whisper writes "3:30 p.m." or "330 PM" where the voice said "three thirty p m": restore the
     # colon, then put both sides through the same number-to-words rules before comparing words.
     heard = re.sub(r"\b(\d{1,2})(\d\d)(?=\s?[AaPp]\.?[Mm]\b)", r"\1:\2", heard)
-    return jiwer.wer(clean_for_speech(spoken), clean_for_speech(heard),
-                     reference_transform=_NORMALIZE, hypothesis_transform=_NORMALIZE)
+    return jiwer.wer(
+        clean_for_speech(spoken),
+        clean_for_speech(heard),
+        reference_transform=_NORMALIZE,
+        hypothesis_transform=_NORMALIZE,
+    )
 
 
 # --- basics ------------------------------------------------------------------------------------
+
 
 def test_sample_rate(tts: PiperTTS) -> None:
     assert tts.sample_rate == 22050
@@ -90,8 +101,17 @@ def test_synthesize_cleans_markup(tts: PiperTTS) -> None:
     assert [c.text for c in chunks] == ["Hi!", "It costs four dollars and fifty cents."]
 
 
-@pytest.mark.parametrize("text", ["", "   ", "🤖👋", "<think>only thinking</think>", "```\nprint(1)\n```",
-                                  '<|tool_call>call:wave{side:<|"|>left<|"|>}<tool_call|>'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   ",
+        "🤖👋",
+        "<think>only thinking</think>",
+        "```\nprint(1)\n```",
+        '<|tool_call>call:wave{side:<|"|>left<|"|>}<tool_call|>',
+    ],
+)
 def test_unspeakable_text_yields_nothing(tts: PiperTTS, tmp_path: Path, text: str) -> None:
     assert list(tts.synthesize(text)) == []
     out = tmp_path / "reply.wav"
@@ -99,8 +119,9 @@ def test_unspeakable_text_yields_nothing(tts: PiperTTS, tmp_path: Path, text: st
     assert not out.exists()
 
 
-def test_failed_sentence_is_skipped_and_logged(tts: PiperTTS, monkeypatch: pytest.MonkeyPatch,
-                                               caplog: pytest.LogCaptureFixture) -> None:
+def test_failed_sentence_is_skipped_and_logged(
+    tts: PiperTTS, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     real = tts._voice.synthesize  # the piper voice object (vendor code), not ours
 
     def flaky(text, syn_config=None):
@@ -133,6 +154,7 @@ def test_generator_is_lazy(tts: PiperTTS, monkeypatch: pytest.MonkeyPatch) -> No
 
 # --- WAV ---------------------------------------------------------------------------------------
 
+
 def test_synthesize_to_wav(tts: PiperTTS, tmp_path: Path) -> None:
     out = tmp_path / "sub" / "reply.wav"
     result = tts.synthesize_to_wav(LONG_REPLY, out)
@@ -158,10 +180,14 @@ def test_length_scale_slows_speech(tts: PiperTTS, voice_path: Path, tmp_path: Pa
 
 # --- round trip through the ASR model -----------------------------------------------------------
 
-@pytest.mark.parametrize("reply", [
-    "Hello! I am Bolt. It is 3:30 pm and I will wave my right hand.",
-    "**Sure!** 👋 The ticket costs $4.50 and the trip takes 25 minutes.",
-])
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Hello! I am Bolt. It is 3:30 pm and I will wave my right hand.",
+        "**Sure!** 👋 The ticket costs $4.50 and the trip takes 25 minutes.",
+    ],
+)
 def test_round_trip_through_whisper(tts: PiperTTS, whisper, tmp_path: Path, reply: str) -> None:
     result = tts.synthesize_to_wav(reply, tmp_path / "reply.wav")
     assert result is not None
@@ -174,6 +200,7 @@ def test_round_trip_through_whisper(tts: PiperTTS, whisper, tmp_path: Path, repl
 
 
 # --- errors ------------------------------------------------------------------------------------
+
 
 def test_missing_voice_raises_tts_error(tmp_path: Path) -> None:
     missing = tmp_path / "nope" / "en_US-none-medium.onnx"

@@ -9,9 +9,9 @@ import cv2
 import numpy as np
 import pytest
 
-from agent.config import CameraConfig, VisionConfig
 from agent.skills import SkillContext, load_registry
 from hardware.camera import Camera, CameraError, open_reader, parse_source, read_image
+from hardware.config import CameraConfig, VisionConfig
 from hardware.joints import Joint
 from hardware.robot import Robot
 from hardware.scene import OpenCVDescriber, face_distance_m, summarize

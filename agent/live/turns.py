@@ -8,8 +8,6 @@ scores 0..100), which tolerates ASR spellings ("hey robert", "hay bolt").
   hearing itself. Compared with ``partial_ratio`` so a fragment of a long reply matches.
 * :func:`stop_command` — a short transcript containing a stop phrase ("stop", "freeze",
   "be quiet" …): handled at once, without the model.
-* :class:`LiveTurn` — one turn in flight (cancel event, stage times, what was heard), and
-  :func:`timing_event` its latency trace.
 * :class:`Attention` — ``always`` mode accepts everything; ``wake`` mode needs a wake phrase
   at the start of the transcript, except within ``follow_up_s`` after a reply. The wake
   phrase is removed from the text passed on.
@@ -18,16 +16,12 @@ scores 0..100), which tolerates ASR spellings ("hey robert", "hay bolt").
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from rapidfuzz import fuzz
 
 from agent.config import LiveConfig
-from agent.events import LiveTiming
 
 
 def normalize(text: str) -> str:
@@ -120,48 +114,3 @@ class Attention:
         if self.clock() <= self._follow_until:
             return transcript
         return None
-
-
-@dataclass(eq=False)
-class LiveTurn:
-    """One user turn in flight: its text, cancellation, what was heard, and stage times (perf_counter s)."""
-
-    id: int
-    text: str
-    t_speech_end: float
-    t_endpoint: float
-    t_asr: float
-    asr_ms: float
-    cancel: threading.Event = field(default_factory=threading.Event)
-    marks: dict[str, float] = field(default_factory=dict)
-    pieces: list[str] = field(default_factory=list)
-    heard: list[str] = field(default_factory=list)
-    tts_ms: float = 0.0
-    result: Any = None
-    interrupted: bool = False
-    generated: bool = False
-    played: bool = False
-    timed: bool = False
-
-    def mark(self, stage: str, t: float | None = None) -> None:
-        """Record the first time ``stage`` happened."""
-        self.marks.setdefault(stage, time.perf_counter() if t is None else t)
-
-
-def timing_event(turn: LiveTurn) -> LiveTiming:
-    """The turn's latency trace: stage times in ms from the end of user speech (-1: did not happen)."""
-    m, t0, r = turn.marks, turn.t_speech_end, turn.result
-
-    def rel(stage: str) -> float:
-        return round((m[stage] - t0) * 1000, 1) if stage in m else -1.0
-
-    first_audio = m.get("first_audio")
-    return LiveTiming(
-        turn.id, asr_ms=round(turn.asr_ms, 1), llm_ttft_ms=round(r.ttft_ms, 1) if r else 0.0,
-        llm_ms=round(r.llm_ms, 1) if r else 0.0,
-        tts_first_audio_ms=round((first_audio - m["first_sentence"]) * 1000, 1) if first_audio else 0.0,
-        tts_ms=round(turn.tts_ms, 1), turn_ms=round((time.perf_counter() - t0) * 1000, 1),
-        prompt_tokens=r.prompt_tokens if r else 0, endpoint_ms=round((turn.t_endpoint - t0) * 1000, 1),
-        asr_done_ms=round((turn.t_asr - t0) * 1000, 1), first_token_ms=rel("first_token"),
-        first_sentence_ms=rel("first_sentence"), first_audio_ms=rel("first_audio"),
-        first_played_ms=rel("first_played"))

@@ -181,3 +181,25 @@ class Endpointer:
             self._pre.clear()
             return VADUpdate(ended=True, prob=prob, audio=audio, end_sample=end, truncated=truncated)
         return VADUpdate(speaking=True, prob=prob)
+
+
+def find_utterances(audio: np.ndarray, cfg: VADConfig) -> list[VADUpdate]:
+    """Run the streaming VAD and endpointer over a whole recording (the pipeline's rules, offline).
+
+    Args:
+        audio: ``(n,)`` float32 mono at 16 kHz; 1 s of silence is appended so a final
+            utterance reaches its endpoint.
+        cfg: ``[vad]`` thresholds.
+
+    Returns:
+        One ``ended`` update per utterance, in time order (``audio``, ``end_sample`` set).
+    """
+    vad, ep = SileroFrameVAD(), Endpointer(cfg)
+    x = np.concatenate([audio.astype(np.float32), np.zeros(RATE, dtype=np.float32)])
+    out = []
+    for i in range(0, x.size - FRAME + 1, FRAME):
+        frame = x[i:i + FRAME]
+        upd = ep.feed(frame, vad(frame))
+        if upd.ended:
+            out.append(upd)
+    return out

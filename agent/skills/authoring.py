@@ -1,24 +1,19 @@
-"""Skill authoring: a commented template for new skills, and skills from installed packages.
+"""Authoring skills: a commented template to start a new skill from.
 
-Skills come from three places, in this order: the packaged ``skills/`` folder, folders
-named in ``[skills] folders``, and installed Python packages that declare an entry point
-in the group ``bolt_agent.skills`` (the entry point names a module; its ``@skill``
-functions are loaded). A package that fails to load is reported and skipped.
+``bolt-agent skills new NAME`` writes :data:`TEMPLATE` to ``DIR/NAME.py``: one ``@skill``
+function whose comments explain where the tool's name, description and argument schema
+come from, how the robot is reached (``SkillContext``) and what to return. The file is
+picked up like any other skill script once its folder is in ``[skills] folders`` (see
+``loader.py``). Depends only on ``skill.py``.
 """
 
 from __future__ import annotations
 
-import importlib.metadata
 import keyword
-import logging
 import re
 from pathlib import Path
 
-from agent.skills import _MARK, SkillError, SkillRegistry
-
-log = logging.getLogger(__name__)
-
-ENTRY_POINT_GROUP = "bolt_agent.skills"
+from agent.skills.skill import SkillError
 
 TEMPLATE = '''"""{title}: a bolt-agent skill.
 
@@ -63,6 +58,7 @@ def new_skill_file(name: str, folder: Path) -> Path:
 
     Raises:
         SkillError: the name is not a valid identifier, or the file exists already.
+
     """
     if not re.fullmatch(r"[a-z_][a-z0-9_]*", name) or keyword.iskeyword(name):
         raise SkillError(f"{name!r} is not a valid skill name: use lower-case letters, digits and _")
@@ -72,27 +68,3 @@ def new_skill_file(name: str, folder: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(TEMPLATE.format(name=name, title=name.replace("_", " ").capitalize()), encoding="utf-8")
     return path
-
-
-def load_entry_points(registry: SkillRegistry, group: str = ENTRY_POINT_GROUP) -> int:
-    """Register the ``@skill`` functions of every module named by an installed entry point.
-
-    Returns:
-        Number of skills registered. Failures go to ``registry.load_errors``.
-    """
-    count = 0
-    for ep in importlib.metadata.entry_points(group=group):
-        where = f"entry point {ep.name} = {ep.value} ({ep.dist.name if ep.dist else 'unknown package'})"
-        try:
-            obj = ep.load()
-        except Exception as e:  # a third-party package may raise anything at import
-            registry.load_errors.append(f"{where}: skipped: {type(e).__name__}: {e}")
-            continue
-        funcs = [obj] if callable(obj) else [v for v in vars(obj).values() if callable(v) and hasattr(v, _MARK)]
-        for fn in funcs:
-            try:
-                registry.register(fn)
-                count += 1
-            except (SkillError, TypeError, ValueError) as e:
-                registry.load_errors.append(f"{where}: skill {getattr(fn, '__name__', fn)} skipped: {e}")
-    return count

@@ -1,41 +1,34 @@
-"""Helpers for skill arguments: descriptions from docstrings, schema tidying, clamping and
-the messages the model sees when arguments are wrong (they name the unit)."""
+"""Checking a call's arguments: clamping numbers into range, and the message for bad ones.
+
+The registry validates arguments with the skill's pydantic model before the call. This
+module holds what happens around that: :func:`clamp_args` for ``@skill(clamp=True)``
+skills (a number outside ``[minimum, maximum]`` is moved to the bound and a note tells the
+model), and :func:`validation_message`, the one line the model sees when arguments are
+wrong (each bad argument with its description, which carries the unit, and the value).
+Depends only on ``skill.py``.
+"""
 
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
-if TYPE_CHECKING:
-    from agent.skills import Skill
-
-
-def doc_params(doc: str) -> dict[str, str]:
-    """Parameter descriptions from a Google-style ``Args:`` section."""
-    out: dict[str, str] = {}
-    m = re.search(r"^\s*Args:\s*\n(.*?)(?:\n\s*\n|\Z)", doc, re.S | re.M)
-    if not m:
-        return out
-    for line in m.group(1).splitlines():
-        pm = re.match(r"\s*(\w+)(?:\s*\([^)]*\))?:\s*(.+)", line)
-        if pm:
-            out[pm.group(1)] = pm.group(2).strip()
-    return out
-
-
-def strip_titles(schema: Any) -> Any:
-    """A JSON schema without pydantic's ``title`` keys (tokens the model does not need)."""
-    if isinstance(schema, dict):
-        return {k: strip_titles(v) for k, v in schema.items() if k != "title"}
-    if isinstance(schema, list):
-        return [strip_titles(v) for v in schema]
-    return schema
+from agent.skills.skill import Skill
 
 
 def clamp_args(sk: Skill, args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Clamp numeric arguments into ``[minimum, maximum]``; return the notes for the model."""
+    """Clamp numeric arguments into their schema's ``[minimum, maximum]``.
+
+    Args:
+        sk: The skill whose schema gives the ranges.
+        args: Arguments from the model (not modified).
+
+    Returns:
+        The arguments with out-of-range numbers clamped, and one note per clamped value
+        for the model (names the argument, the bound and the unit).
+
+    """
     notes = []
     out = dict(args)
     for key, prop in sk.parameters.get("properties", {}).items():

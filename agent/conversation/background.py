@@ -1,0 +1,56 @@
+"""Asynchronous tool calls: which are running, and their results in the order they finished.
+
+A ``@skill(background=True)`` returns "started" at once and reports later through the
+callback made here. Results are queued under one lock (each exactly once, in finishing
+order) and taken by the turn driver between turns.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+
+from agent.events import BackgroundDone
+from agent.skills import SkillRegistry, ToolOutcome
+
+
+class BackgroundCalls:
+    """Bookkeeping of background calls.
+
+    Args:
+        registry: Tells which skills run in the background.
+    """
+
+    def __init__(self, registry: SkillRegistry) -> None:
+        self.registry = registry
+        self._done: queue.Queue[BackgroundDone] = queue.Queue()
+        self._lock = threading.Lock()
+        self.running = 0
+
+    def callback(self, name: str, call_id: str) -> Callable[[ToolOutcome], None] | None:
+        """The completion callback for a call of ``name`` (None: not a background skill)."""
+        sk = self.registry.skills.get(name)
+        if sk is None or not sk.background:
+            return None
+        with self._lock:
+            self.running += 1
+
+        def done(outcome: ToolOutcome) -> None:
+            with self._lock:
+                # Queued before the count drops, so a waiter never sees neither.
+                self._done.put(BackgroundDone(-1, name, outcome.ok, outcome.result, call_id))
+                self.running -= 1
+
+        return done
+
+    def next(self, timeout: float = 0.0) -> BackgroundDone | None:
+        """The next finished call (FIFO, each returned once), or None after ``timeout`` s."""
+        try:
+            return self._done.get(timeout=timeout) if timeout > 0 else self._done.get_nowait()
+        except queue.Empty:
+            return None
+
+    def waiting(self) -> bool:
+        """A finished call is waiting to be spoken about."""
+        return not self._done.empty()

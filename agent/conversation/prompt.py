@@ -1,0 +1,83 @@
+"""Prompting: which tool-call format a model speaks, the system prompt, and rendering a round.
+
+The format follows from the GGUF (``[llm] tool_format = "auto"``): Bolt / Gemma 4 native
+markup, Hermes, or ``grammar`` for models with no tool format (the embedded SmolLM2), whose
+system prompt then lists the tools and the JSON reply shape. ``conversational_mode`` reaches
+templates that read it as a variable; for the others it is one line of the system prompt.
+The system prompt is byte-stable across turns so the KV cache of the prefix is reused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.config import LLMConfig
+from agent.llm import ChatModel
+from agent.reasoning import markers_for, template_knows_thinking
+from agent.skills import SkillRegistry
+from agent.toolgrammar import as_grammar_messages, tools_prompt
+
+
+def resolve_format(cfg_format: str, model: ChatModel) -> str:
+    """The tool-call format to use: the config's, or one detected from the GGUF for ``auto``."""
+    if cfg_format != "auto":
+        return cfg_format
+    from agent.toolparse import detect_format
+
+    fmt = detect_format(model.template if model.has_template else None, model.architecture)
+    return fmt if fmt in ("bolt", "hermes") else "grammar"
+
+
+class Prompter:
+    """Builds the prompt of each model round.
+
+    Args:
+        model: The chat model (its template renders the messages).
+        registry: Skills declared as tools.
+        cfg: ``[llm]`` (system prompt, conversational mode, reasoning).
+        fmt: The resolved tool-call format (:func:`resolve_format`).
+    """
+
+    def __init__(self, model: ChatModel, registry: SkillRegistry, cfg: LLMConfig, fmt: str) -> None:
+        self.model, self.registry, self.cfg, self.format = model, registry, cfg, fmt
+
+    def system_prompt(self) -> str:
+        """The system prompt as sent (grammar mode appends the tool list and reply format)."""
+        text = self.cfg.system_prompt
+        if self.cfg.conversational_mode and "conversational_mode" not in self.model.template:
+            n = self.cfg.max_reply_sentences
+            text += (f"\nConversational mode: answer in at most {n} short spoken sentence{'s' if n != 1 else ''}"
+                     if n else "\nConversational mode: answer in short spoken sentences") + \
+                ", with no lists, markdown or emoji."
+        if self.format == "grammar" and self.registry.skills:
+            text += f"\n{tools_prompt(list(self.registry.skills.values()))}"
+        return text
+
+    def thinks(self, allow_tools: bool) -> bool:
+        """Whether this round reasons first (config ``reasoning``; never in grammar mode)."""
+        if self.format == "grammar":
+            return False
+        return self.cfg.reasoning == "on" or (self.cfg.reasoning == "tools" and allow_tools)
+
+    def render(self, history: list[dict[str, Any]], allow_tools: bool = True, think: bool = False) -> str:
+        """Render the system prompt and ``history`` for the next model round.
+
+        Args:
+            history: OpenAI-style messages after the system prompt.
+            allow_tools: Declare the tools (native formats).
+            think: Open a thinking block: ``enable_thinking`` for templates that know it,
+                otherwise the opening marker is pre-filled after the generation prompt.
+        """
+        messages = [{"role": "system", "content": self.system_prompt()}]
+        if self.format == "grammar":
+            messages += as_grammar_messages(history)
+            return self.model.render(messages, conversational_mode=self.cfg.conversational_mode)
+        from agent.messages import normalize_for_template
+
+        msgs = normalize_for_template(messages + history, self.model.template)
+        tools = self.registry.tool_schemas() if allow_tools else None
+        prompt = self.model.render(msgs, tools=tools, enable_thinking=think,
+                                   conversational_mode=self.cfg.conversational_mode)
+        if think and not template_knows_thinking(self.model.template):
+            prompt += markers_for(self.model.template).open
+        return prompt

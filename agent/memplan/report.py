@@ -1,0 +1,120 @@
+"""The plan as a table (text or Markdown) and as JSON: what ``bolt-agent budget`` prints.
+
+Each row says where the bytes live (GPU buffer, host memory, or the model file read on
+demand) and how the figure was obtained: ``GGUF`` (tensor sizes from the file header),
+``llama.cpp`` (llama.cpp's own sizing formula), ``measured`` (recorded on this kind of
+machine) or ``estimate``. A plan made from a published shape says so in its header.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.memplan.plan import Plan
+
+__all__ = ["plan_json", "plan_table"]
+
+MiB = 1024**2
+GiB = 1024**3
+
+
+def _settings_line(plan: Plan) -> str:
+    s = plan.settings
+    gpu = "all" if s.n_gpu_layers < 0 else str(s.n_gpu_layers)
+    return (
+        f"n_ctx {s.n_ctx}, n_batch {s.n_batch}, KV {s.cache_type_k}/{s.cache_type_v}, flash attention "
+        f"{'on' if s.flash_attn else 'off'}, swa_full {str(s.swa_full).lower()}, n_gpu_layers {gpu}, "
+        f"lazy per-layer embeddings {'on' if s.lazy_per_layer_embd else 'off'}"
+    )
+
+
+def plan_table(plan: Plan, markdown: bool = False) -> str:
+    """Render the plan as a table with a verdict line.
+
+    Args:
+        plan: From :func:`~agent.memplan.plan.plan_config`.
+        markdown: A Markdown table (for READMEs) instead of aligned text.
+
+    Returns:
+        Multi-line text; sizes in MiB, totals in GiB.
+
+    """
+    m = plan.model
+    src = f"model: {m.source}" + (" [estimated]" if m.estimated else "")
+    head = [
+        f"device: {plan.device.description} - budget {plan.budget / GiB:.2f} GiB "
+        f"(RAM {plan.device.ram / GiB:.2f} GiB - reserve {plan.device.reserve / GiB:.2f} GiB)",
+        src,
+        f"{m.arch}: {m.n_layer} layers ({sum(m.swa)} sliding-window, window {m.n_swa}; "
+        f"{m.n_layer - m.n_layer_kv} share KV), vocabulary {m.n_vocab}",
+        "settings: " + _settings_line(plan),
+    ]
+    verdict = f"total {plan.total / GiB:.2f} GiB of {plan.budget / GiB:.2f} GiB: " + (
+        f"fits, {plan.headroom / GiB:.2f} GiB free"
+        if plan.fits
+        else f"OVER BUDGET by {-plan.headroom / GiB:.2f} GiB"
+    )
+    rows = [
+        (line.component, line.where, f"{line.bytes / MiB:,.0f}", line.basis, line.detail)
+        for line in plan.lines
+    ]
+    if markdown:
+        out = [
+            *(f"{h}  " for h in head),
+            "",
+            "| component | where | MiB | basis | detail |",
+            "|---|---|---:|---|---|",
+        ]
+        out += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
+        out += [f"| **total** | | **{plan.total / MiB:,.0f}** | | |", "", f"**{verdict}**"]
+        return "\n".join(out)
+    widths = [max(len(r[i]) for r in [*rows, ("component", "where", "MiB", "basis", "")]) for i in range(4)]
+    fmt = f"{{:<{widths[0]}}}  {{:<{widths[1]}}}  {{:>{widths[2]}}}  {{:<{widths[3]}}}  {{}}"
+    out = [*head, "", fmt.format("component", "where", "MiB", "basis", "detail")]
+    out += [fmt.format(*r).rstrip() for r in rows]
+    out += [fmt.format("total", "", f"{plan.total / MiB:,.0f}", "", "").rstrip(), "", verdict]
+    return "\n".join(out)
+
+
+def plan_json(plan: Plan) -> dict[str, Any]:
+    """Render the plan as a JSON-ready dict (bytes as ints; ``fits``, ``total``, ``budget``, ``lines``)."""
+    s = plan.settings
+    return {
+        "device": plan.device.name,
+        "budget": plan.budget,
+        "total": plan.total,
+        "fits": plan.fits,
+        "model": plan.model.source,
+        "estimated_shape": plan.model.estimated,
+        "arch": plan.model.arch,
+        "settings": {
+            "n_ctx": s.n_ctx,
+            "n_batch": s.n_batch,
+            "n_ubatch": s.ubatch,
+            "n_gpu_layers": s.n_gpu_layers,
+            "cache_type_k": s.cache_type_k,
+            "cache_type_v": s.cache_type_v,
+            "flash_attn": s.flash_attn,
+            "swa_full": s.swa_full,
+            "lazy_per_layer_embd": s.lazy_per_layer_embd,
+        },
+        "llm": {
+            "weights_gpu": plan.llm.weights_gpu,
+            "weights_host": plan.llm.weights_host,
+            "weights_lazy": plan.llm.weights_lazy,
+            "repack": plan.llm.repack,
+            "kv": plan.llm.kv_bytes,
+            "compute": plan.llm.compute,
+            "output": plan.llm.output,
+        },
+        "lines": [
+            {
+                "component": line.component,
+                "where": line.where,
+                "bytes": line.bytes,
+                "basis": line.basis,
+                "detail": line.detail,
+            }
+            for line in plan.lines
+        ],
+    }

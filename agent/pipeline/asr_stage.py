@@ -1,0 +1,145 @@
+"""ASR stage: utterance → transcript → a user turn, or a reason to drop it.
+
+One thread (faster-whisper releases the GIL, so it runs beside the model and the voice).
+For each utterance: transcribe (the recognizer filters hallucinations), then drop the
+robot's own echo (the transcript matches what it said in the last 30 s), handle a stop
+phrase at once without the model (the *stop fast path*: interrupt, run the ``stop``
+skill), drop speech not addressed to the robot (wake phrase), and otherwise start a turn:
+a new turn id, a ``transcript`` message and a :class:`~agent.events.UserTurn` for the turn
+driver. Typed lines (``TextIn``) skip the audio checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from agent.asr import WhisperASR
+from agent.config import LiveConfig
+from agent.events import Error, Event, Shutdown, Skipped, TextIn, ToolCall, ToolResult, Transcript, Utterance, \
+    UserTurn
+from agent.live.turns import Attention, is_echo, stop_command
+from agent.pipeline.queues import StageQueue, TurnGate
+from agent.skills import SkillContext, SkillRegistry
+
+log = logging.getLogger(__name__)
+ECHO_WINDOW_S = 30.0
+"""Transcripts are compared with what the robot said this recently, s."""
+
+
+class TurnControl(Protocol):
+    """What the ASR stage asks of the pipeline."""
+
+    def interrupt(self, reason: str) -> None:
+        """Stop the current turn."""
+        ...
+
+    def work_finished(self) -> None:
+        """An utterance was dropped: one item less in flight."""
+        ...
+
+    def recent_speech(self, since_s: float) -> list[str]:
+        """What the robot said recently."""
+        ...
+
+
+class ASRStage:
+    """The ASR thread body.
+
+    Args:
+        asr: The recognizer.
+        live: ``[live]`` (echo guard, stop phrases, attention).
+        inbox: ``Utterance`` / ``TextIn`` / ``Shutdown``.
+        driver_inbox: Where user turns go.
+        gate: Allocates turn ids.
+        publish: The bus.
+        control: The pipeline.
+        registry: Skills (the stop fast path calls ``stop``).
+        ctx: What skills get.
+        realtime: Input keeps coming while the robot speaks: a new turn interrupts the current one.
+        bias: Use ASR biasing (hotwords / initial prompt) when configured.
+        echo_guard: Drop transcripts that repeat the robot's recent speech (only where a
+            speaker can be heard by the microphone).
+    """
+
+    def __init__(self, asr: WhisperASR, live: LiveConfig, inbox: StageQueue, driver_inbox: StageQueue,
+                 gate: TurnGate, publish: Callable[[Event], None], control: TurnControl, registry: SkillRegistry,
+                 ctx: SkillContext, realtime: bool, bias: bool = True, echo_guard: bool = True) -> None:
+        self.asr, self.live, self.inbox, self.driver_inbox = asr, live, inbox, driver_inbox
+        self.gate, self.publish, self.control = gate, publish, control
+        self.registry, self.ctx, self.realtime, self.bias = registry, ctx, realtime, bias
+        self.echo_guard = echo_guard and live.echo_guard
+        self.attention = Attention(live)
+
+    def run(self) -> None:
+        """Process utterances until ``Shutdown``."""
+        while True:
+            msg = self.inbox.get()
+            if msg is None or isinstance(msg, Shutdown):
+                return
+            try:
+                started = self._handle(msg)
+            except Exception as e:  # a failing stage reports and the agent keeps listening
+                log.exception("ASR stage failed")
+                self.publish(Error(-1, f"speech recognition failed: {e.__class__.__name__}: {e}; still listening"))
+                started = False
+            if not started:
+                self.control.work_finished()
+
+    def _handle(self, msg: Event) -> bool:
+        if isinstance(msg, TextIn):
+            now = time.perf_counter()
+            self._start(msg.text, now, now, now, 0.0)
+            return True
+        if not isinstance(msg, Utterance) or msg.audio is None:
+            return False
+        audio = msg.audio
+        clipped = float(np.mean(np.abs(audio) >= 0.99))
+        if clipped > 0.01:
+            log.warning("input is clipping (%.1f%% of samples at full scale); lower the mic gain", 100 * clipped)
+        res = self.asr.transcribe(audio, bias=self.bias)
+        t_asr = time.perf_counter()
+        self.publish(msg)
+        where = f"{msg.source} at {msg.start_ms / 1000:.1f} s"
+        if not res.text:
+            self.publish(Skipped(-1, f"{where}: {res.dropped}", msg.source))
+            return False
+        if self.echo_guard and is_echo(res.text, self.control.recent_speech(ECHO_WINDOW_S),
+                                            self.live.echo_text_score):
+            self.publish(Skipped(-1, f"echo of the robot's own speech: {res.text!r}", msg.source))
+            return False
+        if stop_command(res.text, self.live.stop_phrases, self.live.stop_max_words):
+            self._stop_fast(res.text)
+            return False
+        text = self.attention.accept(res.text)
+        if text is None:
+            self.publish(Skipped(-1, f"not addressed to the robot (no wake phrase): {res.text!r}", msg.source))
+            return False
+        self._start(text, msg.t_speech_end, msg.t_endpoint, t_asr, res.duration_ms)
+        return True
+
+    def _start(self, text: str, t_speech_end: float, t_endpoint: float, t_asr: float, asr_ms: float) -> None:
+        if self.realtime:
+            self.control.interrupt("new_turn")
+        tid = self.gate.new_turn()
+        self.publish(Transcript(tid, text))
+        self.driver_inbox.put(UserTurn(tid, text, t_speech_end, t_endpoint, t_asr, asr_ms))
+
+    def _stop_fast(self, text: str) -> None:
+        """A stop phrase: silence and stop the robot now, without asking the model."""
+        self.control.interrupt("stop")
+        tid = self.gate.new_turn()
+        self.gate.cancel(tid)  # nothing more is said in this turn
+        self.publish(Transcript(tid, text))
+        call_id = f"t{tid}stop"
+        self.publish(ToolCall(tid, "stop", {}, call_id))
+        outcome = self.registry.call("stop", {}, self.ctx)
+        self.publish(ToolResult(tid, "stop", outcome.ok, outcome.result, call_id))
+
+    def replied(self) -> None:
+        """A reply finished playing: open the wake-phrase follow-up window."""
+        self.attention.replied()

@@ -1,0 +1,147 @@
+"""The agent's parts, built once from a config: models, skills, robot, camera, conversation.
+
+:class:`AgentCore` is what the pipeline's stages share: the ASR, chat and voice models, the
+skill registry and the robot the skills act on, the camera's scene state and the
+conversation history. It does no scheduling of its own (that is :mod:`agent.pipeline.pipeline`).
+Loading is slow (models) and happens in :func:`build_core`; :meth:`AgentCore.warmup` pays
+every model's first-call cost before the first user turn.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from agent.asr import WhisperASR
+from agent.config import Config
+from agent.conversation import Conversation
+from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked
+from agent.llm import ChatModel
+from agent.models import resolve_model
+from agent.pipeline.queues import TurnGate
+from agent.skills import SkillContext, SkillRegistry, load_registry
+from agent.tts import PiperTTS
+from hardware.factory import build_robot
+from hardware.robot import Robot
+from hardware.vision import SceneChange, Vision, build_vision
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(eq=False)
+class AgentCore:
+    """Everything a turn needs, built by :func:`build_core`.
+
+    Attributes:
+        cfg: The validated config.
+        robot: The robot (simulated or serial) behind the safety layer.
+        registry: Skills offered to the model.
+        asr: Speech recognizer (16 kHz float32 in, text out).
+        model: The chat model (GGUF via llama.cpp).
+        tts: The voice (text in, int16 audio out).
+        vision: Camera + scene describer, or None without a camera.
+        ctx: What skills get (robot, scene, shutdown event).
+        conversation: History and turn loop.
+        scene_changes: People arriving/leaving, from the vision thread.
+        load_ms: Model loading time, ms.
+        turn_id: The turn that robot commands are attributed to (set by the turn driver).
+        gate: Turn ids and cancellation, shared by every pipeline run on this core.
+    """
+
+    cfg: Config
+    robot: Robot
+    registry: SkillRegistry
+    asr: WhisperASR
+    model: ChatModel
+    tts: PiperTTS
+    vision: Vision | None
+    ctx: SkillContext
+    conversation: Conversation
+    emit: Callable[[Event], None]
+    scene_changes: queue.Queue[SceneChange] = field(default_factory=queue.Queue)
+    load_ms: float = 0.0
+    turn_id: int = -1
+    gate: TurnGate = field(default_factory=TurnGate)
+
+    def warmup(self) -> None:
+        """Warm ASR, LLM (static prompt prefix into the KV cache) and TTS; emits ``ready``."""
+        t0 = time.perf_counter()
+        self.asr.warmup()
+        if self.cfg.llm.warmup:
+            self.conversation.warmup()
+        self.tts.warmup()
+        self.emit(Ready(-1, round(self.load_ms + (time.perf_counter() - t0) * 1000.0, 1)))
+
+    def state_line(self) -> str | None:
+        """Dynamic app state for the newest user turn (the camera's scene summary), or None.
+
+        Kept out of the static prompt prefix so the KV cache of earlier turns stays valid.
+        """
+        return self.vision.latest_summary() if self.vision is not None else None
+
+    def close(self) -> None:
+        """Stop background skills and the camera, park the robot at neutral and switch torque off."""
+        self.ctx.shutdown.set()
+        if self.vision is not None:
+            self.vision.close()
+        self.robot.close()
+        self.emit(RobotParked(-1, self.robot.positions(), self.robot.torque_on))
+
+
+def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> list[str]:
+    """Words that bias ASR toward this robot: skill and animation names, split at underscores.
+
+    Verbs such as "get"/"set" are left out: as hotwords they leak into transcripts. With a
+    wake phrase (``[live] attention = "wake"``) the phrases come first.
+    """
+    from agent.toolgrammar import STOPWORDS
+
+    words: list[str] = []
+    for name in [*registry.names(), *animations]:
+        words += [w for w in name.lower().split("_") if len(w) > 2 and w not in STOPWORDS]
+    if cfg.live.attention == "wake":
+        words = [*cfg.live.wake_phrases, *words]
+    return list(dict.fromkeys(words))
+
+
+def build_core(cfg: Config, emit: Callable[[Event], None]) -> AgentCore:
+    """Load every part named by ``cfg``; problems that leave the agent usable become events.
+
+    Args:
+        cfg: The validated config.
+        emit: Receives ``error``/``notice`` messages and every joint command (``robot``).
+
+    Raises:
+        agent.models.ModelNotFoundError: a model reference points at nothing.
+        agent.llm.LLMError: the GGUF cannot be loaded.
+        agent.tts.TTSError: the voice cannot be loaded.
+        hardware.driver.DriverError: the robot's driver cannot be built.
+    """
+    t0 = time.perf_counter()
+    holder: list[AgentCore] = []
+
+    def on_robot_command(joint: str, deg: float, t_ms: float) -> None:
+        emit(RobotCommand(holder[0].turn_id if holder else -1, joint, deg, round(t_ms, 1)))
+
+    robot, robot_msgs = build_robot(cfg.robot, on_robot_command)
+    registry = load_registry(cfg.skills.folders, cfg.skills.include_builtin, cfg.skills.enabled,
+                             cfg.skills.timeout_s, animations=list(robot.animations))
+    for msg in [*robot_msgs, *registry.load_errors]:
+        emit(Error(-1, msg))
+    words = hotwords(cfg, registry, list(robot.animations)) if cfg.asr.bias_with_skills else []
+    asr = WhisperASR(resolve_model(cfg.asr.model, "ASR model"), cfg.asr, words)
+    model = ChatModel(resolve_model(cfg.llm.model, "LLM"), cfg.llm)
+    tts = PiperTTS(resolve_model(cfg.tts.voice, "voice"), cfg.tts.length_scale, cfg.tts.speaker_id)
+    scene_changes: queue.Queue[SceneChange] = queue.Queue()
+    vision, vision_msgs = build_vision(cfg.camera, cfg.vision, on_change=scene_changes.put)
+    for msg in vision_msgs:
+        emit(Notice(-1, msg))
+    ctx = SkillContext(robot=robot, scene=vision)
+    conversation = Conversation(model, registry, ctx, cfg.llm, emit)
+    core = AgentCore(cfg, robot, registry, asr, model, tts, vision, ctx, conversation, emit, scene_changes,
+                     (time.perf_counter() - t0) * 1000.0)
+    holder.append(core)
+    return core

@@ -1,0 +1,163 @@
+"""Turn driver: user turns, background results and arrival greetings, one at a time.
+
+One thread owns the conversation (history, model, skills): nothing else edits the
+history, so a barge-in's history cut (``CutHistory``, a control message) never races a
+generation. For each :class:`~agent.events.UserTurn` it runs the conversation's turn loop
+(model rounds, tool calls on the robot) and streams the reply text to the speech stage as
+``ReplyDelta`` messages while it is written, then ``ReplyEnd``.
+
+When no user turn is waiting and the pipeline says the moment is right (the user is not
+speaking, nothing is being said, no utterance is being transcribed), it speaks about what
+happened meanwhile: background tool calls that finished (in finishing order, each once) and
+people the camera saw arrive (``[vision] greet_on_arrival``). These are turns like any
+other: streamed, timed, and cut by barge-in.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+
+from agent.conversation import TurnResult
+from agent.events import (BackgroundDone, CutHistory, Error, Event, FirstToken, HistoryCut, ReplyDelta, ReplyEnd,
+                          Shutdown, Transcript, TurnGenerated, UserTurn)
+from agent.live.turns import normalize
+from agent.pipeline.core import AgentCore
+from agent.pipeline.queues import StageQueue, TurnGate
+
+log = logging.getLogger(__name__)
+SORRY = "Sorry, I had a problem thinking about that."
+
+
+class TurnDriver:
+    """The turn-driver thread body.
+
+    Args:
+        core: Conversation, skills, robot, camera.
+        inbox: ``UserTurn`` / ``CutHistory`` / ``Shutdown``.
+        speech: The speech stage's queue.
+        gate: Turn ids and cancellation.
+        publish: The bus.
+        may_speak_up: True when a background result or greeting may be spoken now.
+        on_turn_start: Called with the turn and whether nobody asked for it (background result,
+            greeting) before it runs (bookkeeping).
+    """
+
+    def __init__(self, core: AgentCore, inbox: StageQueue, speech: StageQueue, gate: TurnGate,
+                 publish: Callable[[Event], None], may_speak_up: Callable[[], bool],
+                 on_turn_start: Callable[[UserTurn, bool], None]) -> None:
+        self.core, self.inbox, self.speech, self.gate, self.publish = core, inbox, speech, gate, publish
+        self.may_speak_up = may_speak_up
+        self.on_turn_start = on_turn_start
+        self._cancels: dict[int, threading.Event] = {}
+        self._lock = threading.Lock()
+        self.speaking_up = False
+        """Between taking a background result or greeting and its turn being registered."""
+
+    def cancel(self, turn_id: int) -> None:
+        """Stop the model after its current token (barge-in); safe from any thread."""
+        with self._lock:
+            ev = self._cancels.get(turn_id)
+        if ev is not None:
+            ev.set()
+
+    def run(self) -> None:
+        """Run turns until ``Shutdown``."""
+        while True:
+            msg = self.inbox.get(timeout=0.1)
+            if isinstance(msg, Shutdown):
+                return
+            try:
+                if msg is None:
+                    if self.may_speak_up():
+                        self.speaking_up = True
+                        try:
+                            self._speak_up()
+                        finally:
+                            self.speaking_up = False
+                elif isinstance(msg, CutHistory):
+                    self._cut_history(msg)
+                elif isinstance(msg, UserTurn):
+                    self._run(msg, msg.text, state=self.core.state_line())
+            except Exception as e:  # the conversation guards its rounds; this is the last line
+                log.exception("turn driver failed")
+                self.publish(Error(msg.turn_id if msg else -1, f"turn failed: {e.__class__.__name__}: {e}"))
+
+    # --- turns ------------------------------------------------------------------------------------------
+    def _run(self, turn: UserTurn, text: str, state: str | None = None, tools: bool = True,
+             background: BackgroundDone | None = None, unprompted: bool = False) -> None:
+        tid = turn.turn_id
+        cancel = threading.Event()
+        with self._lock:
+            self._cancels = {k: v for k, v in self._cancels.items() if k > tid - 4}
+            self._cancels[tid] = cancel
+        if self.gate.stale(tid):
+            cancel.set()
+        self.core.turn_id = tid
+        self.on_turn_start(turn, unprompted)
+
+        def on_text(delta: str) -> None:
+            self.speech.put(ReplyDelta(tid, delta))
+
+        t0 = time.perf_counter()
+        conv = self.core.conversation
+        result: TurnResult | None
+        try:
+            if background is not None:
+                result = conv.background_turn(background, tid, on_text=on_text, cancel=cancel)
+            else:
+                result = conv.turn(text, tid, state=state, on_text=on_text, cancel=cancel, tools=tools)
+        except Exception as e:  # never lose the turn: apologise
+            log.exception("turn %d failed", tid)
+            self.publish(Error(tid, f"model error: {e}"))
+            result = None
+            on_text(SORRY)
+        self.speech.put(ReplyEnd(tid))
+        if result is not None:
+            for problem in result.problems:
+                self.publish(Error(tid, problem))
+            self.publish(FirstToken(tid, t0 + result.ttft_ms / 1000))
+        self.core.robot.wait_idle(timeout=15.0 if not cancel.is_set() else 0.5)
+        self.publish(TurnGenerated(tid, result.text if result else SORRY, round(result.llm_ms, 1) if result else 0.0,
+                                   round(result.ttft_ms, 1) if result else 0.0, result.prompt_tokens if result else 0))
+
+    def _speak_up(self) -> None:
+        """One background result or greeting, if there is one."""
+        conv = self.core.conversation
+        done = conv.next_background()
+        if done is not None:
+            tid = self.gate.new_turn()
+            self.publish(BackgroundDone(tid, done.tool, done.ok, done.result, done.call_id))
+            now = time.perf_counter()
+            self._run(UserTurn(tid, "", now, now, now, 0.0), "", background=done, unprompted=True)
+            return
+        cfg = self.core.cfg.vision
+        while True:
+            try:
+                change = self.core.scene_changes.get_nowait()
+            except queue.Empty:
+                return
+            if change.kind == "arrived" and cfg.greet_on_arrival:
+                break
+        tid = self.gate.new_turn()
+        self.publish(Transcript(tid, f"(camera: {change.summary})"))
+        now = time.perf_counter()
+        self._run(UserTurn(tid, "", now, now, now, 0.0),
+                  f"(Someone just arrived. The camera sees: {change.summary}. Greet them in one short sentence.)",
+                  tools=False, unprompted=True)
+
+    def has_news(self) -> bool:
+        """A background result or a scene change is waiting to be spoken about."""
+        return self.core.conversation.has_background() or not self.core.scene_changes.empty()
+
+    def _cut_history(self, msg: CutHistory) -> None:
+        """Keep only what the user heard of an interrupted reply."""
+        conv = self.core.conversation
+        full = conv.last_reply()
+        kept = " ".join(p for p in msg.heard if normalize(p) and normalize(p) in normalize(full))
+        conv.truncate_last_reply(kept)
+        dropped = " ".join(p for p in msg.generated if p not in msg.heard)
+        self.publish(HistoryCut(msg.turn_id, kept, dropped))

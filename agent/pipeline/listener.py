@@ -1,0 +1,199 @@
+"""Listener stage: source → Silero VAD per 32 ms frame → endpointing → utterances; barge-in.
+
+The listener thread reads the source, runs the VAD frame by frame (echo-gated: frames the
+speaker's own output explains are not speech), and hands each finished utterance to the
+ASR stage. It also drains the sink's playback reports onto the bus (and the echo
+reference into the echo gate), and decides barge-in: user speech sustained for
+``[live] barge_in_ms`` while the robot is speaking interrupts the turn.
+
+With a source that need not keep real time (files for ``listen``, typed lines) the
+listener waits after each utterance until the pipeline is idle, so turns run one after
+another exactly as a person taking turns would; input is never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from agent.config import Config
+from agent.events import AudioIn, Event, InputEnded, InputStarted, PlayedBlock, Skipped, TextIn, Utterance
+from agent.live.echo import EchoGate
+from agent.live.vad_stream import FRAME, RATE, Endpointer, SileroFrameVAD
+from agent.pipeline.queues import StageQueue
+from agent.pipeline.speech import AudioSink
+
+log = logging.getLogger(__name__)
+
+
+class Source(Protocol):
+    """What the listener reads (see :mod:`agent.pipeline.sources`)."""
+
+    realtime: bool
+    name: str
+
+    def open(self) -> None:
+        """Start delivering input."""
+        ...
+
+    def read(self, timeout: float) -> Event | None:
+        """Next message or None after ``timeout`` s."""
+        ...
+
+    def idle(self) -> None:
+        """The pipeline is idle (the previous input's turn is over)."""
+        ...
+
+    def close(self) -> None:
+        """Release the input."""
+        ...
+
+
+class PipelineControl(Protocol):
+    """What the listener asks of the pipeline."""
+
+    def interrupt(self, reason: str) -> None:
+        """Stop the current turn."""
+        ...
+
+    def speaking_turn(self) -> int | None:
+        """The turn being spoken now, or None."""
+        ...
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until no work is pending."""
+        ...
+
+    def work_started(self) -> None:
+        """One more item (utterance, line) is in flight."""
+        ...
+
+    def input_done(self) -> None:
+        """The source has delivered everything."""
+        ...
+
+    @property
+    def stopping(self) -> bool:
+        """Shutdown was asked for."""
+        ...
+
+
+class Listener:
+    """The listener thread body.
+
+    Args:
+        cfg: ``[vad]``, ``[live]`` (barge-in, echo guard).
+        source: Where input comes from.
+        sink: Where speech goes (its reports are drained here).
+        asr_inbox: The ASR stage's queue.
+        publish: The bus.
+        control: The pipeline.
+        barge_in: Allow the user to talk over the robot.
+    """
+
+    def __init__(self, cfg: Config, source: Source, sink: AudioSink, asr_inbox: StageQueue,
+                 publish: Callable[[Event], None], control: PipelineControl, barge_in: bool) -> None:
+        self.cfg, self.source, self.sink, self.asr_inbox = cfg, source, sink, asr_inbox
+        self.publish, self.control, self.barge_in = publish, control, barge_in
+        self.vad = SileroFrameVAD()
+        self.vad(np.zeros(FRAME, dtype=np.float32))  # warm the ONNX session
+        self.vad.reset()
+        self.endpointer = Endpointer(cfg.vad)
+        self.echo = EchoGate(cfg.live.echo_max_delay_ms, cfg.live.echo_tail_ms)
+        self._buf = np.zeros(0, dtype=np.float32)
+        self._recent = np.zeros(4096, dtype=np.float32)
+        self._n_total = 0
+        self._user_run_ms = 0.0
+        self._utterances = 0
+        self._in_input = False
+        self.speaking = False
+        """The user is inside an utterance (background results wait for the end of it)."""
+
+    def reset(self) -> None:
+        """Forget the VAD state (device recovered, new input)."""
+        self.endpointer.reset()
+        self.vad.reset()
+        self._buf = np.zeros(0, dtype=np.float32)
+        self.speaking = False
+
+    def run(self) -> None:
+        """Read the source until it is done and the pipeline stops."""
+        while not self.control.stopping:
+            self.drain_sink()
+            msg = self.source.read(0.05)
+            if msg is None:
+                continue
+            if isinstance(msg, AudioIn):
+                self._audio(msg)
+            elif isinstance(msg, TextIn):
+                self._hand_over(msg)
+            elif isinstance(msg, InputStarted):
+                self.publish(msg)
+                self.reset()
+                self._utterances, self._in_input = 0, True
+            elif isinstance(msg, InputEnded):
+                if self._in_input and self._utterances == 0:  # unreadable inputs were reported by the source
+                    self.publish(Skipped(-1, f"no speech found in {msg.source}", msg.source))
+                self._in_input = False
+                if msg.last:  # keep draining the sink: replies and background turns still play
+                    self.control.input_done()
+
+    def drain_sink(self) -> None:
+        """Move the sink's playback reports onto the bus (echo reference into the gate)."""
+        for rep in self.sink.poll():
+            if isinstance(rep, PlayedBlock):
+                if rep.samples is not None:
+                    self.echo.add_reference(rep.samples, rep.t)
+            else:
+                self.publish(rep)
+
+    def _audio(self, msg: AudioIn) -> None:
+        self._buf = np.concatenate([self._buf, msg.samples])
+        while self._buf.size >= FRAME:
+            frame, self._buf = self._buf[:FRAME], self._buf[FRAME:]
+            self._n_total += FRAME
+            self._recent = np.concatenate([self._recent[FRAME:], frame])
+            self._frame(frame, msg.t_end - self._buf.size / RATE)
+
+    def _frame(self, frame: np.ndarray, t: float) -> None:
+        prob = self.vad(frame)
+        live, thr = self.cfg.live, self.cfg.vad.threshold
+        if live.echo_guard and prob >= thr - 0.15 and self.echo.active(t):
+            if self.echo.user_share(self._recent, t) < live.echo_min_unexplained:
+                prob = 0.0  # the robot hearing itself
+        upd = self.endpointer.feed(frame, prob)
+        self.speaking = upd.speaking
+        if self.barge_in and self.sink.busy and self.control.speaking_turn() is not None \
+                and upd.speaking and prob >= thr:
+            self._user_run_ms += FRAME * 1000 / RATE
+            if self._user_run_ms >= live.barge_in_ms:
+                self._user_run_ms = 0.0
+                self.control.interrupt("speech")
+        elif prob < thr - 0.15:
+            self._user_run_ms = 0.0
+        if upd.ended and upd.audio is not None:
+            t_end = t - (self._n_total - upd.end_sample) / RATE
+            now = time.perf_counter()
+            if not self.source.realtime:
+                t_end = now  # as fast as possible: the utterance is complete now
+            end_ms = upd.end_sample / RATE * 1000
+            utt = Utterance(-1, self.source.name, round(max(0.0, end_ms - upd.audio.size / RATE * 1000), 1),
+                            round(end_ms, 1), upd.audio, t_end, now)
+            self._hand_over(utt)
+
+    def _hand_over(self, msg: Event) -> None:
+        self._utterances += 1
+        self.control.work_started()
+        self.asr_inbox.put(msg)
+        if not self.source.realtime:
+            while not self.control.wait_idle(0.1):
+                self.drain_sink()
+                if self.control.stopping:
+                    return
+            self.drain_sink()
+            self.source.idle()
+

@@ -1,0 +1,88 @@
+"""Stage queues: control messages overtake data, and data of a cancelled turn is dropped.
+
+:class:`TurnGate` is the pipeline's turn generation: interrupting turn N cancels every turn
+up to N, and every stage asks the gate before acting on a message, so leftovers of a
+cancelled turn (text deltas, sentences, audio) die wherever they are. Messages outside any
+turn (``turn_id`` -1) are never stale.
+
+:class:`StageQueue` is the inbox of one stage thread: ``put`` appends data and puts control
+messages (``Event.control``) in front; ``get`` skips stale data. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Callable
+
+from agent.events import Event
+
+
+class TurnGate:
+    """Which turns are cancelled (all ids up to :attr:`cancelled_through`)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.cancelled_through = -1
+        self._next = 0
+
+    def new_turn(self) -> int:
+        """Allocate the next turn id (0, 1, 2, ...)."""
+        with self._lock:
+            tid = self._next
+            self._next += 1
+            return tid
+
+    def cancel(self, turn_id: int) -> None:
+        """Cancel ``turn_id`` and every earlier turn."""
+        with self._lock:
+            self.cancelled_through = max(self.cancelled_through, turn_id)
+
+    def stale(self, turn_id: int) -> bool:
+        """True for a message of a cancelled turn."""
+        return 0 <= turn_id <= self.cancelled_through
+
+
+class StageQueue:
+    """FIFO of messages with control messages first and stale data dropped.
+
+    Args:
+        gate: The pipeline's turn generation.
+        on_drop: Called with each stale data message dropped (bookkeeping of work in flight).
+    """
+
+    def __init__(self, gate: TurnGate, on_drop: Callable[[Event], None] | None = None) -> None:
+        self.gate = gate
+        self.on_drop = on_drop
+        self._items: collections.deque[Event] = collections.deque()
+        self._cv = threading.Condition()
+
+    def put(self, msg: Event) -> None:
+        """Queue ``msg``: control messages go in front of all data."""
+        with self._cv:
+            if msg.control:
+                self._items.appendleft(msg)
+            else:
+                self._items.append(msg)
+            self._cv.notify()
+
+    def get(self, timeout: float | None = None) -> Event | None:
+        """The next live message, or None after ``timeout`` s (None: wait for ever)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cv:
+            while True:
+                while self._items:
+                    msg = self._items.popleft()
+                    if msg.control or not self.gate.stale(msg.turn_id):
+                        return msg
+                    if self.on_drop is not None:
+                        self.on_drop(msg)
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return None
+                self._cv.wait(left)
+
+    def __len__(self) -> int:
+        """Messages queued (stale ones included until they are skipped)."""
+        return len(self._items)

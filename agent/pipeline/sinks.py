@@ -1,0 +1,178 @@
+"""Sinks drain the pipeline's speech: the speaker, reply WAV files, or nothing.
+
+Every sink takes :class:`~agent.events.AudioOut` messages (int16 at the voice's rate) and
+reports, through :meth:`poll`, what was played: ``PlaybackStarted`` (first sample out),
+``Spoken`` (a sentence played to the end, or cut), ``TurnPlayed`` (the turn's audio is
+done) and, for the speaker, ``PlayedBlock`` (the echo guard's reference).
+
+* :class:`SpeakerSink` — a real output stream (:class:`~agent.live.speaker.Speaker`); plays
+  in real time, can be cleared at once (barge-in), drives head motion from the speech
+  envelope while a sentence plays.
+* :class:`WavSink` — writes each turn's reply to ``out_dir/reply_NNN.wav`` (16-bit mono
+  at the voice's rate) when the turn's audio ends.
+* :class:`NullSink` — plays nothing; reports each sentence as spoken at once.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+import wave
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import soxr
+
+from agent.events import AudioOut, Event, PlaybackStarted, PlayedBlock, Spoken, TurnPlayed
+from agent.live.speaker import PlayItem, Speaker
+
+RATE = 16_000
+
+
+class SpeakerSink:
+    """Real-time playback on a speaker.
+
+    Args:
+        speaker: An output stream wrapper (opened and reopened by its owner).
+        on_sentence: Called with ``(int16 audio, rate)`` when a sentence starts playing
+            (head motion from the speech envelope); None for no motion.
+    """
+
+    realtime = True
+
+    def __init__(self, speaker: Speaker, on_sentence: Callable[[np.ndarray, int], None] | None = None) -> None:
+        self.speaker = speaker
+        self.on_sentence = on_sentence
+        self._pending: queue.Queue[Event] = queue.Queue()
+        self._ref: soxr.ResampleStream | None = None
+        self._ref_rate = 0
+
+    def play(self, msg: AudioOut) -> None:
+        """Queue one sentence (resampled to the stream's rate); dropped when the speaker is closed."""
+        item = PlayItem(msg.turn_id, msg.text, msg.piece, msg.last_of_piece)
+        self.speaker.enqueue(item, msg.audio, msg.sample_rate)
+
+    def end(self, turn_id: int) -> None:
+        """Queue the end-of-turn marker; with no open speaker the turn counts as played now."""
+        if not self.speaker.enqueue(PlayItem(turn_id, "", end_of_turn=True)):
+            self._pending.put(TurnPlayed(turn_id, None))
+
+    def clear(self) -> list[Spoken]:
+        """Silence the speaker now; ``Spoken(completed=False)`` for each partly played sentence."""
+        dropped = self.speaker.clear()
+        return [Spoken(it.turn_id, it.text, False, it.piece, it.last_of_piece) for it in dropped
+                if it.pos > 0 and it.audio is not None]
+
+    @property
+    def busy(self) -> bool:
+        """Audio is queued or playing."""
+        return self.speaker.busy
+
+    def poll(self) -> list[Event]:
+        """Translate the speaker callback's reports into messages."""
+        out: list[Event] = []
+        while True:
+            try:
+                out.append(self._pending.get_nowait())
+            except queue.Empty:
+                break
+        while True:
+            try:
+                r = self.speaker.reports.get_nowait()
+            except queue.Empty:
+                return out
+            it = r.item
+            if r.kind == "block" and r.block is not None:
+                if self._ref is None or self._ref_rate != self.speaker.rate:
+                    self._ref, self._ref_rate = soxr.ResampleStream(self.speaker.rate, RATE, 1, dtype="float32"), \
+                        self.speaker.rate
+                out.append(PlayedBlock(-1, self._ref.resample_chunk(r.block), r.t))
+            elif r.kind == "started" and it is not None:
+                out.append(PlaybackStarted(it.turn_id, it.text, r.t))
+                if it.audio is not None and self.on_sentence is not None:
+                    pcm = (np.clip(it.audio, -1.0, 1.0) * 32767).astype(np.int16)
+                    self.on_sentence(pcm, self.speaker.rate)
+            elif r.kind == "finished" and it is not None:
+                if it.end_of_turn:
+                    out.append(TurnPlayed(it.turn_id, None))
+                else:
+                    out.append(Spoken(it.turn_id, it.text, True, it.piece, it.last_of_piece))
+
+
+class WavSink:
+    """Each turn's reply into ``out_dir/reply_NNN.wav``.
+
+    Args:
+        out_dir: Folder for the files (created when the first reply is written).
+    """
+
+    realtime = False
+
+    def __init__(self, out_dir: Path) -> None:
+        self.out_dir = Path(out_dir)
+        self._audio: dict[int, list[AudioOut]] = {}
+        self._reports: queue.Queue[Event] = queue.Queue()
+        self._lock = threading.Lock()
+
+    def play(self, msg: AudioOut) -> None:
+        """Collect one sentence of the turn."""
+        with self._lock:
+            first = msg.turn_id not in self._audio
+            self._audio.setdefault(msg.turn_id, []).append(msg)
+        if first:
+            self._reports.put(PlaybackStarted(msg.turn_id, msg.text, time.perf_counter()))
+
+    def end(self, turn_id: int) -> None:
+        """Write the turn's WAV (nothing when it had no audio) and report it played."""
+        with self._lock:
+            parts = self._audio.pop(turn_id, [])
+        path = None
+        if parts:
+            path = self.out_dir / f"reply_{turn_id:03d}.wav"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with wave.open(str(path), "wb") as wav:
+                wav.setnchannels(1)
+                wav.setsampwidth(2)
+                wav.setframerate(parts[0].sample_rate)
+                for p in parts:
+                    wav.writeframes(np.asarray(p.audio, dtype="<i2").tobytes())
+        for p in parts:
+            self._reports.put(Spoken(turn_id, p.text, True, p.piece, p.last_of_piece))
+        self._reports.put(TurnPlayed(turn_id, str(path) if path else None))
+
+    def clear(self) -> list[Spoken]:
+        """Forget collected audio (nothing was played)."""
+        with self._lock:
+            self._audio.clear()
+        return []
+
+    @property
+    def busy(self) -> bool:
+        """Never busy: writing is immediate."""
+        return False
+
+    def poll(self) -> list[Event]:
+        """Reports since the last call."""
+        out: list[Event] = []
+        while True:
+            try:
+                out.append(self._reports.get_nowait())
+            except queue.Empty:
+                return out
+
+
+class NullSink(WavSink):
+    """Plays nothing; every sentence counts as spoken at once (typed chat, accuracy runs)."""
+
+    def __init__(self) -> None:
+        super().__init__(Path("."))
+
+    def end(self, turn_id: int) -> None:
+        """Report the turn's sentences spoken and the turn played; write nothing."""
+        with self._lock:
+            parts = self._audio.pop(turn_id, [])
+        for p in parts:
+            self._reports.put(Spoken(turn_id, p.text, True, p.piece, p.last_of_piece))
+        self._reports.put(TurnPlayed(turn_id, None))

@@ -1,0 +1,221 @@
+"""Sources feed the pipeline: the microphone, audio files, typed text.
+
+A source is read by the listener thread: ``read(timeout)`` returns the next message
+(``AudioIn`` 16 kHz blocks, ``TextIn`` lines, ``InputStarted``/``InputEnded`` around each
+input) or None when nothing came in time. ``realtime`` tells the pipeline whether input
+keeps coming while the robot speaks (microphone, files paced by the clock for ``bench``)
+or may wait for each turn to finish (files as fast as possible for ``listen``, typed lines).
+
+* :class:`MicSource` — the input device at its own rate, resampled to 16 kHz, with device
+  supervision (a stalled mic = device or sound server gone: close, re-initialise, reopen
+  with backoff) and one warning for a mic that delivers only digital silence.
+* :class:`FileSource` — decoded files (PyAV + soxr), each followed by enough silence to
+  close its last utterance; unreadable files become ``error`` messages and are skipped.
+* :class:`TextSource` — lines from any iterable (stdin for ``chat``), read in a thread.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+from agent.audio import AudioError, decode_file
+from agent.config import AudioConfig
+from agent.events import AudioIn, Error, Event, InputEnded, InputStarted, TextIn
+from agent.live.supervisor import Devices
+
+RATE = 16_000
+BLOCK = 512
+"""Samples per block from a file source (32 ms, one VAD frame)."""
+TAIL_S = 1.2
+"""Silence appended to each file so its last utterance reaches the endpoint, s."""
+ZERO_WARN_S = 10.0
+"""A mic that delivers exact zeros this long gets one warning, s."""
+
+
+class MicSource:
+    """The microphone (and, through :class:`~agent.live.supervisor.Devices`, speaker recovery).
+
+    Args:
+        devices: Mic and speaker of this agent.
+        cfg: ``[audio]`` (stall time).
+        publish: Receives ``error`` messages.
+    """
+
+    realtime = True
+
+    def __init__(self, devices: Devices, cfg: AudioConfig, publish: Callable[[Event], None],
+                 zero_warn_s: float = ZERO_WARN_S) -> None:
+        self.devices, self.cfg, self.publish = devices, cfg, publish
+        self.zero_warn_s = zero_warn_s
+        self.name = "mic"
+        self._last_audio = time.perf_counter()
+        self._zero_since: float | None = None
+        self._zero_warned = False
+        self.on_lost: Callable[[], None] = lambda: None
+        self.on_recovered: Callable[[], None] = lambda: None
+
+    def open(self) -> None:
+        """Open the mic (required) and the speaker (optional).
+
+        Raises:
+            agent.live.devices.DeviceError: the input device is missing or refuses to open.
+        """
+        self.devices.open()
+        self.name = self.devices.mic.name
+        self._last_audio = time.perf_counter()
+
+    def read(self, timeout: float) -> Event | None:
+        """The next 16 kHz block, or None (also while the device is being recovered)."""
+        mic = self.devices.mic
+        if not mic.is_open:
+            if self.devices.recover():
+                self.on_recovered()
+            self._last_audio = time.perf_counter()
+            return None
+        got = mic.read(timeout)
+        now = time.perf_counter()
+        if got is None:
+            if now - self._last_audio > self.cfg.stall_s:
+                self.on_lost()
+                self.devices.lost(f"no audio from {mic.name!r} for {now - self._last_audio:.1f} s")
+            return None
+        samples, t_end = got
+        self._last_audio = now
+        self.devices.retry_speaker(now)
+        if samples.size and not np.any(samples):
+            self._zero_since = self._zero_since or now
+            if not self._zero_warned and now - self._zero_since > self.zero_warn_s:
+                self._zero_warned = True
+                self.publish(Error(-1, f"microphone {mic.name!r} delivers only digital silence (muted or wrong "
+                                       f"device?); still listening"))
+        elif samples.size:
+            self._zero_since = None
+        return AudioIn(-1, samples, t_end)
+
+    def idle(self) -> None:
+        """Nothing to do when the pipeline is idle."""
+
+    def close(self) -> None:
+        """Close mic and speaker (at most 2 s each)."""
+        self.devices.close()
+
+
+class FileSource:
+    """Audio files, one after another.
+
+    Args:
+        paths: Files to play (any format PyAV decodes).
+        realtime: Pace blocks by the wall clock (``bench``), else as fast as possible.
+        publish: Receives ``error`` messages for unreadable files.
+    """
+
+    def __init__(self, paths: Iterable[Path], realtime: bool, publish: Callable[[Event], None]) -> None:
+        self.paths = [Path(p) for p in paths]
+        self.realtime = realtime
+        self.publish = publish
+        self.name = "files"
+        self.unreadable = 0
+        self._it: Iterator[Event] = self._messages()
+        self._t_next = 0.0
+
+    def open(self) -> None:
+        """Nothing to open (files are decoded one at a time)."""
+
+    def _messages(self) -> Iterator[Event]:
+        for i, path in enumerate(self.paths):
+            last = i == len(self.paths) - 1
+            try:
+                audio = decode_file(path)
+            except AudioError as e:
+                self.unreadable += 1
+                self.publish(Error(-1, f"{e}; skipped, continuing with the next input"))
+                yield InputEnded(-1, str(path), last)
+                continue
+            self.name = str(path)
+            yield InputStarted(-1, str(path))
+            audio = np.concatenate([audio, np.zeros(int(TAIL_S * RATE), dtype=np.float32)])
+            for k in range(0, audio.size, BLOCK):
+                yield AudioIn(-1, audio[k:k + BLOCK], 0.0)
+            yield InputEnded(-1, str(path), last)
+
+    def read(self, timeout: float) -> Event | None:
+        """The next message; None once every file is done."""
+        msg = next(self._it, None)
+        if msg is None:
+            time.sleep(min(timeout, 0.05))
+            return None
+        if isinstance(msg, AudioIn):
+            now = time.perf_counter()
+            if self.realtime:
+                self._t_next = max(self._t_next, now) + msg.samples.size / RATE
+                if self._t_next > now:
+                    time.sleep(self._t_next - now)
+                now = time.perf_counter()
+            return AudioIn(-1, msg.samples, now)
+        return msg
+
+    def idle(self) -> None:
+        """Nothing to do when the pipeline is idle."""
+
+    def close(self) -> None:
+        """Nothing to close."""
+
+
+class TextSource:
+    """Typed lines, one user turn each; empty lines are ignored.
+
+    Args:
+        lines: Where lines come from (e.g. ``sys.stdin``); read in a daemon thread.
+        prompt: Called before each line is read (e.g. print ``you>``), or None.
+    """
+
+    realtime = False
+
+    def __init__(self, lines: Iterable[str], prompt: Callable[[], None] | None = None) -> None:
+        self.name = "keyboard"
+        self._lines = lines
+        self._prompt = prompt
+        self._q: queue.Queue[Event] = queue.Queue()
+        self._thread = threading.Thread(target=self._read, name="text-source", daemon=True)
+        self.unreadable = 0
+        self.turn_done = threading.Event()
+        self.turn_done.set()
+
+    def open(self) -> None:
+        """Start reading lines."""
+        self._thread.start()
+
+    def _read(self) -> None:
+        it = iter(self._lines)
+        while True:
+            self.turn_done.wait()
+            if self._prompt is not None:
+                self._prompt()
+            try:
+                line = next(it)
+            except (StopIteration, ValueError, OSError):  # end of input or a closed stream
+                break
+            if line.strip():
+                self.turn_done.clear()
+                self._q.put(TextIn(-1, line.strip()))
+        self._q.put(InputEnded(-1, self.name, True))
+
+    def read(self, timeout: float) -> Event | None:
+        """The next line (``TextIn``), ``InputEnded`` at the end, or None."""
+        try:
+            return self._q.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def idle(self) -> None:
+        """The pipeline finished the last line's turn: prompt for and read the next one."""
+        self.turn_done.set()
+
+    def close(self) -> None:
+        """Nothing to close (the reader thread is a daemon)."""

@@ -1,0 +1,153 @@
+"""Speech stage: reply text deltas → sentences (chunker) → piper audio → the sink.
+
+One thread. For each turn a :class:`~agent.sentences.SentenceStream` releases a piece as
+soon as it is certainly a complete sentence (long ones are cut at a clause), and the piece
+is synthesized at once, so the first sentence plays while the model still writes the
+second. ``streaming=False`` is the sequential baseline of ``bolt-agent bench``: the whole
+reply is collected, synthesized in one go and handed over as one block of audio.
+
+Before each synthesis step the turn generation is checked: audio of a cancelled turn is
+never made or queued. A sentence piper fails on is reported and skipped; the rest of the
+reply is still spoken.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Protocol
+
+import numpy as np
+
+from agent.events import AudioOut, Error, Event, ReplyDelta, ReplyEnd, SentenceReady, Shutdown, Spoken
+from agent.pipeline.queues import StageQueue, TurnGate
+from agent.sentences import SentenceStream
+from agent.tts import TextToSpeech
+
+log = logging.getLogger(__name__)
+
+
+class AudioSink(Protocol):
+    """Where synthesized speech goes (speaker, WAV files, nowhere); see :mod:`agent.pipeline.sinks`."""
+
+    realtime: bool
+
+    def play(self, msg: AudioOut) -> None:
+        """Queue one sentence's audio."""
+        ...
+
+    def end(self, turn_id: int) -> None:
+        """No more audio for ``turn_id``; report ``TurnPlayed`` once the rest has played."""
+        ...
+
+    def clear(self) -> list[Spoken]:
+        """Drop all queued audio at once; return ``Spoken(completed=False)`` for partly played pieces."""
+        ...
+
+    @property
+    def busy(self) -> bool:
+        """Audio is queued or playing."""
+        ...
+
+    def poll(self) -> list[Event]:
+        """Playback reports since the last call (started, spoken, turn played, played blocks)."""
+        ...
+
+
+class SpeechStage:
+    """The chunker + TTS thread body.
+
+    Args:
+        tts: The voice.
+        sink: Where audio goes.
+        inbox: ``ReplyDelta`` / ``ReplyEnd`` / ``Shutdown`` messages.
+        gate: Turn generation (stale turns are dropped).
+        publish: The bus.
+        clause_chars: A sentence longer than this many characters is cut at a clause.
+        streaming: False: synthesize the whole reply at its end (sequential baseline).
+        speak: False: no synthesis at all (typed chat without output, accuracy runs).
+    """
+
+    def __init__(self, tts: TextToSpeech, sink: AudioSink, inbox: StageQueue, gate: TurnGate,
+                 publish: Callable[[Event], None], clause_chars: int = 120, streaming: bool = True,
+                 speak: bool = True) -> None:
+        self.tts, self.sink, self.inbox, self.gate, self.publish = tts, sink, inbox, gate, publish
+        self.clause_chars, self.streaming, self.speak = clause_chars, streaming, speak
+        self._streams: dict[int, SentenceStream] = {}
+        self._whole: dict[int, list[str]] = {}
+
+    def run(self) -> None:
+        """Process messages until ``Shutdown``."""
+        while True:
+            msg = self.inbox.get()
+            if msg is None or isinstance(msg, Shutdown):
+                return
+            try:
+                self._handle(msg)
+            except Exception as e:  # a failing stage reports and goes on
+                log.exception("speech stage failed on %s", msg.name)
+                self.publish(Error(msg.turn_id, f"speech stage failed: {e.__class__.__name__}: {e}; continuing"))
+
+    def _handle(self, msg: Event) -> None:
+        tid = msg.turn_id
+        if isinstance(msg, ReplyDelta):
+            if not self.streaming:
+                self._whole.setdefault(tid, []).append(msg.text)
+                return
+            stream = self._streams.setdefault(tid, SentenceStream(self.clause_chars))
+            for piece in stream.feed(msg.text):
+                self._piece(tid, piece)
+        elif isinstance(msg, ReplyEnd):
+            if self.streaming:
+                stream = self._streams.pop(tid, None)
+                for piece in stream.flush() if stream else []:
+                    self._piece(tid, piece)
+            else:
+                whole = "".join(self._whole.pop(tid, [])).strip()
+                if whole:
+                    self._piece(tid, whole, one_block=True)
+            for old in [k for k in self._streams if k < tid]:  # turns cancelled before their end
+                del self._streams[old]
+            if not self.gate.stale(tid):
+                self.sink.end(tid)
+
+    def _piece(self, tid: int, piece: str, one_block: bool = False) -> None:
+        if self.gate.stale(tid):
+            return
+        self.publish(SentenceReady(tid, piece))
+        if not self.speak:
+            return
+        try:
+            self._synthesize(tid, piece, one_block)
+        except Exception as e:  # one bad piece must not silence the rest
+            log.exception("turn %d: TTS failed on %r", tid, piece)
+            self.publish(Error(tid, f"speech synthesis failed on {piece!r}: {e}; continuing"))
+
+    def _synthesize(self, tid: int, piece: str, one_block: bool) -> None:
+        prev: AudioOut | None = None
+        parts: list[np.ndarray] = []
+        texts: list[str] = []
+        t0, total = time.perf_counter(), 0.0
+        rate = self.tts.sample_rate
+        for chunk in self.tts.synthesize(piece):  # lazy: one sentence per step
+            ms = (time.perf_counter() - t0) * 1000
+            total += ms
+            if self.gate.stale(tid):
+                return
+            if one_block:
+                parts.append(chunk.audio)
+                texts.append(chunk.text)
+            else:
+                if prev is not None:
+                    self._out(prev)
+                prev = AudioOut(tid, chunk.text, piece, False, chunk.audio, chunk.sample_rate, ms)
+            t0 = time.perf_counter()
+        if one_block and parts:
+            prev = AudioOut(tid, " ".join(texts), piece, True, np.concatenate(parts), rate, total)
+        if prev is not None and not self.gate.stale(tid):
+            self._out(AudioOut(tid, prev.text, piece, True, prev.audio, prev.sample_rate, prev.synth_ms))
+
+    def _out(self, msg: AudioOut) -> None:
+        self.publish(msg)
+        self.sink.play(msg)

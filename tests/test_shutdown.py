@@ -1,0 +1,149 @@
+"""SIGTERM through the real entry points: the agent stops within 2 s and parks the robot.
+
+Each test starts ``python -m agent ... --json`` as a subprocess, waits for an event that shows
+it is busy, sends SIGTERM and measures the time to exit. On the simulated robot the joint
+commands and the ``robot_parked`` event show the joints back at neutral with torque off; on
+the serial emulator (a real pty, :mod:`emu_bolt`) the board's own state shows it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from emu_bolt import BoltBoard
+
+from agent.audio import decode_file, write_wav
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = [sys.executable, "-m", "agent"]
+NEUTRAL = {"head_yaw": 0.0, "head_pitch": 0.0, "left_arm": 0.0, "right_arm": 0.0}
+
+
+class Proc:
+    """A running entry point whose JSON Lines are collected by a reader thread."""
+
+    def __init__(self, args: list[str], stdin: int | None = None, env: dict | None = None) -> None:
+        self.p = subprocess.Popen([*BIN, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=stdin, text=True, env=env)
+        self.events: list[dict] = []
+        self._q: queue.Queue = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for line in self.p.stdout:
+            ev = json.loads(line)
+            self.events.append(ev)
+            self._q.put(ev)
+
+    def wait_for(self, name: str, timeout: float = 120.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                ev = self._q.get(timeout=0.2)
+            except queue.Empty:
+                if self.p.poll() is not None:
+                    raise AssertionError(f"exited {self.p.returncode}: {self.p.stderr.read()[-2000:]}") from None
+                continue
+            if ev["event"] == name:
+                return ev
+        raise AssertionError(f"no {name!r} event; got {[e['event'] for e in self.events][-20:]}")
+
+    def terminate_timed(self) -> float:
+        """SIGTERM; seconds until the process exited."""
+        t0 = time.monotonic()
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            self.p.wait(10)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            pytest.fail("did not exit within 10 s of SIGTERM")
+        took = time.monotonic() - t0
+        time.sleep(0.2)  # let the reader thread take the last lines
+        return took
+
+
+def parked_at_neutral(events: list[dict]) -> None:
+    parked = [e for e in events if e["event"] == "robot_parked"]
+    assert parked, [e["event"] for e in events][-10:]
+    assert parked[-1]["torque"] is False
+    assert all(abs(parked[-1]["positions"][j] - v) < 0.5 for j, v in NEUTRAL.items()), parked[-1]
+    last: dict[str, float] = {}
+    for e in events:
+        if e["event"] == "robot":
+            last[e["joint"]] = e["deg"]
+    assert all(abs(last[j] - NEUTRAL[j]) < 0.5 for j in last), last
+
+
+@pytest.fixture(scope="module")
+def long_input(fixtures_dir, tmp_path_factory) -> Path:
+    """Ten spoken commands with pauses: a minute of work for ``listen``."""
+    gap = np.zeros(16000, dtype=np.float32)
+    parts = []
+    for name in ["wave_right", "dance", "nod", "joke", "look_left"] * 2:
+        parts += [decode_file(fixtures_dir / "commands" / f"{name}.wav"), gap]
+    path = tmp_path_factory.mktemp("long") / "long.wav"
+    write_wav(path, (np.concatenate(parts) * 32767).astype(np.int16), 16000)
+    return path
+
+
+def test_sigterm_during_listen_parks_the_robot(long_input, tmp_path):
+    p = Proc(["listen", "--json", "--out", str(tmp_path), str(long_input)])
+    p.wait_for("tool_call")  # mid-conversation, a gesture under way
+    took = p.terminate_timed()
+    assert took < 2.0, took
+    assert p.p.returncode == 0
+    parked_at_neutral(p.events)
+    assert sum(e["event"] == "transcript" for e in p.events) < 10  # it stopped early, not at the end
+
+
+def test_sigterm_during_chat_parks_the_robot(tmp_path):
+    p = Proc(["chat", "--json"], stdin=subprocess.PIPE)
+    p.p.stdin.write("Please dance for me.\n")
+    p.p.stdin.flush()
+    p.wait_for("transcript")
+    took = p.terminate_timed()
+    assert took < 2.0, took
+    parked_at_neutral(p.events)
+
+
+def test_sigterm_parks_a_serial_robot(long_input, tmp_path):
+    board = BoltBoard(tmp_path / "ttyBOLT", reset_on_open=False).plug()
+    cfg = tmp_path / "serial.toml"
+    joints = "".join(f'\n[[robot.joints]]\nname = "{j}"\nid = {i}\nmin_deg = {lo}\nmax_deg = {hi}\n'
+                     for i, (j, lo, hi) in enumerate([("head_yaw", -60, 60), ("head_pitch", -30, 30),
+                                                      ("left_arm", 0, 160), ("right_arm", 0, 160)]))
+    cfg.write_text(f'[robot]\ndriver = "body"\n[robot.drivers.body]\nkind = "bolt_serial"\n'
+                   f'port = "{tmp_path / "ttyBOLT"}"\n{joints}')
+    try:
+        p = Proc(["listen", "--json", "--config", str(cfg), "--out", str(tmp_path), str(long_input)])
+        p.wait_for("tool_call")
+        assert board.torque  # holding torque while the agent runs
+        took = p.terminate_timed()
+        assert took < 2.0, took
+        assert all(board.pos[i] == 900 for i in range(4)), board.pos  # every servo at its centre (0 degrees)
+        assert board.frames[-1].endswith("T 0") and not board.torque
+    finally:
+        board.close()
+
+
+def test_sigterm_during_animate_parks_the_robot():
+    p = Proc(["animate", "dance", "--json"], env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 60
+    while not p.events and time.monotonic() < deadline:
+        time.sleep(0.05)
+    took = p.terminate_timed()
+    assert took < 2.0, took
+    last: dict[str, float] = {}
+    for e in p.events:
+        last[e["joint"]] = e["deg"]
+    assert last and all(abs(v - NEUTRAL[j]) < 0.5 for j, v in last.items()), last
