@@ -1,11 +1,15 @@
 # bolt-agent: `make demo` runs the main job on the embedded models, `make test` runs the tests.
-.PHONY: demo test setup setup-test clean
+.PHONY: demo test lint setup setup-test clean
 
 demo: .venv/.ready-run
 	.venv/bin/bolt-agent demo
 
-test: .venv/.ready-test
+test: .venv/.ready-test lint
 	.venv/bin/python -m pytest
+
+lint: .venv/.ready-test
+	.venv/bin/ruff format --check .
+	.venv/bin/ruff check .
 
 setup: .venv/.ready-run
 setup-test: .venv/.ready-test

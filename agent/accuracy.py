@@ -22,9 +22,18 @@ from agent.events import ToolCall, Transcript
 def _wer(refs: list[str], hyps: list[str]) -> float:
     import jiwer
 
-    norm = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.RemoveMultipleSpaces(),
-                          jiwer.Strip(), jiwer.ReduceToListOfListOfWords()])
-    return float(jiwer.wer(refs, [h or "-" for h in hyps], reference_transform=norm, hypothesis_transform=norm))
+    norm = jiwer.Compose(
+        [
+            jiwer.ToLowerCase(),
+            jiwer.RemovePunctuation(),
+            jiwer.RemoveMultipleSpaces(),
+            jiwer.Strip(),
+            jiwer.ReduceToListOfListOfWords(),
+        ]
+    )
+    return float(
+        jiwer.wer(refs, [h or "-" for h in hyps], reference_transform=norm, hypothesis_transform=norm)
+    )
 
 
 def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
@@ -59,8 +68,14 @@ def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
                 core.conversation.history.clear()
                 start = len(log.events)
                 t0 = time.perf_counter()
-                p = Pipeline(core, bus, FileSource([fixtures / item["file"]], False, bus.publish), NullSink(),
-                             speak=False, asr_bias=biased)
+                p = Pipeline(
+                    core,
+                    bus,
+                    FileSource([fixtures / item["file"]], False, bus.publish),
+                    NullSink(),
+                    speak=False,
+                    asr_bias=biased,
+                )
                 p.start()
                 try:
                     p.finish(0.0)
@@ -72,8 +87,17 @@ def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
                 calls = [e.tool for e in evs if isinstance(e, ToolCall)]
                 expect = item["expect_any"]
                 ok = any(w in c for c in calls for w in expect) if expect else not calls
-                details.append({"file": item["file"], "biased": biased, "said": item["text"], "heard": heard,
-                                "tools": calls, "ok": ok, "ms": round((time.perf_counter() - t0) * 1000.0)})
+                details.append(
+                    {
+                        "file": item["file"],
+                        "biased": biased,
+                        "said": item["text"],
+                        "heard": heard,
+                        "tools": calls,
+                        "ok": ok,
+                        "ms": round((time.perf_counter() - t0) * 1000.0),
+                    }
+                )
     finally:
         core.close()
     out: dict[str, Any] = {"turns": len(manifest)}
@@ -89,9 +113,13 @@ def format_accuracy(report: dict[str, Any]) -> str:
     """Human-readable table of :func:`run_accuracy`'s report."""
     lines = [f"{'file':<20} {'bias':<5} {'ok':<3} tools / heard"]
     for d in report["details"]:
-        lines.append(f"{d['file']:<20} {'on' if d['biased'] else 'off':<5} {'✓' if d['ok'] else '✗':<3} "
-                     f"{','.join(d['tools']) or '-'} / {d['heard']!r}")
-    lines.append(f"tool accuracy: {report['tool_accuracy']:.0%} with ASR biasing, "
-                 f"{report['tool_accuracy_unbiased']:.0%} without ({report['turns']} turns); "
-                 f"ASR WER {report['asr_wer']:.1%} biased, {report['asr_wer_unbiased']:.1%} unbiased")
+        lines.append(
+            f"{d['file']:<20} {'on' if d['biased'] else 'off':<5} {'✓' if d['ok'] else '✗':<3} "
+            f"{','.join(d['tools']) or '-'} / {d['heard']!r}"
+        )
+    lines.append(
+        f"tool accuracy: {report['tool_accuracy']:.0%} with ASR biasing, "
+        f"{report['tool_accuracy_unbiased']:.0%} without ({report['turns']} turns); "
+        f"ASR WER {report['asr_wer']:.1%} biased, {report['asr_wer_unbiased']:.1%} unbiased"
+    )
     return "\n".join(lines)

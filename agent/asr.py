@@ -35,11 +35,28 @@ log = logging.getLogger(__name__)
 
 # Whole-transcript phrases Whisper emits on noise or silence (from its YouTube-subtitle
 # training data); seen in faster-whisper and whisper.cpp issue reports.
-SIGN_OFF_HALLUCINATIONS = frozenset({
-    "you", "thank you", "thanks for watching", "thank you for watching", "thanks for watching!",
-    "please subscribe", "subscribe", "bye", "bye bye", "so", "okay", "the end", "uh", "um", "hmm",
-    "thank you so much for watching", "see you next time", "i'll see you next time",
-})
+SIGN_OFF_HALLUCINATIONS = frozenset(
+    {
+        "you",
+        "thank you",
+        "thanks for watching",
+        "thank you for watching",
+        "thanks for watching!",
+        "please subscribe",
+        "subscribe",
+        "bye",
+        "bye bye",
+        "so",
+        "okay",
+        "the end",
+        "uh",
+        "um",
+        "hmm",
+        "thank you so much for watching",
+        "see you next time",
+        "i'll see you next time",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -77,8 +94,9 @@ class WhisperASR:
 
         self.cfg = cfg
         self.hotwords = list(dict.fromkeys([*cfg.hotwords, *(hotwords or [])]))
-        self.model = WhisperModel(str(model_path), device=cfg.device, compute_type=cfg.compute_type,
-                                  cpu_threads=cfg.threads)
+        self.model = WhisperModel(
+            str(model_path), device=cfg.device, compute_type=cfg.compute_type, cpu_threads=cfg.threads
+        )
 
     def warmup(self) -> None:
         """Decode 1 s of low noise once so the first real turn is not slower than later ones."""
@@ -99,13 +117,25 @@ class WhisperASR:
         cfg = self.cfg
         words = " ".join(self.hotwords) if bias and self.hotwords else None
         hot = words if cfg.bias_mode == "hotwords" else None
-        prompt = f"Robot commands: {', '.join(self.hotwords)}." if words and cfg.bias_mode == "initial_prompt" else None
+        prompt = (
+            f"Robot commands: {', '.join(self.hotwords)}."
+            if words and cfg.bias_mode == "initial_prompt"
+            else None
+        )
         segments, _info = self.model.transcribe(
-            audio, language=cfg.language, beam_size=cfg.beam_size, temperature=list(cfg.temperature),
+            audio,
+            language=cfg.language,
+            beam_size=cfg.beam_size,
+            temperature=list(cfg.temperature),
             compression_ratio_threshold=cfg.compression_ratio_threshold,
-            log_prob_threshold=cfg.log_prob_threshold, no_speech_threshold=cfg.no_speech_threshold,
-            condition_on_previous_text=False, vad_filter=False, without_timestamps=True, hotwords=hot,
-            initial_prompt=prompt)
+            log_prob_threshold=cfg.log_prob_threshold,
+            no_speech_threshold=cfg.no_speech_threshold,
+            condition_on_previous_text=False,
+            vad_filter=False,
+            without_timestamps=True,
+            hotwords=hot,
+            initial_prompt=prompt,
+        )
         kept, reasons, logprobs = [], [], []
         for seg in segments:  # lazy: decoding happens while iterating
             if seg.no_speech_prob > cfg.no_speech_threshold and seg.avg_logprob < cfg.log_prob_threshold:
@@ -122,7 +152,11 @@ class WhisperASR:
         mean_lp = float(np.mean(logprobs)) if logprobs else 0.0
         if text and _norm(text) in SIGN_OFF_HALLUCINATIONS:
             short = audio.size < 1.5 * SAMPLE_RATE
-            if short or mean_lp < -0.6 or _norm(text) in {"you", "thanks for watching", "thank you for watching"}:
+            if (
+                short
+                or mean_lp < -0.6
+                or _norm(text) in {"you", "thanks for watching", "thank you for watching"}
+            ):
                 log.info("dropped likely hallucination %r (logprob %.2f)", text, mean_lp)
                 return ASRResult("", f"likely hallucination {text!r}", mean_lp, ms)
         if not text:

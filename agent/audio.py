@@ -81,8 +81,9 @@ def decode_file(path: str | Path) -> np.ndarray:
     except AudioError:
         raise
     except (av.error.FFmpegError, ValueError, IndexError, OSError) as e:
-        raise AudioError(f"{p}: not a readable audio file ({type(e).__name__}: {e}); "
-                         f"pass a WAV, FLAC, MP3 or OGG file") from None
+        raise AudioError(
+            f"{p}: not a readable audio file ({type(e).__name__}: {e}); pass a WAV, FLAC, MP3 or OGG file"
+        ) from None
     if not chunks or rate <= 0:
         raise AudioError(f"{p}: contains no audio samples")
     planar = np.concatenate(chunks, axis=1)  # (channels, n)

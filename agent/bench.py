@@ -30,8 +30,17 @@ import numpy as np
 from agent.config import Config
 from agent.events import Event, Spoken, Timing, Transcript
 
-STAGES = ("endpoint_ms", "asr_done_ms", "first_token_ms", "first_sentence_ms", "first_audio_ms", "first_played_ms",
-          "asr_ms", "llm_ttft_ms", "tts_first_audio_ms")
+STAGES = (
+    "endpoint_ms",
+    "asr_done_ms",
+    "first_token_ms",
+    "first_sentence_ms",
+    "first_audio_ms",
+    "first_played_ms",
+    "asr_ms",
+    "llm_ttft_ms",
+    "tts_first_audio_ms",
+)
 
 
 class EventLog:
@@ -48,7 +57,7 @@ class EventLog:
             self._cv.notify_all()
 
     def wait_for(self, pred: Callable[[Event], bool], start: int, timeout: float) -> Event | None:
-        """The first message from index ``start`` on for which ``pred`` is true, or None after ``timeout`` s."""
+        """The first message from index ``start`` on that satisfies ``pred``; None after ``timeout`` s."""
         deadline = time.monotonic() + timeout
         with self._cv:
             while True:
@@ -64,7 +73,10 @@ class EventLog:
 def _pct(values: list[float]) -> dict[str, float]:
     if not values:
         return {"p50": -1.0, "p95": -1.0}
-    return {"p50": round(float(np.percentile(values, 50)), 1), "p95": round(float(np.percentile(values, 95)), 1)}
+    return {
+        "p50": round(float(np.percentile(values, 50)), 1),
+        "p95": round(float(np.percentile(values, 95)), 1),
+    }
 
 
 def run_bench(cfg: Config, folder: Path, runs: int = 1, limit: int = 0) -> dict[str, Any]:
@@ -92,7 +104,9 @@ def run_bench(cfg: Config, folder: Path, runs: int = 1, limit: int = 0) -> dict[
     def one(path: Path, streaming: bool) -> tuple[list[Event], Timing | None]:
         core.conversation.history.clear()
         start = len(log.events)
-        p = Pipeline(core, bus, FileSource([path], True, bus.publish), SpeakerSink(speaker), streaming=streaming)
+        p = Pipeline(
+            core, bus, FileSource([path], True, bus.publish), SpeakerSink(speaker), streaming=streaming
+        )
         p.start()
         try:
             p.finish(0.0)
@@ -123,9 +137,11 @@ def run_bench(cfg: Config, folder: Path, runs: int = 1, limit: int = 0) -> dict[
 def _report(live_t: list[Timing], base: list[float], multi: list[bool], turns: list[int]) -> dict[str, Any]:
     v2v = [t.first_played_ms for t in live_t]
     ok = [i for i, b in enumerate(base) if b >= 0]
-    floors = [t.endpoint_ms + t.asr_ms + (t.first_sentence_ms - t.asr_done_ms) + t.tts_first_audio_ms
-              for t in live_t]
-    ratio = [v / f for v, f in zip(v2v, floors) if f > 0]
+    floors = [
+        t.endpoint_ms + t.asr_ms + (t.first_sentence_ms - t.asr_done_ms) + t.tts_first_audio_ms
+        for t in live_t
+    ]
+    ratio = [v / f for v, f in zip(v2v, floors, strict=True) if f > 0]
     bp, vp = _pct([base[i] for i in ok]), _pct([v2v[i] for i in ok])
     mi = [i for i in ok if multi[i]]
     bm, vm = _pct([base[i] for i in mi]), _pct([v2v[i] for i in mi])
@@ -144,12 +160,16 @@ def _report(live_t: list[Timing], base: list[float], multi: list[bool], turns: l
 
 def format_report(r: dict[str, Any]) -> str:
     """The report as a few readable lines."""
-    lines = [f"turns: {r['turns']} (user turns per file: {r['turns_per_file']})",
-             f"voice-to-voice   p50 {r['voice_to_voice_ms']['p50']:.0f} ms  p95 {r['voice_to_voice_ms']['p95']:.0f} ms",
-             f"sequential       p50 {r['baseline_voice_to_voice_ms']['p50']:.0f} ms  "
-             f"p95 {r['baseline_voice_to_voice_ms']['p95']:.0f} ms",
-             f"speedup vs sequential: {r['speedup_vs_sequential']} (multi-sentence replies: "
-             f"{r['speedup_multi_sentence']}, {r['multi_sentence_turns']} turns)",
-             f"floor ratio: {r['floor_ratio']}", "stages (ms from end of speech / durations):"]
+    lines = [
+        f"turns: {r['turns']} (user turns per file: {r['turns_per_file']})",
+        f"voice-to-voice   p50 {r['voice_to_voice_ms']['p50']:.0f} ms  "
+        f"p95 {r['voice_to_voice_ms']['p95']:.0f} ms",
+        f"sequential       p50 {r['baseline_voice_to_voice_ms']['p50']:.0f} ms  "
+        f"p95 {r['baseline_voice_to_voice_ms']['p95']:.0f} ms",
+        f"speedup vs sequential: {r['speedup_vs_sequential']} (multi-sentence replies: "
+        f"{r['speedup_multi_sentence']}, {r['multi_sentence_turns']} turns)",
+        f"floor ratio: {r['floor_ratio']}",
+        "stages (ms from end of speech / durations):",
+    ]
     lines += [f"  {k:20s} p50 {v['p50']:7.0f}  p95 {v['p95']:7.0f}" for k, v in r["stages"].items()]
     return "\n".join(lines)

@@ -30,19 +30,27 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="bolt-agent: an on-device voice and robot agent (Nemotron 3.5 Bolt E4B).")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="bolt-agent: an on-device voice and robot agent (Nemotron 3.5 Bolt E4B).",
+)
 skills_app = typer.Typer(no_args_is_help=True, help="Inspect and create skills.")
 app.add_typer(skills_app, name="skills")
 
-ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="robot config TOML "
-                                                   "(default: the embedded launch/desktop.toml)")]
+ConfigOpt = Annotated[
+    Optional[Path],
+    typer.Option("--config", "-c", help="robot config TOML (default: the embedded launch/desktop.toml)"),
+]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON Lines events on stdout")]
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, stream=sys.stderr,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
 
 
 def _load(config: Path | None) -> Config:
@@ -100,8 +108,9 @@ def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
             signal.signal(s, h)
 
 
-def run_pipeline(core: AgentCore, bus: Bus, source: Source, sink: AudioSink, wait_background_s: float,
-                 **options: bool) -> bool:
+def run_pipeline(
+    core: AgentCore, bus: Bus, source: Source, sink: AudioSink, wait_background_s: float, **options: bool
+) -> bool:
     """Run ``source`` through the pipeline to the end (or a signal); the caller closes ``core``.
 
     Returns:
@@ -124,8 +133,10 @@ def fixtures_root() -> Path | None:
     """The shared fixtures folder ($BOLT_FIXTURES, or ../shared/fixtures beside the repo or the cwd)."""
     env = os.environ.get("BOLT_FIXTURES")
     here = Path(__file__).resolve().parent.parent
-    for cand in ([Path(env)] if env else []) + [here.parent / "shared" / "fixtures", Path.cwd().parent / "shared"
-                                                / "fixtures"]:
+    for cand in ([Path(env)] if env else []) + [
+        here.parent / "shared" / "fixtures",
+        Path.cwd().parent / "shared" / "fixtures",
+    ]:
         if cand.is_dir():
             return cand
     return None
@@ -135,8 +146,12 @@ VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v")]
 
 
 @app.command()
-def demo(config: ConfigOpt = None, out: Annotated[Path, typer.Option(help="folder for reply WAVs")] = Path("out"),
-         json_out: JsonOpt = False, verbose: VerboseOpt = False) -> None:
+def demo(
+    config: ConfigOpt = None,
+    out: Annotated[Path, typer.Option(help="folder for reply WAVs")] = Path("out"),
+    json_out: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
     """Run a short spoken conversation on the embedded models and print every step."""
     from agent.demo import demo_inputs
     from agent.pipeline import FileSource, WavSink
@@ -155,11 +170,16 @@ def demo(config: ConfigOpt = None, out: Annotated[Path, typer.Option(help="folde
 
 
 @app.command()
-def listen(files: Annotated[list[Path], typer.Argument(help="audio files; every utterance is one user turn")],
-           config: ConfigOpt = None, out: Annotated[Path, typer.Option(help="folder for reply WAVs")] = Path("out"),
-           json_out: JsonOpt = False, verbose: VerboseOpt = False,
-           wait_background: Annotated[float, typer.Option(help="seconds to wait at the end for background "
-                                                          "tool calls (timers) to finish")] = 30.0) -> None:
+def listen(
+    files: Annotated[list[Path], typer.Argument(help="audio files; every utterance is one user turn")],
+    config: ConfigOpt = None,
+    out: Annotated[Path, typer.Option(help="folder for reply WAVs")] = Path("out"),
+    json_out: JsonOpt = False,
+    verbose: VerboseOpt = False,
+    wait_background: Annotated[
+        float, typer.Option(help="seconds to wait at the end for background tool calls (timers) to finish")
+    ] = 30.0,
+) -> None:
     """Treat speech in audio files as user turns of one conversation."""
     from agent.pipeline import FileSource, WavSink
 
@@ -177,11 +197,15 @@ def listen(files: Annotated[list[Path], typer.Argument(help="audio files; every 
 
 
 @app.command()
-def chat(config: ConfigOpt = None, out: Annotated[Optional[Path], typer.Option(
-        help="also synthesize replies into this folder")] = None, json_out: JsonOpt = False,
-         verbose: VerboseOpt = False,
-         wait_background: Annotated[float, typer.Option(help="seconds to wait at end of input for "
-                                                        "background tool calls")] = 30.0) -> None:
+def chat(
+    config: ConfigOpt = None,
+    out: Annotated[Optional[Path], typer.Option(help="also synthesize replies into this folder")] = None,
+    json_out: JsonOpt = False,
+    verbose: VerboseOpt = False,
+    wait_background: Annotated[
+        float, typer.Option(help="seconds to wait at end of input for background tool calls")
+    ] = 30.0,
+) -> None:
     """Talk to the agent by typing (one line per turn; Ctrl-D ends)."""
     from agent.pipeline import NullSink, TextSource, WavSink
 
@@ -203,24 +227,38 @@ def skills_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
     from agent.skills import load_registry
 
     cfg = _load(config)
-    reg = load_registry(cfg.skills.folders, cfg.skills.include_builtin, cfg.skills.enabled, cfg.skills.timeout_s)
+    reg = load_registry(
+        cfg.skills.folders, cfg.skills.include_builtin, cfg.skills.enabled, cfg.skills.timeout_s
+    )
     for msg in reg.load_errors:
         typer.echo(f"warning: {msg}", err=True)
     for s in reg.skills.values():
         if json_out:
-            typer.echo(json.dumps({"name": s.name, "description": s.description, "parameters": s.parameters,
-                                   "source": s.source, "background": s.background}))
+            typer.echo(
+                json.dumps(
+                    {
+                        "name": s.name,
+                        "description": s.description,
+                        "parameters": s.parameters,
+                        "source": s.source,
+                        "background": s.background,
+                    }
+                )
+            )
         else:
             params = ", ".join(s.parameters.get("properties", {}))
             kind = " [background]" if s.background else ""
-            typer.echo(f"{s.name}({params}){kind}  {s.description}\n    schema: {json.dumps(s.parameters)}\n"
-                       f"    source: {s.source}")
+            typer.echo(
+                f"{s.name}({params}){kind}  {s.description}\n    schema: {json.dumps(s.parameters)}\n"
+                f"    source: {s.source}"
+            )
 
 
 @skills_app.command("new")
-def skills_new(name: Annotated[str, typer.Argument(help="skill name, e.g. greet_guest")],
-               folder: Annotated[Path, typer.Option("--dir", help="folder to write NAME.py into")] = Path("skills"),
-               ) -> None:
+def skills_new(
+    name: Annotated[str, typer.Argument(help="skill name, e.g. greet_guest")],
+    folder: Annotated[Path, typer.Option("--dir", help="folder to write NAME.py into")] = Path("skills"),
+) -> None:
     """Write a commented template skill to start from."""
     from agent.skills import SkillError, new_skill_file
 
@@ -229,8 +267,10 @@ def skills_new(name: Annotated[str, typer.Argument(help="skill name, e.g. greet_
     except SkillError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    typer.echo(f"wrote {path}; add its folder to [skills] folders in your config (the packaged skills/ "
-               f"folder is always loaded), then check it with: bolt-agent skills list")
+    typer.echo(
+        f"wrote {path}; add its folder to [skills] folders in your config (the packaged skills/ "
+        f"folder is always loaded), then check it with: bolt-agent skills list"
+    )
 
 
 def _register_plugins() -> None:
@@ -251,4 +291,3 @@ def main() -> None:
     """Console-script entry point."""
     _register_plugins()
     app()
-

@@ -25,8 +25,11 @@ from agent.systemd import notify, start_watchdog
 log = logging.getLogger(__name__)
 
 
-def run(config: ConfigOpt = None, json_out: JsonOpt = False,
-        verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+def run(
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+) -> None:
     """Listen and talk in real time on the configured microphone and speaker (Ctrl-C stops)."""
     from agent.live.devices import DeviceError, SoundDeviceBackend, find_device
     from agent.pipeline.pipeline import live_pipeline
@@ -76,15 +79,24 @@ def run(config: ConfigOpt = None, json_out: JsonOpt = False,
     printer.note("stopped")
 
 
-def bench(config: ConfigOpt = None,
-          fixtures: Annotated[Optional[Path], typer.Option(help="folder of command WAVs (default: the shared "
-                                                           "fixtures' commands/)")] = None,
-          runs: Annotated[int, typer.Option(min=1, help="passes over the fixtures")] = 1,
-          limit: Annotated[int, typer.Option(min=0, help="use at most this many fixtures (0 = all)")] = 0,
-          json_out: JsonOpt = False, verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
-          accuracy: Annotated[bool, typer.Option("--accuracy", help="measure tool-call accuracy on the spoken "
-                                                 "commands (with and without ASR biasing) instead of latency")
-                              ] = False) -> None:
+def bench(
+    config: ConfigOpt = None,
+    fixtures: Annotated[
+        Optional[Path], typer.Option(help="folder of command WAVs (default: the shared fixtures' commands/)")
+    ] = None,
+    runs: Annotated[int, typer.Option(min=1, help="passes over the fixtures")] = 1,
+    limit: Annotated[int, typer.Option(min=0, help="use at most this many fixtures (0 = all)")] = 0,
+    json_out: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    accuracy: Annotated[
+        bool,
+        typer.Option(
+            "--accuracy",
+            help="measure tool-call accuracy on the spoken "
+            "commands (with and without ASR biasing) instead of latency",
+        ),
+    ] = False,
+) -> None:
     """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
 
     With ``--accuracy``: the fraction of spoken commands whose tool calls match the manifest.

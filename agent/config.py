@@ -38,9 +38,24 @@ else:  # pragma: no cover - Python 3.10 (JetPack 6)
     import tomli as tomllib
 
 __all__ = [
-    "DEFAULT_CONFIG", "DEFAULT_SYSTEM_PROMPT", "ASRConfig", "AudioConfig", "CameraConfig", "Config",
-    "ConfigError", "DriverConfig", "JointConfig", "LLMConfig", "LiveConfig", "RobotConfig", "SkillsConfig",
-    "StrictModel", "TTSConfig", "VADConfig", "VisionConfig", "load_config",
+    "DEFAULT_CONFIG",
+    "DEFAULT_SYSTEM_PROMPT",
+    "ASRConfig",
+    "AudioConfig",
+    "CameraConfig",
+    "Config",
+    "ConfigError",
+    "DriverConfig",
+    "JointConfig",
+    "LLMConfig",
+    "LiveConfig",
+    "RobotConfig",
+    "SkillsConfig",
+    "StrictModel",
+    "TTSConfig",
+    "VADConfig",
+    "VisionConfig",
+    "load_config",
 ]
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "launch" / "desktop.toml"
@@ -85,48 +100,70 @@ class ASRConfig(StrictModel):
     hotwords: list[str] = Field(default_factory=list)
     bias_with_skills: bool = True
     bias_mode: Literal["hotwords", "initial_prompt"] = Field(
-        "hotwords", description="how skill names and the wake phrase reach Whisper: as hotwords, or as a "
-        "prompt that reads like earlier speech")
+        "hotwords",
+        description="how skill names and the wake phrase reach Whisper: as hotwords, or as a "
+        "prompt that reads like earlier speech",
+    )
 
 
 class LLMConfig(StrictModel):
     """llama.cpp settings for the chat model."""
 
     model: str = "packaged:smollm2-135m"
-    n_ctx: int | Literal["fit"] = Field(4096, description='context, tokens (256..65536), or "fit": the '
-                                        "largest that fits the device (agent.memplan.resolve_n_ctx)")
+    n_ctx: int | Literal["fit"] = Field(
+        4096,
+        description='context, tokens (256..65536), or "fit": the '
+        "largest that fits the device (agent.memplan.resolve_n_ctx)",
+    )
     threads: int = Field(2, ge=1)
     n_gpu_layers: int = Field(0, ge=-1, description="layers on the GPU; -1 = all and the output layer")
     n_batch: int = Field(256, ge=16, description="prompt batch, tokens; the compute buffer grows with it")
     cache_type_k: Literal["f16", "q8_0"] = Field("f16", description="K cache type (q8_0: about half)")
     cache_type_v: Literal["f16", "q8_0"] = Field("f16", description="V cache type (q8_0 needs flash_attn)")
     flash_attn: bool = Field(False, description="flash attention (no KQ matrix; needed by a q8_0 V cache)")
-    swa_full: bool = Field(True, description="full-size cache for sliding-window layers (llama.cpp's "
-                           "default; false keeps window + batch only, but prefix reuse may then miss "
-                           "evicted cells)")
-    lazy_per_layer_embd: bool = Field(False, description="Gemma 4: read per-layer embeddings from the "
-                                      "file on demand instead of keeping them in memory")
+    swa_full: bool = Field(
+        True,
+        description="full-size cache for sliding-window layers (llama.cpp's "
+        "default; false keeps window + batch only, but prefix reuse may then miss "
+        "evicted cells)",
+    )
+    lazy_per_layer_embd: bool = Field(
+        False,
+        description="Gemma 4: read per-layer embeddings from the "
+        "file on demand instead of keeping them in memory",
+    )
     device_profile: Literal["this", "orin-nano-8gb", "orin-nx-16gb"] = Field(
-        "this", description="memory budget: this machine (/proc/meminfo) or a board (bolt-agent budget)")
+        "this", description="memory budget: this machine (/proc/meminfo) or a board (bolt-agent budget)"
+    )
     temperature: float = Field(0.2, ge=0.0, le=2.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
     max_tokens: int = Field(160, ge=8)
     repeat_penalty: float = Field(1.1, ge=1.0, le=2.0)
-    tool_prior_bonus: float = Field(4.0, ge=0.0, le=20.0, description="grammar mode: logit bonus for tools "
-                                    "whose name or keywords the user said; 0 = off")
+    tool_prior_bonus: float = Field(
+        4.0,
+        ge=0.0,
+        le=20.0,
+        description="grammar mode: logit bonus for tools whose name or keywords the user said; 0 = off",
+    )
     seed: int = 1234
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     tool_format: Literal["auto", "grammar", "bolt", "hermes", "llama3"] = "auto"
-    reasoning: Literal["off", "on", "tools"] = Field("off", description="think before answering: never, "
-                                                     "always, or only in rounds that offer tools")
+    reasoning: Literal["off", "on", "tools"] = Field(
+        "off", description="think before answering: never, always, or only in rounds that offer tools"
+    )
     thinking_budget_tokens: int = Field(256, ge=0, description="thinking tokens before the runtime ends it")
-    thinking_budget_ms: float = Field(1500.0, ge=0,
-                                      description="thinking time before the runtime ends it, ms")
+    thinking_budget_ms: float = Field(
+        1500.0, ge=0, description="thinking time before the runtime ends it, ms"
+    )
     conversational_mode: bool = Field(True, description="short, speech-ready replies (Bolt template flag)")
-    max_reply_sentences: int = Field(2, ge=0, description="conversational mode: sentences spoken per reply; "
-                                     "0 = no limit")
-    output_grammar: str = Field("", description="GBNF grammar constraining native-format replies "
-                                "(e.g. to hold a small model to the tool-call shape); empty = none")
+    max_reply_sentences: int = Field(
+        2, ge=0, description="conversational mode: sentences spoken per reply; 0 = no limit"
+    )
+    output_grammar: str = Field(
+        "",
+        description="GBNF grammar constraining native-format replies "
+        "(e.g. to hold a small model to the tool-call shape); empty = none",
+    )
     max_tool_rounds: int = Field(4, ge=1, le=8)
     warmup: bool = True
 
@@ -140,8 +177,10 @@ class LLMConfig(StrictModel):
     @model_validator(mode="after")
     def _quantized_v_needs_flash_attn(self) -> LLMConfig:
         if self.cache_type_v != "f16" and not self.flash_attn:
-            raise ValueError(f'cache_type_v = "{self.cache_type_v}" needs flash_attn = true (llama.cpp '
-                             f"cannot create a quantized V cache without flash attention)")
+            raise ValueError(
+                f'cache_type_v = "{self.cache_type_v}" needs flash_attn = true (llama.cpp '
+                f"cannot create a quantized V cache without flash attention)"
+            )
         return self
 
 
@@ -159,11 +198,13 @@ class AudioConfig(StrictModel):
 
     input_device: str | int | None = None
     output_device: str | int | None = None
-    input_sample_rate: int | None = Field(None, ge=8000, le=192000,
-                                          description="None = the device's own rate, Hz")
+    input_sample_rate: int | None = Field(
+        None, ge=8000, le=192000, description="None = the device's own rate, Hz"
+    )
     input_channels: int | None = Field(None, ge=1, le=32, description="None = the device's, at most 2")
-    output_sample_rate: int | None = Field(None, ge=8000, le=192000,
-                                           description="None = the device's own rate, Hz")
+    output_sample_rate: int | None = Field(
+        None, ge=8000, le=192000, description="None = the device's own rate, Hz"
+    )
     block_ms: int = Field(20, ge=5, le=200, description="sounddevice block length, ms")
     stall_s: float = Field(3.0, gt=0.1, le=30, description="no mic audio for this long = device lost, s")
     backoff_initial_s: float = Field(0.5, gt=0, le=60, description="first retry after a lost device, s")
@@ -180,27 +221,52 @@ class LiveConfig(StrictModel):
     attention: Literal["always", "wake"] = "always"
     wake_phrases: list[str] = Field(default_factory=lambda: ["hey robot", "hey bolt", "okay bolt"])
     wake_score: float = Field(80.0, ge=50, le=100, description="fuzzy match score a wake phrase needs")
-    follow_up_s: float = Field(8.0, ge=0, le=120,
-                               description="after a reply, no wake phrase needed for this long")
+    follow_up_s: float = Field(
+        8.0, ge=0, le=120, description="after a reply, no wake phrase needed for this long"
+    )
     barge_in: bool = True
-    barge_in_ms: int = Field(300, ge=32, le=3000,
-                             description="user speech sustained this long stops playback")
+    barge_in_ms: int = Field(
+        300, ge=32, le=3000, description="user speech sustained this long stops playback"
+    )
     echo_guard: bool = True
-    echo_tail_ms: int = Field(600, ge=0, le=5000,
-                              description="mic is treated as echo this long after playback")
-    echo_min_unexplained: float = Field(0.5, gt=0, lt=1,
-                                        description="fraction of mic energy playback must not "
-                                        "explain for it to count as user speech")
-    echo_max_delay_ms: int = Field(800, ge=50, le=3000,
-                                   description="longest speaker-to-mic delay searched, ms")
-    echo_text_score: float = Field(75.0, ge=50, le=100, description="transcripts this similar to the robot's "
-                                   "own recent speech are dropped")
-    stop_phrases: list[str] = Field(default_factory=lambda: [
-        "stop", "freeze", "be quiet", "quiet", "shut up", "halt", "stop it", "stop talking", "stop moving",
-        "hold still", "silence", "enough"])
+    echo_tail_ms: int = Field(
+        600, ge=0, le=5000, description="mic is treated as echo this long after playback"
+    )
+    echo_min_unexplained: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        description="fraction of mic energy playback must not explain for it to count as user speech",
+    )
+    echo_max_delay_ms: int = Field(
+        800, ge=50, le=3000, description="longest speaker-to-mic delay searched, ms"
+    )
+    echo_text_score: float = Field(
+        75.0,
+        ge=50,
+        le=100,
+        description="transcripts this similar to the robot's own recent speech are dropped",
+    )
+    stop_phrases: list[str] = Field(
+        default_factory=lambda: [
+            "stop",
+            "freeze",
+            "be quiet",
+            "quiet",
+            "shut up",
+            "halt",
+            "stop it",
+            "stop talking",
+            "stop moving",
+            "hold still",
+            "silence",
+            "enough",
+        ]
+    )
     stop_max_words: int = Field(4, ge=1, le=12, description="longer transcripts go to the model")
-    clause_chars: int = Field(120, ge=20, le=400,
-                              description="a sentence longer than this is cut at a clause")
+    clause_chars: int = Field(
+        120, ge=20, le=400, description="a sentence longer than this is cut at a clause"
+    )
 
 
 class SkillsConfig(StrictModel):

@@ -32,8 +32,11 @@ def split_turns(history: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
 
 
 def _summary(dropped: list[list[dict[str, Any]]], previous: str) -> str:
-    asked = [" ".join(t[0]["content"].split("\n\n[")[0].split()[:5])[:32] for t in dropped if t[0]["role"] == "user"
-             and not t[0].get(SUMMARY_KEY)]
+    asked = [
+        " ".join(t[0]["content"].split("\n\n[")[0].split()[:5])[:32]
+        for t in dropped
+        if t[0]["role"] == "user" and not t[0].get(SUMMARY_KEY)
+    ]
     tools = [c["function"]["name"] for t in dropped for m in t for c in m.get("tool_calls", [])]
     parts = [previous] if previous else []
     if asked:
@@ -43,8 +46,9 @@ def _summary(dropped: list[list[dict[str, Any]]], previous: str) -> str:
     return "; ".join(parts)[-240:]
 
 
-def compact(history: list[dict[str, Any]], prompt_tokens: Callable[[list[dict[str, Any]]], int],
-            target: int) -> tuple[list[dict[str, Any]], int]:
+def compact(
+    history: list[dict[str, Any]], prompt_tokens: Callable[[list[dict[str, Any]]], int], target: int
+) -> tuple[list[dict[str, Any]], int]:
     """Drop the oldest turns until the rendered prompt takes at most ``target`` tokens.
 
     Args:
@@ -73,8 +77,11 @@ def compact(history: list[dict[str, Any]], prompt_tokens: Callable[[list[dict[st
 
 
 def shrink_turn(messages: list[dict[str, Any]], max_chars: int = 80) -> list[dict[str, Any]]:
-    """A tighter copy of the current turn for a full context: long tool results are cut to
-    ``max_chars`` and assistant messages lose their verbatim generated text."""
+    """A tighter copy of the current turn for a full context.
+
+    Long tool results are cut to ``max_chars`` and assistant messages lose their verbatim
+    generated text.
+    """
     out = []
     for m in messages:
         m = {k: v for k, v in m.items() if k != "raw"}
@@ -84,8 +91,12 @@ def shrink_turn(messages: list[dict[str, Any]], max_chars: int = 80) -> list[dic
     return out
 
 
-def fit_history(history: list[dict[str, Any]], prompt_tokens: Callable[[list[dict[str, Any]]], int],
-                n_ctx: int, reserve: int) -> tuple[list[dict[str, Any]], int]:
+def fit_history(
+    history: list[dict[str, Any]],
+    prompt_tokens: Callable[[list[dict[str, Any]]], int],
+    n_ctx: int,
+    reserve: int,
+) -> tuple[list[dict[str, Any]], int]:
     """Make the next prompt leave ``reserve`` tokens for the answer.
 
     The budget is ``n_ctx - reserve - 8``; over it, old turns are compacted down to 60 % of

@@ -49,7 +49,9 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         """Return the JSON Lines form ``{"event": name, "turn_id": ..., ...fields}``."""
-        body = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("json", True)}
+        body = {
+            f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.metadata.get("json", True)
+        }
         return {"event": self.name, **body}
 
 
@@ -201,8 +203,13 @@ class ToolCall(Event):
 
     def to_json(self) -> dict[str, Any]:
         """JSON form with the tool's name under ``name`` (the issue's wire format)."""
-        return {"event": self.name, "turn_id": self.turn_id, "name": self.tool, "arguments": self.arguments,
-                "call_id": self.call_id}
+        return {
+            "event": self.name,
+            "turn_id": self.turn_id,
+            "name": self.tool,
+            "arguments": self.arguments,
+            "call_id": self.call_id,
+        }
 
 
 @dataclass(frozen=True)
@@ -217,8 +224,14 @@ class ToolResult(Event):
 
     def to_json(self) -> dict[str, Any]:
         """JSON form with the tool's name under ``name``."""
-        return {"event": self.name, "turn_id": self.turn_id, "name": self.tool, "ok": self.ok,
-                "result": self.result, "call_id": self.call_id}
+        return {
+            "event": self.name,
+            "turn_id": self.turn_id,
+            "name": self.tool,
+            "ok": self.ok,
+            "result": self.result,
+            "call_id": self.call_id,
+        }
 
 
 @dataclass(frozen=True)

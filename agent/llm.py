@@ -78,20 +78,33 @@ class ChatModel:
         self.cfg = cfg
         self.path = Path(model_path)
         if not isinstance(cfg.n_ctx, int):
-            raise LLMError('[llm] n_ctx = "fit" must be resolved to a number before the model is loaded '
-                           "(agent.memplan.resolve_n_ctx)")
+            raise LLMError(
+                '[llm] n_ctx = "fit" must be resolved to a number before the model is loaded '
+                "(agent.memplan.resolve_n_ctx)"
+            )
         self.n_ctx = cfg.n_ctx
         try:
             with _lazy_per_layer_embd(cfg.lazy_per_layer_embd):
-                self.llm = Llama(model_path=str(model_path), n_ctx=cfg.n_ctx, n_threads=cfg.threads,
-                                 n_threads_batch=cfg.threads, n_gpu_layers=cfg.n_gpu_layers,
-                                 n_batch=cfg.n_batch,
-                                 type_k=_ggml_type(cfg.cache_type_k), type_v=_ggml_type(cfg.cache_type_v),
-                                 flash_attn=cfg.flash_attn, swa_full=cfg.swa_full,
-                                 seed=cfg.seed, vocab_only=vocab_only, verbose=False)
+                self.llm = Llama(
+                    model_path=str(model_path),
+                    n_ctx=cfg.n_ctx,
+                    n_threads=cfg.threads,
+                    n_threads_batch=cfg.threads,
+                    n_gpu_layers=cfg.n_gpu_layers,
+                    n_batch=cfg.n_batch,
+                    type_k=_ggml_type(cfg.cache_type_k),
+                    type_v=_ggml_type(cfg.cache_type_v),
+                    flash_attn=cfg.flash_attn,
+                    swa_full=cfg.swa_full,
+                    seed=cfg.seed,
+                    vocab_only=vocab_only,
+                    verbose=False,
+                )
         except (ValueError, RuntimeError, OSError) as e:
-            raise LLMError(f"{model_path}: cannot load the model as GGUF ({e}); check the file or the "
-                           f"[llm] model setting") from None
+            raise LLMError(
+                f"{model_path}: cannot load the model as GGUF ({e}); check the file or the "
+                f"[llm] model setting"
+            ) from None
         meta = self.llm.metadata
         self.architecture = meta.get("general.architecture", "")
         self.template = meta.get("tokenizer.chat_template") or _FALLBACK_TEMPLATE
@@ -107,8 +120,9 @@ class ChatModel:
         return self.llm.detokenize([token], special=True).decode("utf-8", errors="ignore")
 
     # --- prompt -----------------------------------------------------------------------
-    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-               **template_vars: Any) -> str:
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **template_vars: Any
+    ) -> str:
         """Render messages (and tools) with the GGUF's chat template, ending in the generation prompt.
 
         Raises:
@@ -123,8 +137,12 @@ class ChatModel:
         """Tokens of a rendered prompt (special tokens parsed; BOS added only if the text lacks it)."""
         toks = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         bos = self.llm.token_bos()
-        if bos >= 0 and self.llm.metadata.get("tokenizer.ggml.add_bos_token", "true") != "false" \
-                and (not toks or toks[0] != bos) and not self.bos_text == "":
+        if (
+            bos >= 0
+            and self.llm.metadata.get("tokenizer.ggml.add_bos_token", "true") != "false"
+            and (not toks or toks[0] != bos)
+            and not self.bos_text == ""
+        ):
             toks = [bos, *toks]
         return toks
 
@@ -142,10 +160,18 @@ class ChatModel:
         return n
 
     # --- generation -------------------------------------------------------------------
-    def stream(self, prompt: str, gen: Generation, *, grammar: Any = None, max_tokens: int | None = None,
-               stop: list[str] | None = None, cancel: threading.Event | None = None,
-               temperature: float | None = None,
-               logits_processor: Callable[[int], Callable[[Any, Any], Any]] | None = None) -> Iterator[str]:
+    def stream(
+        self,
+        prompt: str,
+        gen: Generation,
+        *,
+        grammar: Any = None,
+        max_tokens: int | None = None,
+        stop: list[str] | None = None,
+        cancel: threading.Event | None = None,
+        temperature: float | None = None,
+        logits_processor: Callable[[int], Callable[[Any, Any], Any]] | None = None,
+    ) -> Iterator[str]:
         """Generate text pieces for a rendered prompt.
 
         Args:
@@ -177,10 +203,19 @@ class ChatModel:
             t0 = time.perf_counter()
             gen.prompt_tokens += len(tokens) - self._cached_prefix(tokens)
             it = self.llm.create_completion(
-                tokens, max_tokens=limit, temperature=self.cfg.temperature if temperature is None else temperature,
-                top_p=self.cfg.top_p, repeat_penalty=self.cfg.repeat_penalty, stop=stop or [], stream=True,
-                grammar=grammar, stopping_criteria=StoppingCriteriaList([_StopOn(stop_ev)]),
-                logits_processor=LogitsProcessorList([logits_processor(len(tokens))]) if logits_processor else None)
+                tokens,
+                max_tokens=limit,
+                temperature=self.cfg.temperature if temperature is None else temperature,
+                top_p=self.cfg.top_p,
+                repeat_penalty=self.cfg.repeat_penalty,
+                stop=stop or [],
+                stream=True,
+                grammar=grammar,
+                stopping_criteria=StoppingCriteriaList([_StopOn(stop_ev)]),
+                logits_processor=LogitsProcessorList([logits_processor(len(tokens))])
+                if logits_processor
+                else None,
+            )
             try:
                 for chunk in it:
                     choice = chunk["choices"][0]

@@ -23,9 +23,13 @@ from typing import Any
 
 def _template_rejects_system(template: str) -> bool:
     return "System role not supported" in template or (
-        "raise_exception" in template and "'system'" in template and "system_message" not in template
-        and "messages[0]['role'] == 'system'" not in template and 'messages[0].role == "system"' not in template
-        and "messages[0]['role'] == \"system\"" not in template)
+        "raise_exception" in template
+        and "'system'" in template
+        and "system_message" not in template
+        and "messages[0]['role'] == 'system'" not in template
+        and 'messages[0].role == "system"' not in template
+        and "messages[0]['role'] == \"system\"" not in template
+    )
 
 
 def _parse_result(content: str) -> Any:
@@ -56,17 +60,29 @@ def normalize_for_template(messages: list[dict[str, Any]], template: str) -> lis
                 owner = next((x for x in reversed(out) if x["role"] == "assistant"), None)
                 if owner is not None:
                     owner.setdefault("tool_responses", []).append(
-                        {"name": m.get("name", ""), "response": _parse_result(m["content"])})
+                        {"name": m.get("name", ""), "response": _parse_result(m["content"])}
+                    )
                     continue
             if not has_tool_role:
                 m = {"role": "user", "content": f"Result of {m.get('name', 'tool')}: {m['content']}"}
-        if gemma_style and role == "assistant" and not m.get("tool_calls") and out \
-                and out[-1]["role"] == "assistant" and out[-1].get("tool_responses") and not out[-1]["content"]:
+        if (
+            gemma_style
+            and role == "assistant"
+            and not m.get("tool_calls")
+            and out
+            and out[-1]["role"] == "assistant"
+            and out[-1].get("tool_responses")
+            and not out[-1]["content"]
+        ):
             # Gemma 4 continues the model turn after tool responses: the reply is that message's content.
             out[-1] = {**out[-1], "content": m["content"]}
             continue
-        if out and out[-1]["role"] == m["role"] and m["role"] in ("user", "system") \
-                and "tool_calls" not in out[-1]:
+        if (
+            out
+            and out[-1]["role"] == m["role"]
+            and m["role"] in ("user", "system")
+            and "tool_calls" not in out[-1]
+        ):
             out[-1] = {**out[-1], "content": f"{out[-1]['content']}\n\n{m['content']}".strip()}
             continue
         out.append(m)

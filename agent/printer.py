@@ -7,9 +7,25 @@ import sys
 import threading
 from typing import TextIO
 
-from agent.events import (BackgroundDone, Error, Event, InputStarted, Notice, PlaybackStarted, Ready, Reply, RobotCommand,
-                          RobotParked, Skipped,
-                          Spoken, Timing, ToolCall, ToolResult, Transcript, Utterance)
+from agent.events import (
+    BackgroundDone,
+    Error,
+    Event,
+    InputStarted,
+    Notice,
+    PlaybackStarted,
+    Ready,
+    Reply,
+    RobotCommand,
+    RobotParked,
+    Skipped,
+    Spoken,
+    Timing,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    Utterance,
+)
 
 
 class EventPrinter:
@@ -60,17 +76,26 @@ class EventPrinter:
         elif isinstance(ev, ToolResult):
             self._line(f"  tool {'result' if ev.ok else 'ERROR '} {ev.tool}: {ev.result}")
         elif isinstance(ev, Reply):
-            self._line(f"  robot says: {ev.text or '(nothing)'}" + (f"\n  reply audio: {ev.audio}" if ev.audio else ""))
+            self._line(
+                f"  robot says: {ev.text or '(nothing)'}"
+                + (f"\n  reply audio: {ev.audio}" if ev.audio else "")
+            )
         elif isinstance(ev, Timing):
             if self._robot:
-                moves = ", ".join(f"{j} {lo:.0f}..{hi:.0f} deg ({n} cmds)" for j, (lo, hi, n) in self._robot.items())
+                moves = ", ".join(
+                    f"{j} {lo:.0f}..{hi:.0f} deg ({n} cmds)" for j, (lo, hi, n) in self._robot.items()
+                )
                 self._line(f"  robot moved: {moves}")
                 self._robot.clear()
-            self._line(f"  timing: asr {ev.asr_ms:.0f} ms | llm first token {ev.llm_ttft_ms:.0f} ms | llm "
-                       f"{ev.llm_ms:.0f} ms ({ev.prompt_tokens} prompt tokens) | tts first audio "
-                       f"{ev.tts_first_audio_ms:.0f} ms | turn {ev.turn_ms:.0f} ms")
+            self._line(
+                f"  timing: asr {ev.asr_ms:.0f} ms | llm first token {ev.llm_ttft_ms:.0f} ms | llm "
+                f"{ev.llm_ms:.0f} ms ({ev.prompt_tokens} prompt tokens) | tts first audio "
+                f"{ev.tts_first_audio_ms:.0f} ms | turn {ev.turn_ms:.0f} ms"
+            )
         elif isinstance(ev, BackgroundDone):
-            self._line(f"[turn {ev.turn_id}] background {ev.tool} {'finished' if ev.ok else 'FAILED'}: {ev.result}")
+            self._line(
+                f"[turn {ev.turn_id}] background {ev.tool} {'finished' if ev.ok else 'FAILED'}: {ev.result}"
+            )
         elif isinstance(ev, (Utterance, Spoken, PlaybackStarted)):
             return  # per-sentence detail: JSON mode only
         elif isinstance(ev, RobotParked):

@@ -73,9 +73,18 @@ class ThinkingBudget:
         clock: Monotonic clock in seconds (injected for tests).
     """
 
-    def __init__(self, tokenize: Callable[[str], list[int]], detokenize: Callable[[list[int]], str],
-                 n_prompt: int, markers: ThinkingMarkers, starts_inside: bool, max_tokens: int, max_ms: float,
-                 stats: ThinkingStats | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        tokenize: Callable[[str], list[int]],
+        detokenize: Callable[[list[int]], str],
+        n_prompt: int,
+        markers: ThinkingMarkers,
+        starts_inside: bool,
+        max_tokens: int,
+        max_ms: float,
+        stats: ThinkingStats | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.detokenize = detokenize
         self.n_prompt = n_prompt
         self.markers = markers
@@ -94,7 +103,7 @@ class ThinkingBudget:
         """Return ``scores`` (logits over the vocabulary), masked to the closing marker when over budget."""
         if self._done:
             return scores
-        generated = list(input_ids[self.n_prompt:])
+        generated = list(input_ids[self.n_prompt :])
         if self._forcing is not None:
             if self._forcing >= len(self._close_ids):
                 self._done = True

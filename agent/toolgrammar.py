@@ -49,13 +49,23 @@ def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any
     for s in skills if allow_tools else []:
         args = {k: v for k, v in s.parameters.items() if k in ("type", "properties", "required")}
         args.setdefault("type", "object")
-        call = {"type": "object", "properties": {"tool": {"const": s.name}, "arguments": args},
-                "required": ["tool", "arguments"]}
+        call = {
+            "type": "object",
+            "properties": {"tool": {"const": s.name}, "arguments": args},
+            "required": ["tool", "arguments"],
+        }
         variants.append({"type": "object", "properties": {"call": call}, "required": ["call"]})
     speak = {"type": "object", "properties": {"tool": {"const": NO_TOOL}}, "required": ["tool"]}
-    variants.append({"type": "object",
-                     "properties": {"call": speak, "say": {"type": "string", **({"maxLength": SAY_MAX_CHARS} if SAY_MAX_CHARS else {})}},
-                     "required": ["call", "say"]})
+    variants.append(
+        {
+            "type": "object",
+            "properties": {
+                "call": speak,
+                "say": {"type": "string", **({"maxLength": SAY_MAX_CHARS} if SAY_MAX_CHARS else {})},
+            },
+            "required": ["call", "say"],
+        }
+    )
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 
 
@@ -77,9 +87,11 @@ def tools_prompt(skills: list[Skill]) -> str:
         params = ", ".join(_param_text(k, v) for k, v in s.parameters.get("properties", {}).items())
         lines.append(f"- {s.name}({params}): {s.description}")
     lines.append(f"- {NO_TOOL}: just talk.")
-    lines.append('Reply in JSON: {"call": {"tool": TOOL, "arguments": {...}}} to act, or '
-                 f'{{"call": {{"tool": "{NO_TOOL}"}}, "say": TEXT}} to speak aloud. After a tool result, tell '
-                 "the user about it in one short sentence.")
+    lines.append(
+        'Reply in JSON: {"call": {"tool": TOOL, "arguments": {...}}} to act, or '
+        f'{{"call": {{"tool": "{NO_TOOL}"}}, "say": TEXT}} to speak aloud. After a tool result, tell '
+        "the user about it in one short sentence."
+    )
     return "\n".join(lines)
 
 
@@ -183,8 +195,9 @@ class ToolChoicePrior:
 
     _AT_NAME = re.compile(r'"tool"\s*:\s*("?)([^"]*)$')
 
-    def __init__(self, tokenize: Any, detokenize: Any, n_prompt: int, bonuses: dict[str, float],
-                 names: list[str]) -> None:
+    def __init__(
+        self, tokenize: Any, detokenize: Any, n_prompt: int, bonuses: dict[str, float], names: list[str]
+    ) -> None:
         self.tokenize = tokenize
         self.detokenize = detokenize
         self.n_prompt = n_prompt
@@ -193,8 +206,11 @@ class ToolChoicePrior:
         self._first: dict[str, dict[int, str]] = {}
 
     def _prefix_tokens(self, text: str) -> dict[int, str]:
-        """Every token whose text is a prefix of ``text``, with that text (the model may spell
-        a name in any of these pieces; biasing only one spelling can miss the one it prefers)."""
+        """Every token whose text is a prefix of ``text``, with that text.
+
+        The model may spell a name in any of these pieces; biasing only one spelling can miss
+        the one it prefers.
+        """
         if text not in self._first:
             toks: dict[int, str] = {}
             for k in range(1, min(len(text), 24) + 1):
@@ -209,7 +225,7 @@ class ToolChoicePrior:
         if not self.bonuses:
             return scores
         # Only the last tokens matter (the name position): keep the per-token cost flat.
-        tail = self.detokenize(list(input_ids[max(self.n_prompt, len(input_ids) - 32):]))
+        tail = self.detokenize(list(input_ids[max(self.n_prompt, len(input_ids) - 32) :]))
         m = self._AT_NAME.search(tail[-48:])
         if not m:
             return scores
@@ -217,7 +233,7 @@ class ToolChoicePrior:
 
         def rests(name: str) -> list[str]:
             if quoted:
-                return [name[len(partial):]] if name.startswith(partial) and len(name) > len(partial) else []
+                return [name[len(partial) :]] if name.startswith(partial) and len(name) > len(partial) else []
             return ['"' + name] if tail.endswith(" ") else ['"' + name, ' "' + name]
 
         others = [r for n in self.names if n not in self.bonuses for r in rests(n)]
@@ -270,7 +286,7 @@ class SayStreamer:
                     if self._pos + 6 > len(self._buf):
                         break
                     try:
-                        out.append(json.loads(f'"{self._buf[self._pos:self._pos + 6]}"'))
+                        out.append(json.loads(f'"{self._buf[self._pos : self._pos + 6]}"'))
                     except json.JSONDecodeError:
                         pass
                     self._pos += 6

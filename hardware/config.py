@@ -63,17 +63,20 @@ class DriverConfig(StrictModel):
     port: str | None = None
     baud: int = Field(115200, ge=1200, le=4_000_000)
     timeout_s: float = Field(0.1, gt=0, le=5, description="reply timeout, s")
-    ready_timeout_s: float = Field(2.5, ge=0, le=30,
-                                   description="wait for a board's ready line after open, s")
+    ready_timeout_s: float = Field(
+        2.5, ge=0, le=30, description="wait for a board's ready line after open, s"
+    )
     heartbeat_ms: int = Field(250, ge=20, le=5000, description="idle heartbeat period (bolt_serial), ms")
-    watchdog_ms: int = Field(1000, ge=100, le=10000,
-                             description="board returns to neutral after this silence, ms")
+    watchdog_ms: int = Field(
+        1000, ge=100, le=10000, description="board returns to neutral after this silence, ms"
+    )
     poll_hz: float = Field(5.0, ge=0, le=100, description="position read-back rate, Hz (0 = never)")
     backoff_initial_s: float = Field(0.5, gt=0, le=60)
     backoff_max_s: float = Field(10.0, gt=0, le=600)
     us_per_deg: float = Field(2000 / 180, gt=0, description="maestro: pulse width change per degree, us")
-    connect_wait_s: float = Field(3.0, ge=0, le=60,
-                                  description="build_robot waits this long for the first connect, s")
+    connect_wait_s: float = Field(
+        3.0, ge=0, le=60, description="build_robot waits this long for the first connect, s"
+    )
 
     @model_validator(mode="after")
     def _check_port(self) -> DriverConfig:
@@ -104,8 +107,9 @@ class RobotConfig(StrictModel):
     animation_folders: list[Path] = Field(default_factory=list)
     control_rate_hz: float = Field(50.0, gt=0, le=500)
     speech_motion: bool = Field(True, description="nod the head with the TTS audio envelope")
-    speech_motion_deg: float = Field(4.0, ge=0, le=20,
-                                     description="largest head-pitch swing while speaking, deg")
+    speech_motion_deg: float = Field(
+        4.0, ge=0, le=20, description="largest head-pitch swing while speaking, deg"
+    )
     speech_motion_joint: str = "head_pitch"
 
     @model_validator(mode="after")
@@ -119,8 +123,9 @@ class RobotConfig(StrictModel):
             drv = j.driver or self.driver
             if drv != "sim" and drv not in self.drivers:
                 known = ", ".join(["sim", *self.drivers])
-                raise ValueError(f"joint {j.name!r} uses driver {drv!r}, which is not defined "
-                                 f"(known: {known})")
+                raise ValueError(
+                    f"joint {j.name!r} uses driver {drv!r}, which is not defined (known: {known})"
+                )
             key = (drv, j.id if j.id is not None else i)
             if key in ids:
                 raise ValueError(f"joints {ids[key]!r} and {j.name!r} share id {key[1]} on driver {drv!r}")
@@ -157,10 +162,12 @@ class VisionConfig(StrictModel):
     detect_width: int = Field(640, ge=160, le=1920, description="frames are resized to this width, px")
     face_width_m: float = Field(0.16, gt=0.05, lt=0.5, description="assumed width of a detected face box, m")
     people: bool = Field(True, description="run the HOG people detector too")
-    motion_threshold: float = Field(0.01, ge=0, le=1,
-                                    description="changed-pixel fraction that counts as motion")
-    confirm: int = Field(2, ge=1, le=10,
-                         description="descriptions a new head count must persist for an event")
+    motion_threshold: float = Field(
+        0.01, ge=0, le=1, description="changed-pixel fraction that counts as motion"
+    )
+    confirm: int = Field(
+        2, ge=1, le=10, description="descriptions a new head count must persist for an event"
+    )
     vlm_model: Path | None = None
     vlm_mmproj: Path | None = None
     vlm_handler: Literal["llava15", "mtmd"] = "mtmd"

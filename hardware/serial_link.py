@@ -88,10 +88,21 @@ class SerialDriver:
 
     kind = "serial"
 
-    def __init__(self, name: str, port: str, channels: list[Channel], *, baud: int = 115200,  # fmt: skip
-                 timeout_s: float = 0.1, poll_hz: float = 5.0, heartbeat_s: float = 0.0,
-                 backoff_initial_s: float = 0.5, backoff_max_s: float = 10.0,
-                 on_status: StatusCallback | None = None, by_id_dir: Path = BY_ID_DIR) -> None:
+    def __init__(
+        self,
+        name: str,
+        port: str,
+        channels: list[Channel],
+        *,
+        baud: int = 115200,  # fmt: skip
+        timeout_s: float = 0.1,
+        poll_hz: float = 5.0,
+        heartbeat_s: float = 0.0,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 10.0,
+        on_status: StatusCallback | None = None,
+        by_id_dir: Path = BY_ID_DIR,
+    ) -> None:
         self.name = name
         self.port = port
         self.channels = {c.joint: c for c in channels}

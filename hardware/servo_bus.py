@@ -17,8 +17,17 @@ class ServoBusDriver(SerialDriver):
         acceleration: The device's own acceleration units (0 = its maximum / unlimited).
     """
 
-    def __init__(self, name: str, port: str, channels: list, *, speeds: dict[str, float] | None = None,
-                 neutral: dict[str, float] | None = None, acceleration: int = 0, **kw: Any) -> None:
+    def __init__(
+        self,
+        name: str,
+        port: str,
+        channels: list,
+        *,
+        speeds: dict[str, float] | None = None,
+        neutral: dict[str, float] | None = None,
+        acceleration: int = 0,
+        **kw: Any,
+    ) -> None:
         super().__init__(name, port, channels, **kw)
         self.speeds = dict(speeds or {})
         self.neutral = dict(neutral or {})

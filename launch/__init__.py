@@ -1,0 +1,1 @@
+"""Packaged configs (``desktop.toml``) and the set-up script."""

@@ -35,6 +35,7 @@ def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right"
     """Turn the head toward the nearest face or person, or to the left, right or centre.
 
     Args:
+        ctx: The robot and the camera (left out of the tool schema).
         target: face or person = the nearest one the camera sees; left, right, centre = a fixed direction.
 
     """

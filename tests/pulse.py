@@ -21,8 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-MODULES = ["module-native-protocol-unix", "module-null-sink sink_name=spk", "module-null-sink sink_name=mic_in",
-           "module-remap-source master=mic_in.monitor source_name=mic"]
+MODULES = [
+    "module-native-protocol-unix",
+    "module-null-sink sink_name=spk",
+    "module-null-sink sink_name=mic_in",
+    "module-remap-source master=mic_in.monitor source_name=mic",
+]
 
 
 def missing() -> str | None:
@@ -38,14 +42,26 @@ class PulseRig:
 
     def __init__(self) -> None:
         self.runtime = Path(tempfile.mkdtemp(prefix="bolt-pulse-"))
-        self.env = {**os.environ, "XDG_RUNTIME_DIR": str(self.runtime), "PULSE_RUNTIME_PATH": str(self.runtime / "pulse")}
+        self.env = {
+            **os.environ,
+            "XDG_RUNTIME_DIR": str(self.runtime),
+            "PULSE_RUNTIME_PATH": str(self.runtime / "pulse"),
+        }
         self.env.pop("PULSE_SERVER", None)
         self.proc: subprocess.Popen | None = None
 
     def start(self, timeout: float = 10.0) -> None:
         """Start the server and wait until it answers."""
-        args = ["pulseaudio", "-n", "--daemonize=no", "--exit-idle-time=-1", "--use-pid-file=no",
-                "--disallow-exit", "--log-target=stderr", "--log-level=error"]
+        args = [
+            "pulseaudio",
+            "-n",
+            "--daemonize=no",
+            "--exit-idle-time=-1",
+            "--use-pid-file=no",
+            "--disallow-exit",
+            "--log-target=stderr",
+            "--log-level=error",
+        ]
         args += [f"--load={m}" for m in MODULES]
         self.proc = subprocess.Popen(args, env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
@@ -72,7 +88,9 @@ class PulseRig:
 
     def pactl(self, *args: str) -> str:
         """Run pactl against this server; return stdout."""
-        return subprocess.run(["pactl", *args], env=self.env, capture_output=True, text=True, check=True).stdout
+        return subprocess.run(
+            ["pactl", *args], env=self.env, capture_output=True, text=True, check=True
+        ).stdout
 
     def play(self, wav: Path, device: str = "mic_in") -> None:
         """Play a file into the virtual mic (blocks until done)."""
@@ -84,8 +102,18 @@ class PulseRig:
 
     def record(self, path: Path) -> subprocess.Popen:
         """Start recording the speaker (16 kHz mono WAV); stop with :func:`stop_recording`."""
-        return subprocess.Popen(["parecord", "--device=spk.monitor", "--rate=16000", "--channels=1",
-                                 "--format=s16le", "--file-format=wav", str(path)], env=self.env)
+        return subprocess.Popen(
+            [
+                "parecord",
+                "--device=spk.monitor",
+                "--rate=16000",
+                "--channels=1",
+                "--format=s16le",
+                "--file-format=wav",
+                str(path),
+            ],
+            env=self.env,
+        )
 
     def cleanup(self) -> None:
         """Stop the server and remove its runtime folder."""

@@ -49,13 +49,16 @@ class AgentRig:
 
     def listen(self, *paths: Path, wait_background: float = 0.0) -> Events:
         sink = WavSink(self.out) if self.out else NullSink()
-        return self._run(Pipeline(self.core, self.bus, FileSource(paths, False, self.bus.publish), sink),
-                         wait_background)
+        return self._run(
+            Pipeline(self.core, self.bus, FileSource(paths, False, self.bus.publish), sink), wait_background
+        )
 
     def text(self, *lines: str, wait_background: float = 0.0) -> Events:
         sink = WavSink(self.out) if self.out else NullSink()
-        return self._run(Pipeline(self.core, self.bus, TextSource(list(lines)), sink, speak=self.out is not None),
-                         wait_background)
+        return self._run(
+            Pipeline(self.core, self.bus, TextSource(list(lines)), sink, speak=self.out is not None),
+            wait_background,
+        )
 
     @contextlib.contextmanager
     def live(self, backend) -> Iterator[Pipeline]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from rig import AgentRig
 
 from agent.bench import EventLog

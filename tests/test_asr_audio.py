@@ -9,15 +9,25 @@ import pytest
 from agent.asr import WhisperASR
 from agent.audio import AudioError, decode_file, write_wav
 from agent.config import load_config
-from agent.models import resolve_model
 from agent.live.vad_stream import find_utterances
+from agent.models import resolve_model
 
-JFK = "And so my fellow Americans, ask not what your country can do for you, ask what you can do for your country."
+JFK = (
+    "And so my fellow Americans, ask not what your country can do for you, "
+    "ask what you can do for your country."
+)
 
 
 def wer(ref: str, hyp: str) -> float:
-    norm = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.RemoveMultipleSpaces(),
-                          jiwer.Strip(), jiwer.ReduceToListOfListOfWords()])
+    norm = jiwer.Compose(
+        [
+            jiwer.ToLowerCase(),
+            jiwer.RemovePunctuation(),
+            jiwer.RemoveMultipleSpaces(),
+            jiwer.Strip(),
+            jiwer.ReduceToListOfListOfWords(),
+        ]
+    )
     return jiwer.wer(ref, hyp, reference_transform=norm, hypothesis_transform=norm)
 
 
@@ -86,7 +96,7 @@ def test_digital_silence_has_no_utterance(tmp_path):
 def test_noise_tap_has_no_utterance(tmp_path, asr):
     rng = np.random.default_rng(1)
     audio = np.zeros(16000 * 2, dtype=np.float32)
-    audio[8000:8000 + 4800] = rng.standard_normal(4800).astype(np.float32) * 0.5  # 0.3 s burst
+    audio[8000 : 8000 + 4800] = rng.standard_normal(4800).astype(np.float32) * 0.5  # 0.3 s burst
     segs = find_utterances(audio, load_config().vad)
     texts = [asr.transcribe(s.audio).text for s in segs]
     assert all(t == "" for t in texts), texts

@@ -16,8 +16,9 @@ CLI = [sys.executable, "-m", "agent"]
 
 
 def run(*args, cwd=None, timeout=300):
-    return subprocess.run([*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout,
-                          cwd=cwd or ROOT)
+    return subprocess.run(
+        [*CLI, *map(str, args)], capture_output=True, text=True, timeout=timeout, cwd=cwd or ROOT
+    )
 
 
 def events(stdout: str) -> list[dict]:
@@ -84,7 +85,12 @@ def test_broken_config_is_one_clear_line(tmp_path):
     r = run("listen", "x.wav", "--config", cfg, "--json")
     assert r.returncode == 2
     lines = [line for line in r.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "robot.toml" in lines[0] and "llm.threads" in lines[0] and "greater than" in lines[0]
+    assert (
+        len(lines) == 1
+        and "robot.toml" in lines[0]
+        and "llm.threads" in lines[0]
+        and "greater than" in lines[0]
+    )
 
 
 def test_missing_model_file_is_one_clear_line(tmp_path):
@@ -93,7 +99,11 @@ def test_missing_model_file_is_one_clear_line(tmp_path):
     r = run("listen", "x.wav", "--config", cfg, "--json")
     assert r.returncode == 2
     errors = [e for e in events(r.stdout) if e["event"] == "error"]
-    assert len(errors) == 1 and "LLM file not found" in errors[0]["message"] and "bolt.gguf" in errors[0]["message"]
+    assert (
+        len(errors) == 1
+        and "LLM file not found" in errors[0]["message"]
+        and "bolt.gguf" in errors[0]["message"]
+    )
 
 
 def test_no_readable_input_exits_1(tmp_path):

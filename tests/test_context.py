@@ -29,8 +29,17 @@ def test_conversation_outgrowing_512_tokens_keeps_going(ctx):
     conv = make(512, ctx)
     system_tokens = conv.model.count_tokens(conv.render())
     assert system_tokens < 512 - 64
-    said = ["Wave your right hand.", "What time is it?", "Nod your head.", "Tell me about the weather today.",
-            "Dance for me.", "Look to the left.", "Stop!", "Tell me a joke about cats.", "Wave again please."]
+    said = [
+        "Wave your right hand.",
+        "What time is it?",
+        "Nod your head.",
+        "Tell me about the weather today.",
+        "Dance for me.",
+        "Look to the left.",
+        "Stop!",
+        "Tell me a joke about cats.",
+        "Wave again please.",
+    ]
     for i, text in enumerate(said * 2):
         res = conv.turn(text, i)
         assert not [p for p in res.problems if "model error" in p], res.problems
@@ -82,10 +91,16 @@ def test_compaction_keeps_calls_with_results_and_summarizes():
 
     history = []
     for i in range(6):
-        history += [{"role": "user", "content": f"request {i} " + "x" * 60},
-                    {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": f"tool{i}", "arguments": {}}}]},
-                    {"role": "tool", "name": f"tool{i}", "content": "ok"},
-                    {"role": "assistant", "content": f"done {i}"}]
+        history += [
+            {"role": "user", "content": f"request {i} " + "x" * 60},
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [{"function": {"name": f"tool{i}", "arguments": {}}}],
+            },
+            {"role": "tool", "name": f"tool{i}", "content": "ok"},
+            {"role": "assistant", "content": f"done {i}"},
+        ]
     size = lambda h: sum(len(m["content"]) for m in h)  # noqa: E731 - a stand-in token count
     new, dropped = compact(history, size, target=400)
     assert dropped == 4 and size(new) <= 400

@@ -7,13 +7,22 @@ import re
 
 import jiwer
 import pytest
-
 from rig import AgentRig
 
 from agent.asr import WhisperASR
 from agent.audio import decode_file
 from agent.config import load_config
-from agent.events import BackgroundDone, Error, Reply, RobotCommand, Skipped, Timing, ToolCall, ToolResult, Transcript
+from agent.events import (
+    BackgroundDone,
+    Error,
+    Reply,
+    RobotCommand,
+    Skipped,
+    Timing,
+    ToolCall,
+    ToolResult,
+    Transcript,
+)
 from agent.models import resolve_model
 
 
@@ -25,7 +34,10 @@ def agent(tmp_path_factory):
 
 
 def _manifest(fixtures_dir):
-    return {m["file"].removesuffix(".wav"): m for m in json.loads((fixtures_dir / "commands" / "manifest.json").read_text())}
+    return {
+        m["file"].removesuffix(".wav"): m
+        for m in json.loads((fixtures_dir / "commands" / "manifest.json").read_text())
+    }
 
 
 @pytest.mark.parametrize("name", ["wave_right", "look_left", "time"])
@@ -78,12 +90,23 @@ def test_reply_wav_transcribes_back_to_reply_text(agent, fixtures_dir):
     heard = asr.transcribe(decode_file(reply.audio), bias=False).text
     from agent.speech_text import clean_for_speech
 
-    norm = jiwer.Compose([jiwer.ToLowerCase(), jiwer.RemovePunctuation(), jiwer.RemoveMultipleSpaces(),
-                          jiwer.Strip(), jiwer.ReduceToListOfListOfWords()])
+    norm = jiwer.Compose(
+        [
+            jiwer.ToLowerCase(),
+            jiwer.RemovePunctuation(),
+            jiwer.RemoveMultipleSpaces(),
+            jiwer.Strip(),
+            jiwer.ReduceToListOfListOfWords(),
+        ]
+    )
     if ":" in reply.text:  # Whisper writes a spoken "eighteen oh four" as 1804
         heard = re.sub(r"\b([01]?\d|2[0-3])([0-5]\d)\b", r"\1:\2", heard)
-    err = jiwer.wer(clean_for_speech(reply.text), clean_for_speech(heard), reference_transform=norm,
-                    hypothesis_transform=norm)
+    err = jiwer.wer(
+        clean_for_speech(reply.text),
+        clean_for_speech(heard),
+        reference_transform=norm,
+        hypothesis_transform=norm,
+    )
     assert err <= 0.25, (reply.text, heard)
 
 
@@ -135,10 +158,18 @@ def test_background_results_arrive_in_finishing_order_between_turns(agent):
     core = agent.core
     conv = core.conversation
     before = conv.background_running  # timers an earlier test may have left running
-    slow = core.registry.call("set_timer", {"seconds": 0.8, "label": "slow"}, core.ctx,
-                              conv.background_callback("set_timer", "slow"))
-    fast = core.registry.call("set_timer", {"seconds": 0.2, "label": "fast"}, core.ctx,
-                              conv.background_callback("set_timer", "fast"))
+    slow = core.registry.call(
+        "set_timer",
+        {"seconds": 0.8, "label": "slow"},
+        core.ctx,
+        conv.background_callback("set_timer", "slow"),
+    )
+    fast = core.registry.call(
+        "set_timer",
+        {"seconds": 0.2, "label": "fast"},
+        core.ctx,
+        conv.background_callback("set_timer", "fast"),
+    )
     assert slow.ok and fast.ok and conv.background_running == before + 2
     time.sleep(1.2)
     mine = []

@@ -65,8 +65,13 @@ def test_import_detector_sees_every_form():
         "from . import sibling\nfrom ..agent import x\n"
     )
     names = imported_names(src, "hardware.sub.mod")
-    assert hits(names, "agent") == {"agent", "agent.config", "agent.skills", "agent.skills.Skill",
-                                    "agent.cli"}
+    assert hits(names, "agent") == {
+        "agent",
+        "agent.config",
+        "agent.skills",
+        "agent.skills.Skill",
+        "agent.cli",
+    }
     assert hits(names, "skills") == {"skills.motion"}
     assert "hardware.sub.sibling" in names and "hardware.agent.x" in names
     relative = imported_names("from .skill import Skill\n", "agent.skills", is_package=True)
@@ -97,8 +102,9 @@ def test_agent_skills_modules_form_no_cycle():
     graph = {m: {d for d in mods if f"agent.skills.{d}" in names} for m, names in mods.items()}
     order = list(graphlib.TopologicalSorter(graph).static_order())  # raises CycleError on a cycle
     assert sorted(order) == sorted(SKILLS_ORDER)
-    upward = {(m, d) for m, deps in graph.items() for d in deps
-              if SKILLS_ORDER.index(d) >= SKILLS_ORDER.index(m)}
+    upward = {
+        (m, d) for m, deps in graph.items() for d in deps if SKILLS_ORDER.index(d) >= SKILLS_ORDER.index(m)
+    }
     assert upward == set()
     assert graph["skill"] == set() and graph["registry"] >= {"skill", "args"}
     assert "registry" in graph["loader"]

@@ -40,8 +40,9 @@ class Agent:
 
     def __init__(self, pulse: PulseRig, config: Path | None = None) -> None:
         args = [*BIN, "run", "--json"] + (["--config", str(config)] if config else [])
-        self.proc = subprocess.Popen(args, cwd=ROOT, env=pulse.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True)
+        self.proc = subprocess.Popen(
+            args, cwd=ROOT, env=pulse.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
         self.events: list[dict] = []
         self._q: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -59,7 +60,9 @@ class Agent:
                 if pred(ev):
                     return ev
             if self.proc.poll() is not None:
-                raise AssertionError(f"agent exited {self.proc.returncode}: {self.proc.stderr.read()[-2000:]}")
+                raise AssertionError(
+                    f"agent exited {self.proc.returncode}: {self.proc.stderr.read()[-2000:]}"
+                )
             time.sleep(0.05)
         raise AssertionError(f"timed out; events: {self.events[start:]}")
 
@@ -74,8 +77,10 @@ def agent(pulse, tmp_path_factory):
     cfg = tmp_path_factory.mktemp("live") / "robot.toml"
     cfg.write_text("[tts]\nlength_scale = 2.0\n")
     a = Agent(pulse, cfg)
-    a.wait(lambda e: e["event"] == "device" and e["kind"] == "output" and e["state"] in ("open", "failed"),
-           timeout=120)
+    a.wait(
+        lambda e: e["event"] == "device" and e["kind"] == "output" and e["state"] in ("open", "failed"),
+        timeout=120,
+    )
     yield a
     t0 = time.monotonic()
     a.proc.terminate()  # SIGTERM: a clean stop
@@ -109,8 +114,14 @@ def _words(text):
 def test_missing_device_lists_devices(pulse, tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[audio]\ninput_device = "no such microphone"\n')
-    p = subprocess.run([*BIN, "run", "--config", str(cfg)], cwd=ROOT, env=pulse.env, capture_output=True, text=True,
-                       timeout=60)
+    p = subprocess.run(
+        [*BIN, "run", "--config", str(cfg)],
+        cwd=ROOT,
+        env=pulse.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert p.returncode == 2
     assert "no such microphone" in p.stderr and "'pulse'" in p.stderr, p.stderr
 
@@ -158,7 +169,9 @@ def test_barge_in_stops_playback_and_cuts_history(agent, pulse, fixtures_dir):
 
 
 def test_robot_does_not_answer_itself(agent, pulse, fixtures_dir):
-    mod = pulse.pactl("load-module", "module-loopback", "source=spk.monitor", "sink=mic_in", "latency_msec=60").strip()
+    mod = pulse.pactl(
+        "load-module", "module-loopback", "source=spk.monitor", "sink=mic_in", "latency_msec=60"
+    ).strip()
     try:
         start = len(agent.events)
         pulse.play(fixtures_dir / "commands" / "joke.wav")
@@ -194,7 +207,9 @@ def test_sound_server_restart(agent, pulse, fixtures_dir):
     agent.wait(lambda e: e["event"] == "device" and e["state"] == "lost", start, timeout=30)
     time.sleep(1.0)
     pulse.start()
-    agent.wait(lambda e: e["event"] == "device" and e["kind"] == "input" and e["state"] == "open", start, timeout=60)
+    agent.wait(
+        lambda e: e["event"] == "device" and e["kind"] == "input" and e["state"] == "open", start, timeout=60
+    )
     time.sleep(0.5)
     n = len(agent.events)
     pulse.play(fixtures_dir / "commands" / "time.wav")

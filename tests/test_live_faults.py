@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from rig import AgentRig
 
 from agent.audio import decode_file
@@ -95,8 +94,9 @@ def test_tts_failure_on_one_sentence(fixtures_dir, monkeypatch):
     # The real model, held to a grammar, writes three sentences; piper fails on the second.
     cfg.llm.tool_format = "hermes"
     cfg.llm.max_reply_sentences = 0  # all three sentences are spoken
-    cfg.llm.output_grammar = ('root ::= "This is the first sentence. This is the second sentence. '
-                              'This is the third sentence."')
+    cfg.llm.output_grammar = (
+        'root ::= "This is the first sentence. This is the second sentence. This is the third sentence."'
+    )
     scripted = AgentRig(cfg)
     voice = scripted.core.tts._voice  # piper's voice object: the vendor edge we break
     real = voice.synthesize

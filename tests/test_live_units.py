@@ -12,8 +12,16 @@ from agent.live.turns import Attention, is_echo, stop_command, strip_wake
 from agent.live.vad_stream import FRAME, Endpointer, SileroFrameVAD
 
 
-@pytest.mark.parametrize("text,expect", [("Stop!", "stop"), ("Please be quiet.", "be quiet"), ("Freeze", "freeze"),
-                                         ("Tell me a short joke.", None), ("Stop the music and then dance slowly now", None)])
+@pytest.mark.parametrize(
+    "text,expect",
+    [
+        ("Stop!", "stop"),
+        ("Please be quiet.", "be quiet"),
+        ("Freeze", "freeze"),
+        ("Tell me a short joke.", None),
+        ("Stop the music and then dance slowly now", None),
+    ],
+)
 def test_stop_phrases(text, expect):
     assert stop_command(text, LiveConfig().stop_phrases, 4) == expect
 
@@ -44,7 +52,7 @@ def test_streaming_vad_finds_the_command_with_pre_roll(fixtures_dir):
     vad, ep = SileroFrameVAD(), Endpointer(VADConfig())
     ups = []
     for i in range(0, audio.size - FRAME + 1, FRAME):
-        u = ep.feed(audio[i:i + FRAME], vad(audio[i:i + FRAME]))
+        u = ep.feed(audio[i : i + FRAME], vad(audio[i : i + FRAME]))
         if u.started or u.ended:
             ups.append(u)
     starts, ends = [u for u in ups if u.started], [u for u in ups if u.ended]
@@ -52,8 +60,14 @@ def test_streaming_vad_finds_the_command_with_pre_roll(fixtures_dir):
     from faster_whisper.vad import VadOptions, get_speech_timestamps
 
     cfg = VADConfig()
-    batch = get_speech_timestamps(audio, VadOptions(threshold=cfg.threshold, min_silence_duration_ms=cfg.min_silence_ms,
-                                                    speech_pad_ms=cfg.speech_pad_ms))[0]  # faster-whisper's batch VAD
+    batch = get_speech_timestamps(
+        audio,
+        VadOptions(
+            threshold=cfg.threshold,
+            min_silence_duration_ms=cfg.min_silence_ms,
+            speech_pad_ms=cfg.speech_pad_ms,
+        ),
+    )[0]  # faster-whisper's batch VAD
     assert abs(ends[0].end_sample / 16 - batch["end"] / 16) < 500
     # pre-roll: the utterance starts at least 300 ms before the confirmed speech start
     assert ends[0].audio.size / 16 >= (ends[0].end_sample - starts[0].start_sample) / 16 + 300
@@ -66,7 +80,7 @@ def test_echo_gate_tells_playback_from_a_person(fixtures_dir):
     t = 100.0
     gate.add_reference(voice[:16000], t)
     delay = 3200  # 200 ms speaker-to-mic
-    echo = 0.6 * voice[16000 - 4096 - delay:16000 - delay]
+    echo = 0.6 * voice[16000 - 4096 - delay : 16000 - delay]
     assert gate.user_share(echo, t) < 0.2
-    assert gate.user_share(other[8000:8000 + 4096], t) > 0.8
+    assert gate.user_share(other[8000 : 8000 + 4096], t) > 0.8
     assert gate.user_share(echo, t + 1.0) == 1.0  # past the tail: no guard

@@ -9,16 +9,29 @@ from agent.llm import ChatModel, LLMError
 from agent.messages import normalize_for_template
 from agent.models import resolve_model
 
-TOOLS = [{"type": "function", "function": {
-    "name": "wave", "description": "Wave hello.",
-    "parameters": {"type": "object", "properties": {"hand": {"type": "string", "enum": ["left", "right"]}},
-                   "required": ["hand"]}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "wave",
+            "description": "Wave hello.",
+            "parameters": {
+                "type": "object",
+                "properties": {"hand": {"type": "string", "enum": ["left", "right"]}},
+                "required": ["hand"],
+            },
+        },
+    }
+]
 
 HISTORY = [
     {"role": "system", "content": "You are Bolt."},
     {"role": "user", "content": "Wave your left hand!"},
-    {"role": "assistant", "content": "", "tool_calls": [
-        {"type": "function", "function": {"name": "wave", "arguments": {"hand": "left"}}}]},
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": {"name": "wave", "arguments": {"hand": "left"}}}],
+    },
     {"role": "tool", "name": "wave", "tool_call_id": "c0", "content": '"I am waving my left hand."'},
     {"role": "assistant", "content": "I am waving."},
     {"role": "user", "content": None},
@@ -28,7 +41,9 @@ HISTORY = [
 
 @pytest.fixture(scope="module")
 def gemma(fixtures_dir):
-    return ChatModel(fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf", LLMConfig(n_ctx=4096), vocab_only=True)
+    return ChatModel(
+        fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf", LLMConfig(n_ctx=4096), vocab_only=True
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,11 +67,22 @@ def test_gemma4_tool_results_ride_on_the_calling_model_message(gemma):
         '<|tool_response>response:wave{value:<|"|>I am waving my left hand.<|"|>}<tool_response|>'
         "I am waving.<turn|>\n"
         "<|turn>user\nThanks.<turn|>\n"
-        "<|turn>model\n<|channel>thought\n<channel|>")
+        "<|turn>model\n<|channel>thought\n<channel|>"
+    )
     toks = gemma.tokenize(prompt)
     pieces = [gemma.llm.detokenize([t], special=True).decode() for t in toks]
-    for marker in ("<bos>", "<|turn>", "<turn|>", "<|tool_call>", "<tool_call|>", "<|tool_response>",
-                   "<tool_response|>", '<|"|>', "<|channel>", "<channel|>"):
+    for marker in (
+        "<bos>",
+        "<|turn>",
+        "<turn|>",
+        "<|tool_call>",
+        "<tool_call|>",
+        "<|tool_response>",
+        "<tool_response|>",
+        '<|"|>',
+        "<|channel>",
+        "<channel|>",
+    ):
         assert marker in pieces, marker
     assert toks[0] == gemma.llm.token_bos() and toks.count(gemma.llm.token_bos()) == 1
     assert gemma.count_tokens(prompt) == len(toks)
@@ -77,24 +103,32 @@ def test_template_without_tool_role_gets_results_as_user_text(smol):
     assert msgs[3]["content"] == 'Result of wave: "I am waving my left hand."'
     assert msgs[5]["content"] == "Thanks."  # None content dropped, consecutive user turns merged
     prompt = smol.render(msgs)
-    assert prompt.startswith("<|im_start|>system\nYou are Bolt.<|im_end|>\n<|im_start|>user\nWave your left hand!")
+    assert prompt.startswith(
+        "<|im_start|>system\nYou are Bolt.<|im_end|>\n<|im_start|>user\nWave your left hand!"
+    )
     assert prompt.endswith("<|im_start|>user\nThanks.<|im_end|>\n<|im_start|>assistant\n")
     assert "None" not in prompt
     assert len(smol.tokenize(prompt)) == smol.count_tokens(prompt)  # add_bos_token=false: nothing prepended
 
 
-STRICT = ("{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
-          "{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
-          "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
-          "<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
-          "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+STRICT = (
+    "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}{% endif %}"
+    "{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+    "{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+    "<start_of_turn>{{ m['role'] }}\n{{ m['content'] }}<end_of_turn>\n{% endfor %}"
+    "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}"
+)
 
 
 def test_strict_template_system_merges_into_first_user_and_roles_alternate(smol):
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    history = [{"role": "system", "content": "Be brief."}, {"role": "assistant", "content": "Hi!"},
-               {"role": "user", "content": "Hello"}, {"role": "user", "content": "there"}]
+    history = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "assistant", "content": "Hi!"},
+        {"role": "user", "content": "Hello"},
+        {"role": "user", "content": "there"},
+    ]
     msgs = normalize_for_template(history, STRICT)
     assert [m["role"] for m in msgs] == ["user", "assistant", "user"]
     assert msgs[0]["content"] == "Be brief."

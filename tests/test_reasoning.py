@@ -34,10 +34,18 @@ MARKUP = re.compile(r"</?think>|<\|channel>|<channel\|>")
 
 
 def test_budget_in_tokens_closes_a_block_the_model_never_closes(model, ctx):
-    conv = conversation(model, ctx, reasoning="on", thinking_budget_tokens=12, thinking_budget_ms=60_000,
-                        max_reply_sentences=0)
+    conv = conversation(
+        model,
+        ctx,
+        reasoning="on",
+        thinking_budget_tokens=12,
+        thinking_budget_ms=60_000,
+        max_reply_sentences=0,
+    )
     prompt = conv.render(think=True)
-    assert prompt.endswith("<|im_start|>assistant\n<think>\n")  # pre-filled: SmolLM2's template has no thinking
+    assert prompt.endswith(
+        "<|im_start|>assistant\n<think>\n"
+    )  # pre-filled: SmolLM2's template has no thinking
     spoken = []
     res = conv.turn("Why is the sky blue?", 0, on_text=spoken.append)
     assert res.thinking_forced
@@ -47,8 +55,14 @@ def test_budget_in_tokens_closes_a_block_the_model_never_closes(model, ctx):
 
 
 def test_budget_in_milliseconds(model, ctx):
-    conv = conversation(model, ctx, reasoning="on", thinking_budget_tokens=10_000, thinking_budget_ms=1.0,
-                        max_reply_sentences=0)
+    conv = conversation(
+        model,
+        ctx,
+        reasoning="on",
+        thinking_budget_tokens=10_000,
+        thinking_budget_ms=1.0,
+        max_reply_sentences=0,
+    )
     res = conv.turn("Tell me about robots.", 0)
     assert res.thinking_forced and res.thinking_tokens <= 6
 

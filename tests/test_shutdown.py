@@ -33,8 +33,15 @@ class Proc:
     """A running entry point whose JSON Lines are collected by a reader thread."""
 
     def __init__(self, args: list[str], stdin: int | None = None, env: dict | None = None) -> None:
-        self.p = subprocess.Popen([*BIN, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  stdin=stdin, text=True, env=env)
+        self.p = subprocess.Popen(
+            [*BIN, *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=stdin,
+            text=True,
+            env=env,
+        )
         self.events: list[dict] = []
         self._q: queue.Queue = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
@@ -52,7 +59,9 @@ class Proc:
                 ev = self._q.get(timeout=0.2)
             except queue.Empty:
                 if self.p.poll() is not None:
-                    raise AssertionError(f"exited {self.p.returncode}: {self.p.stderr.read()[-2000:]}") from None
+                    raise AssertionError(
+                        f"exited {self.p.returncode}: {self.p.stderr.read()[-2000:]}"
+                    ) from None
                 continue
             if ev["event"] == name:
                 return ev
@@ -119,11 +128,16 @@ def test_sigterm_during_chat_parks_the_robot(tmp_path):
 def test_sigterm_parks_a_serial_robot(long_input, tmp_path):
     board = BoltBoard(tmp_path / "ttyBOLT", reset_on_open=False).plug()
     cfg = tmp_path / "serial.toml"
-    joints = "".join(f'\n[[robot.joints]]\nname = "{j}"\nid = {i}\nmin_deg = {lo}\nmax_deg = {hi}\n'
-                     for i, (j, lo, hi) in enumerate([("head_yaw", -60, 60), ("head_pitch", -30, 30),
-                                                      ("left_arm", 0, 160), ("right_arm", 0, 160)]))
-    cfg.write_text(f'[robot]\ndriver = "body"\n[robot.drivers.body]\nkind = "bolt_serial"\n'
-                   f'port = "{tmp_path / "ttyBOLT"}"\n{joints}')
+    joints = "".join(
+        f'\n[[robot.joints]]\nname = "{j}"\nid = {i}\nmin_deg = {lo}\nmax_deg = {hi}\n'
+        for i, (j, lo, hi) in enumerate(
+            [("head_yaw", -60, 60), ("head_pitch", -30, 30), ("left_arm", 0, 160), ("right_arm", 0, 160)]
+        )
+    )
+    cfg.write_text(
+        f'[robot]\ndriver = "body"\n[robot.drivers.body]\nkind = "bolt_serial"\n'
+        f'port = "{tmp_path / "ttyBOLT"}"\n{joints}'
+    )
     try:
         p = Proc(["listen", "--json", "--config", str(cfg), "--out", str(tmp_path), str(long_input)])
         p.wait_for("tool_call")

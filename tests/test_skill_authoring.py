@@ -38,14 +38,16 @@ def test_skills_from_an_installed_package_entry_point(tmp_path, monkeypatch):
     pkg.mkdir()
     (pkg / "__init__.py").write_text(
         "from agent.skills import skill\n\n@skill\ndef beep(times: int = 1) -> str:\n"
-        "    '''Beep a few times.'''\n    return 'beep ' * times\n")
+        "    '''Beep a few times.'''\n    return 'beep ' * times\n"
+    )
     bad = tmp_path / "bolt_broken_skills.py"
     bad.write_text("raise ImportError('missing driver')\n")
     dist = tmp_path / "bolt_extra_skills-1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: bolt-extra-skills\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text(
-        f"[{ENTRY_POINT_GROUP}]\nextra = bolt_extra_skills\nbroken = bolt_broken_skills\n")
+        f"[{ENTRY_POINT_GROUP}]\nextra = bolt_extra_skills\nbroken = bolt_broken_skills\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     reg = load_registry([])
     assert "beep" in reg.names() and "wave" in reg.names()
@@ -57,12 +59,20 @@ def test_skills_from_an_installed_package_entry_point(tmp_path, monkeypatch):
 def test_cli_skills_new_and_list(tmp_path):
     import subprocess
 
-    r = subprocess.run([sys.executable, "-m", "agent", "skills", "new", "wiggle", "--dir",
-                        str(tmp_path / "s")], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "agent", "skills", "new", "wiggle", "--dir", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "wiggle.py" in r.stdout
     cfg = tmp_path / "robot.toml"
     cfg.write_text('[skills]\nfolders = ["s"]\n')
-    r = subprocess.run([sys.executable, "-m", "agent", "skills", "list", "--config", str(cfg)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "agent", "skills", "list", "--config", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0
     assert "wiggle(mode, angle_deg)" in r.stdout and '"maximum": 90' in r.stdout and "wiggle.py:" in r.stdout

@@ -86,12 +86,13 @@ def test_timeout(ctx):
 def test_broken_skill_file_is_reported_and_others_load(tmp_path):
     (tmp_path / "good.py").write_text(
         "from agent.skills import skill\n\n@skill\ndef beep(times: int = 1) -> str:\n"
-        "    '''Beep.'''\n    return 'beep' * times\n")
-    (tmp_path / "broken.py").write_text(
-        "from agent.skills import skill\n\nx = 1\nraise ValueError('oops')\n")
+        "    '''Beep.'''\n    return 'beep' * times\n"
+    )
+    (tmp_path / "broken.py").write_text("from agent.skills import skill\n\nx = 1\nraise ValueError('oops')\n")
     (tmp_path / "syntax.py").write_text("def (:\n")
     (tmp_path / "untyped.py").write_text(
-        "from agent.skills import skill\n\n@skill\ndef f(a):\n    '''F.'''\n")
+        "from agent.skills import skill\n\n@skill\ndef f(a):\n    '''F.'''\n"
+    )
     reg = load_registry([tmp_path])
     assert "beep" in reg.names() and "wave" in reg.names()
     joined = "\n".join(reg.load_errors)
@@ -104,8 +105,9 @@ def test_literal_and_defaults_in_schema():
     reg = SkillRegistry()
 
     @skill(name="set_mode")
-    def mode(m: Literal["a", "b"],
-             level: Annotated[float, Field(ge=0, le=1, description="gain 0..1")] = 0.5) -> str:
+    def mode(
+        m: Literal["a", "b"], level: Annotated[float, Field(ge=0, le=1, description="gain 0..1")] = 0.5
+    ) -> str:
         """Pick a mode.
 
         Args:
@@ -123,15 +125,19 @@ def test_literal_and_defaults_in_schema():
 
 def test_choices_enum_comes_from_names_handed_to_the_registry(ctx):
     @skill
-    def pick(color: Annotated[str, Choices("colors", default=("red", "blue")),
-                              Field(description="paint")]) -> str:
+    def pick(
+        color: Annotated[str, Choices("colors", default=("red", "blue")), Field(description="paint")],
+    ) -> str:
         """Pick a color."""
         return color
 
     reg = SkillRegistry()
     reg.register(pick)
     assert reg.skills["pick"].parameters["properties"]["color"] == {
-        "enum": ["blue", "red"], "type": "string", "description": "paint"}
+        "enum": ["blue", "red"],
+        "type": "string",
+        "description": "paint",
+    }
     assert reg.skills["pick"].choices == ("colors",)
     assert not reg.call("pick", {"color": "green"}, ctx).ok
     reg.set_choices("colors", ["green", "teal", "green"])
@@ -140,7 +146,10 @@ def test_choices_enum_comes_from_names_handed_to_the_registry(ctx):
     assert not reg.call("pick", {"color": "red"}, ctx).ok
     reg.set_choices("colors", ["teal"])  # one name is still an enum (pydantic alone would give "const")
     assert reg.skills["pick"].parameters["properties"]["color"] == {
-        "enum": ["teal"], "type": "string", "description": "paint"}
+        "enum": ["teal"],
+        "type": "string",
+        "description": "paint",
+    }
     reg.set_choices("colors", [])
     assert reg.skills["pick"].parameters["properties"]["color"]["enum"] == ["none"]
 

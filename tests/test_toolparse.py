@@ -16,9 +16,26 @@ from agent.toolparse import (
 )
 
 MARKERS = (
-    "<|tool_call>", "<tool_call|>", '<|"|>', "<|channel>", "<channel|>", "<think>", "</think>",
-    "<tool_call>", "</tool_call>", "<|python_tag|>", "<|tool_response>", "<tool_response|>",
-    "<|turn>", "<turn|>", "<eos>", "<bos>", "<|think|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>",
+    "<|tool_call>",
+    "<tool_call|>",
+    '<|"|>',
+    "<|channel>",
+    "<channel|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|python_tag|>",
+    "<|tool_response>",
+    "<tool_response|>",
+    "<|turn>",
+    "<turn|>",
+    "<eos>",
+    "<bos>",
+    "<|think|>",
+    "<|im_end|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
     "<|image|>",
 )
 IDS = [c.id for c in CASES]

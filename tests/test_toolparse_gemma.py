@@ -23,8 +23,17 @@ from agent.toolparse import (
 llama_cpp = pytest.importorskip("llama_cpp")
 
 SINGLE_TOKENS = (
-    "<|tool_call>", "<tool_call|>", '<|"|>', "<|channel>", "<channel|>", "<|tool_response>",
-    "<tool_response|>", "<|turn>", "<turn|>", "<eos>", "<|think|>",
+    "<|tool_call>",
+    "<tool_call|>",
+    '<|"|>',
+    "<|channel>",
+    "<channel|>",
+    "<|tool_response>",
+    "<tool_response|>",
+    "<|turn>",
+    "<turn|>",
+    "<eos>",
+    "<|think|>",
 )
 BOLT_CASES = [c for c in CASES if c.fmt == "bolt"]
 
@@ -101,14 +110,25 @@ def test_calls_rendered_by_the_real_template_parse_back(formatter):
     calls = [
         ("set_light", {"room": "kitchen", "on": True, "brightness": 80, "color": {"r": 255, "g": 200}}),
         ("say", {"text": 'Hello, {world}: "hi" [x] <b>a:b</b>', "volume": -0.25, "notes": None}),
-        ("plan", {"steps": [{"action": "wave", "times": 2}, {"action": "speak", "text": "日本 🦩"}],
-                  "tiny": 1e-05, "huge": 1e20, "empty": {}, "none": []}),
+        (
+            "plan",
+            {
+                "steps": [{"action": "wave", "times": 2}, {"action": "speak", "text": "日本 🦩"}],
+                "tiny": 1e-05,
+                "huge": 1e20,
+                "empty": {},
+                "none": [],
+            },
+        ),
         ("look", {}),
     ]
     messages = [
         {"role": "user", "content": "do things"},
-        {"role": "assistant", "content": "",
-         "tool_calls": [{"type": "function", "function": {"name": n, "arguments": a}} for n, a in calls]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": n, "arguments": a}} for n, a in calls],
+        },
     ]
     prompt = formatter(messages=messages).prompt
     reply = prompt.split("<|turn>model\n")[1]

@@ -27,10 +27,26 @@ Q = '<|"|>'
 @pytest.mark.parametrize(
     ("text", "value"),
     [
-        ("3", 3), ("-3", -3), ("0", 0), ("2.5", 2.5), ("-0.25", -0.25), ("1e-05", 1e-05), ("1e+20", 1e20),
-        ("3E2", 300.0), ("-1.5e-3", -0.0015), (".5", 0.5), ("true", True), ("false", False), ("null", None),
-        ("None", None), (f"{Q}{Q}", ""), (f"{Q}a, b: {{c}} [d] \"e\" 'f'{Q}", "a, b: {c} [d] \"e\" 'f'"),
-        (f"{Q}multi\nline{Q}", "multi\nline"), ("[]", []), ("{}", {}), ('"json string"', "json string"),
+        ("3", 3),
+        ("-3", -3),
+        ("0", 0),
+        ("2.5", 2.5),
+        ("-0.25", -0.25),
+        ("1e-05", 1e-05),
+        ("1e+20", 1e20),
+        ("3E2", 300.0),
+        ("-1.5e-3", -0.0015),
+        (".5", 0.5),
+        ("true", True),
+        ("false", False),
+        ("null", None),
+        ("None", None),
+        (f"{Q}{Q}", ""),
+        (f"{Q}a, b: {{c}} [d] \"e\" 'f'{Q}", "a, b: {c} [d] \"e\" 'f'"),
+        (f"{Q}multi\nline{Q}", "multi\nline"),
+        ("[]", []),
+        ("{}", {}),
+        ('"json string"', "json string"),
         (f"[1,{Q}x{Q},[true,null],{{a:1}}]", [1, "x", [True, None], {"a": 1}]),
         (f"{{a:{{b:{{c:[{Q}deep{Q}]}}}}}}", {"a": {"b": {"c": ["deep"]}}}),
         (f"{{{Q}quoted key{Q}:1,bare_key:2,dash-key:3}}", {"quoted key": 1, "bare_key": 2, "dash-key": 3}),
@@ -112,7 +128,7 @@ def test_loads_lenient_repairs(text, value):
         ("{'a': 'it's'}", "expected ',' or '}'"),  # ambiguous quote: refused, not guessed
         ('{"a" 1}', "expected ':'"),
         ('{"a": "\\x"}', "bad escape"),
-        ('{1: 2}', "expected a key"),
+        ("{1: 2}", "expected a key"),
         (f"{{a: {Q}x{Q}}}", "where a value was expected"),  # Gemma strings are not JSON
     ],
 )
@@ -154,10 +170,38 @@ def test_prompt_ends_in_thinking():
 # ---------------------------------------------------------------------- property: chunking never matters
 
 _PIECES = [
-    "<|tool_call>", "<tool_call|>", "call:f{", "a:", Q, "}", "{", "1", "x", " ", "\n", "<|channel>",
-    "thought\n", "<channel|>", "<think>", "</think>", "<tool_call>", "</tool_call>",
+    "<|tool_call>",
+    "<tool_call|>",
+    "call:f{",
+    "a:",
+    Q,
+    "}",
+    "{",
+    "1",
+    "x",
+    " ",
+    "\n",
+    "<|channel>",
+    "thought\n",
+    "<channel|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
     '{"name": "g", "arguments": {}}',
-    "<|python_tag|>", "<eos>", "<|image|>", "<", "<|", "|>", "hello", ",", ";", "'", '"', "é", "👀",
+    "<|python_tag|>",
+    "<eos>",
+    "<|image|>",
+    "<",
+    "<|",
+    "|>",
+    "hello",
+    ",",
+    ";",
+    "'",
+    '"',
+    "é",
+    "👀",
 ]
 
 
@@ -176,8 +220,20 @@ def test_chunking_never_changes_the_result(pieces, cuts, fmt, forced):
     parser = make_parser(fmt, thinking_forced_open=forced)
     events = [ev for chunk in chunks for ev in parser.feed(chunk)] + parser.close()
     assert merge_deltas(events) == whole
-    markers = ("<|tool_call>", "<tool_call|>", Q, "<|channel>", "<channel|>", "<think>", "</think>",
-               "<tool_call>", "</tool_call>", "<|python_tag|>", "<eos>", "<|image|>")
+    markers = (
+        "<|tool_call>",
+        "<tool_call|>",
+        Q,
+        "<|channel>",
+        "<channel|>",
+        "<think>",
+        "</think>",
+        "<tool_call>",
+        "</tool_call>",
+        "<|python_tag|>",
+        "<eos>",
+        "<|image|>",
+    )
     for ev in whole:
         if isinstance(ev, TextDelta):
             assert ev.text.strip()

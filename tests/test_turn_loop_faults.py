@@ -32,8 +32,13 @@ def ctx():
 
 def run(model, ctx, grammar: str, text: str = "Do it.", **cfg):
     events = []
-    conv = Conversation(model, load_registry([]), ctx,
-                        LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=grammar, **cfg), events.append)
+    conv = Conversation(
+        model,
+        load_registry([]),
+        ctx,
+        LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=grammar, **cfg),
+        events.append,
+    )
     return conv, conv.turn(text, 0), events
 
 
@@ -50,8 +55,10 @@ def test_a_model_that_repeats_one_call_forever_is_stopped(model, ctx):
 
 
 def test_second_call_broken_first_still_runs(model, ctx):
-    broken = (r'root ::= "<tool_call>{\"name\": \"wave\", \"arguments\": {\"hand\": \"left\"}}</tool_call>'
-              r'<tool_call>{\"name\": \"nod\", \"arguments\": {hand: </tool_call>"')
+    broken = (
+        r'root ::= "<tool_call>{\"name\": \"wave\", \"arguments\": {\"hand\": \"left\"}}</tool_call>'
+        r'<tool_call>{\"name\": \"nod\", \"arguments\": {hand: </tool_call>"'
+    )
     _, res, events = run(model, ctx, broken, max_tool_rounds=2)
     assert res.calls[0][0] == "wave" and res.calls[0][2].ok
     assert any("nod" in p or "JSON" in p or "arguments" in p for p in res.problems), res.problems
@@ -59,11 +66,15 @@ def test_second_call_broken_first_still_runs(model, ctx):
 
 
 def test_unknown_tool_and_wrong_types_become_results(model, ctx):
-    bad = (r'root ::= "<tool_call>{\"name\": \"fly\", \"arguments\": {}}</tool_call>'
-           r'<tool_call>{\"name\": \"look\", \"arguments\": {\"yaw_deg\": \"left\"}}</tool_call>"')
+    bad = (
+        r'root ::= "<tool_call>{\"name\": \"fly\", \"arguments\": {}}</tool_call>'
+        r'<tool_call>{\"name\": \"look\", \"arguments\": {\"yaw_deg\": \"left\"}}</tool_call>"'
+    )
     conv, res, _ = run(model, ctx, bad, max_tool_rounds=2)
     by_name = {name: o for name, _, o in res.calls}
-    assert not by_name["fly"].ok and "valid tools" in by_name["fly"].result and "wave" in by_name["fly"].result
+    assert (
+        not by_name["fly"].ok and "valid tools" in by_name["fly"].result and "wave" in by_name["fly"].result
+    )
     assert not by_name["look"].ok and "yaw_deg" in by_name["look"].result
     tool_msgs = [m for m in conv.history if m["role"] == "tool"]
     assert len(tool_msgs) == 2 and all(m["content"].startswith("ERROR") for m in tool_msgs)
@@ -72,8 +83,12 @@ def test_unknown_tool_and_wrong_types_become_results(model, ctx):
 def test_reply_that_is_nothing_but_thinking(model, ctx):
     only_thinking = r'root ::= "<think>The user wants something. I will think about it.</think>"'
     spoken = []
-    conv = Conversation(model, load_registry([]), ctx,
-                        LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=only_thinking))
+    conv = Conversation(
+        model,
+        load_registry([]),
+        ctx,
+        LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=only_thinking),
+    )
     res = conv.turn("Hello?", 0, on_text=spoken.append)
     assert res.text == "" and spoken == [] and res.calls == []
     assert conv.history[-1] == {"role": "assistant", "content": ""}
@@ -84,8 +99,12 @@ def test_reply_that_is_nothing_but_thinking(model, ctx):
 def test_malformed_markup_is_reported_not_spoken(model, ctx):
     truncated = r'root ::= "Sure. <tool_call>{\"name\": \"wave\", \"arguments\": {\"hand\": \"le"'
     spoken = []
-    conv = Conversation(model, load_registry([]), ctx,
-                        LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=truncated))
+    conv = Conversation(
+        model,
+        load_registry([]),
+        ctx,
+        LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=truncated),
+    )
     res = conv.turn("Wave.", 0, on_text=spoken.append)
     assert "".join(spoken).strip() == "Sure." and res.calls == []
     assert res.problems and "<tool_call>" not in res.text

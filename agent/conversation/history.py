@@ -16,8 +16,9 @@ def assistant_message(say: str, calls: list[dict[str, Any]], raw: str = "") -> d
     if raw:
         msg["raw"] = raw
     if calls:
-        msg["tool_calls"] = [{"type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                             for c in calls]
+        msg["tool_calls"] = [
+            {"type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls
+        ]
     return msg
 
 

@@ -46,9 +46,11 @@ class Prompter:
         text = self.cfg.system_prompt
         if self.cfg.conversational_mode and "conversational_mode" not in self.model.template:
             n = self.cfg.max_reply_sentences
-            text += (f"\nConversational mode: answer in at most {n} short spoken sentence{'s' if n != 1 else ''}"
-                     if n else "\nConversational mode: answer in short spoken sentences") + \
-                ", with no lists, markdown or emoji."
+            text += (
+                f"\nConversational mode: answer in at most {n} short spoken sentence{'s' if n != 1 else ''}"
+                if n
+                else "\nConversational mode: answer in short spoken sentences"
+            ) + ", with no lists, markdown or emoji."
         if self.format == "grammar" and self.registry.skills:
             text += f"\n{tools_prompt(list(self.registry.skills.values()))}"
         return text
@@ -76,8 +78,9 @@ class Prompter:
 
         msgs = normalize_for_template(messages + history, self.model.template)
         tools = self.registry.tool_schemas() if allow_tools else None
-        prompt = self.model.render(msgs, tools=tools, enable_thinking=think,
-                                   conversational_mode=self.cfg.conversational_mode)
+        prompt = self.model.render(
+            msgs, tools=tools, enable_thinking=think, conversational_mode=self.cfg.conversational_mode
+        )
         if think and not template_knows_thinking(self.model.template):
             prompt += markers_for(self.model.template).open
         return prompt

@@ -51,20 +51,37 @@ class GrammarRounds:
             self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
         return self._grammars[key]
 
-    def run(self, prompt: str, gen: Generation, allow_tools: bool, on_text: Callable[[str], None] | None,
-            cancel: threading.Event | None, bonuses: dict[str, float], done: frozenset[str]) -> RoundOutput:
+    def run(
+        self,
+        prompt: str,
+        gen: Generation,
+        allow_tools: bool,
+        on_text: Callable[[str], None] | None,
+        cancel: threading.Event | None,
+        bonuses: dict[str, float],
+        done: frozenset[str],
+    ) -> RoundOutput:
         """Generate one round; the ``say`` text streams to ``on_text`` while it is written."""
         streamer = SayStreamer()
         llm = self.model.llm
 
         def prior(n_prompt: int) -> ToolChoicePrior:
             names = [n for n in self.registry.skills if n not in done] + [NO_TOOL]
-            return ToolChoicePrior(lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
-                                   lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"), n_prompt, bonuses,
-                                   names)
+            return ToolChoicePrior(
+                lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
+                lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"),
+                n_prompt,
+                bonuses,
+                names,
+            )
 
-        for piece in self.model.stream(prompt, gen, grammar=self.grammar(allow_tools, done), cancel=cancel,
-                                       logits_processor=prior if allow_tools and bonuses else None):
+        for piece in self.model.stream(
+            prompt,
+            gen,
+            grammar=self.grammar(allow_tools, done),
+            cancel=cancel,
+            logits_processor=prior if allow_tools and bonuses else None,
+        ):
             delta = streamer.feed(piece)
             if delta and on_text:
                 on_text(delta)
@@ -84,10 +101,22 @@ class NativeRounds:
     def __init__(self, model: ChatModel, prompter: Prompter, cfg: LLMConfig, fmt: str) -> None:
         self.model, self.prompter, self.cfg, self.format = model, prompter, cfg, fmt
 
-    def run(self, prompt: str, gen: Generation, think: bool, on_text: Callable[[str], None] | None,
-            cancel: threading.Event | None) -> RoundOutput:
+    def run(
+        self,
+        prompt: str,
+        gen: Generation,
+        think: bool,
+        on_text: Callable[[str], None] | None,
+        cancel: threading.Event | None,
+    ) -> RoundOutput:
         """Generate one round from ``prompt`` (already rendered with thinking when ``think``)."""
-        from agent.toolparse import ParsedToolCall, TextDelta, ToolCallError, make_parser, prompt_ends_in_thinking
+        from agent.toolparse import (
+            ParsedToolCall,
+            TextDelta,
+            ToolCallError,
+            make_parser,
+            prompt_ends_in_thinking,
+        )
 
         starts_inside = prompt_ends_in_thinking(prompt)
         parser = make_parser(self.format, thinking_forced_open=starts_inside)
@@ -97,10 +126,17 @@ class NativeRounds:
             llm = self.model.llm
 
             def budget(n_prompt: int) -> ThinkingBudget:
-                return ThinkingBudget(lambda t: llm.tokenize(t.encode(), add_bos=False, special=True),
-                                      lambda ids: llm.detokenize(ids, special=True).decode("utf-8", "ignore"),
-                                      n_prompt, markers_for(self.model.template), starts_inside,
-                                      self.cfg.thinking_budget_tokens, self.cfg.thinking_budget_ms, stats)
+                return ThinkingBudget(
+                    lambda t: llm.tokenize(t.encode(), add_bos=False, special=True),
+                    lambda ids: llm.detokenize(ids, special=True).decode("utf-8", "ignore"),
+                    n_prompt,
+                    markers_for(self.model.template),
+                    starts_inside,
+                    self.cfg.thinking_budget_tokens,
+                    self.cfg.thinking_budget_ms,
+                    stats,
+                )
+
         text: list[str] = []
         calls: list[dict[str, Any]] = []
         problems: list[str] = []

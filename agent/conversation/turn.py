@@ -75,8 +75,14 @@ class Conversation:
         emit: Receives ``ToolCall``/``ToolResult`` messages.
     """
 
-    def __init__(self, model: ChatModel, registry: SkillRegistry, ctx: SkillContext, cfg: LLMConfig,
-                 emit: Callable[[Event], None] | None = None) -> None:
+    def __init__(
+        self,
+        model: ChatModel,
+        registry: SkillRegistry,
+        ctx: SkillContext,
+        cfg: LLMConfig,
+        emit: Callable[[Event], None] | None = None,
+    ) -> None:
         self.model, self.registry, self.ctx, self.cfg = model, registry, ctx, cfg
         self.emit = emit if emit is not None else (lambda e: None)
         self.format = resolve_format(cfg.tool_format, model)
@@ -118,9 +124,15 @@ class Conversation:
         return dropped
 
     # --- the turn ----------------------------------------------------------------------------------
-    def turn(self, text: str, turn_id: int, state: str | None = None,
-             on_text: Callable[[str], None] | None = None, cancel: threading.Event | None = None,
-             tools: bool = True) -> TurnResult:
+    def turn(
+        self,
+        text: str,
+        turn_id: int,
+        state: str | None = None,
+        on_text: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+        tools: bool = True,
+    ) -> TurnResult:
         """Run one user turn to the end.
 
         Args:
@@ -138,15 +150,21 @@ class Conversation:
         content = f"{text}\n\n[{state}]" if state else text
         self.history.append({"role": "user", "content": content})
         res = TurnResult()
-        cap = SentenceCap(self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, cancel)
+        cap = SentenceCap(
+            self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, cancel
+        )
         seen: dict[str, int] = {}
         spoken: list[str] = []
         for rnd in range(self.cfg.max_tool_rounds):
             allow_tools = tools and rnd < self.cfg.max_tool_rounds - 1 and bool(self.registry.skills)
             bonuses: dict[str, float] = {}
             if self.format == "grammar" and allow_tools:
-                bonuses = tool_prior(text, list(self.registry.skills.values()),
-                                     {name for name, _, _ in res.calls}, self.cfg.tool_prior_bonus)
+                bonuses = tool_prior(
+                    text,
+                    list(self.registry.skills.values()),
+                    {name for name, _, _ in res.calls},
+                    self.cfg.tool_prior_bonus,
+                )
                 # After the first round a small model tends to repeat itself: offer tools again
                 # only when the user's words still point at one not yet called.
                 if rnd > 0 and self.cfg.tool_prior_bonus > 0 and bonuses.get(NO_TOOL, 0) > 0:
@@ -154,8 +172,9 @@ class Conversation:
             res.rounds += 1
             gen = Generation()
             try:
-                say, calls, problem = self._round(allow_tools, gen, cap, bonuses,
-                                                  frozenset(name for name, _, _ in res.calls))
+                say, calls, problem = self._round(
+                    allow_tools, gen, cap, bonuses, frozenset(name for name, _, _ in res.calls)
+                )
             except Exception as e:  # a model failure must not lose the conversation
                 log.exception("turn %d: model round failed", turn_id)
                 res.problems.append(f"model error: {e}")
@@ -168,9 +187,13 @@ class Conversation:
             if say:
                 spoken.append(say)
             if calls and not allow_tools:  # the round budget is spent: calls now are not run
-                res.problems.append(f"ignored {len(calls)} tool call(s) after the tool-round budget was spent")
+                res.problems.append(
+                    f"ignored {len(calls)} tool call(s) after the tool-round budget was spent"
+                )
                 calls = []
-            self.history.append(hist.assistant_message(say, calls, gen.text if self.format == "grammar" else ""))
+            self.history.append(
+                hist.assistant_message(say, calls, gen.text if self.format == "grammar" else "")
+            )
             if not calls or cap.user_cancelled():
                 break
             if self._run_calls(calls, turn_id, rnd, seen, res):
@@ -179,13 +202,20 @@ class Conversation:
         res.text = limit_sentences(hist.join_unique(spoken), cap.limit)
         return res
 
-    def _round(self, allow_tools: bool, gen: Generation, cap: SentenceCap, bonuses: dict[str, float],
-               done: frozenset[str]) -> RoundOutput:
+    def _round(
+        self,
+        allow_tools: bool,
+        gen: Generation,
+        cap: SentenceCap,
+        bonuses: dict[str, float],
+        done: frozenset[str],
+    ) -> RoundOutput:
         think = self.thinks(allow_tools)
         gen.extra["dropped_turns"] = self.fit_context(allow_tools, think)
         if self.format == "grammar":
-            return self._grammar_rounds.run(self.render(allow_tools), gen, allow_tools, cap.feed, cap.cancel,
-                                            bonuses, done)
+            return self._grammar_rounds.run(
+                self.render(allow_tools), gen, allow_tools, cap.feed, cap.cancel, bonuses, done
+            )
         return self._native_rounds.run(self.render(allow_tools, think), gen, think, cap.feed, cap.cancel)
 
     @staticmethod
@@ -199,8 +229,9 @@ class Conversation:
         if rnd == 0:
             res.ttft_ms = gen.ttft_ms
 
-    def _run_calls(self, calls: list[dict[str, Any]], turn_id: int, rnd: int, seen: dict[str, int],
-                   res: TurnResult) -> bool:
+    def _run_calls(
+        self, calls: list[dict[str, Any]], turn_id: int, rnd: int, seen: dict[str, int], res: TurnResult
+    ) -> bool:
         """Run one round's calls; True when a repeated-call loop must stop the turn."""
         stop_turn = False
         for i, call in enumerate(calls):
@@ -209,20 +240,32 @@ class Conversation:
             call_id = f"t{turn_id}r{rnd}c{i}"
             self.emit(ToolCall(turn_id, call["name"], call["arguments"], call_id))
             if seen[key] >= REPEAT_STOP:
-                outcome = ToolOutcome(False, f"{call['name']} was called {seen[key]} times with the same "
-                                             f"arguments; stopped")
+                outcome = ToolOutcome(
+                    False, f"{call['name']} was called {seen[key]} times with the same arguments; stopped"
+                )
                 stop_turn = True
             elif seen[key] >= REPEAT_WARN:
-                outcome = ToolOutcome(False, f"{call['name']} already ran {seen[key] - 1} times with these "
-                                             f"arguments this turn; do not call it again, answer the user")
+                outcome = ToolOutcome(
+                    False,
+                    f"{call['name']} already ran {seen[key] - 1} times with these "
+                    f"arguments this turn; do not call it again, answer the user",
+                )
             else:
-                outcome = self.registry.call(call["name"], call["arguments"], self.ctx,
-                                             self.background.callback(call["name"], call_id))
+                outcome = self.registry.call(
+                    call["name"], call["arguments"], self.ctx, self.background.callback(call["name"], call_id)
+                )
             self.emit(ToolResult(turn_id, call["name"], outcome.ok, outcome.result, call_id))
             res.calls.append((call["name"], call["arguments"], outcome))
-            self.history.append({"role": "tool", "name": call["name"], "tool_call_id": call_id,
-                                 "content": json.dumps(outcome.result, default=str)
-                                 if outcome.ok else f"ERROR: {outcome.result}"})
+            self.history.append(
+                {
+                    "role": "tool",
+                    "name": call["name"],
+                    "tool_call_id": call_id,
+                    "content": json.dumps(outcome.result, default=str)
+                    if outcome.ok
+                    else f"ERROR: {outcome.result}",
+                }
+            )
         return stop_turn
 
     # --- background results and history surgery ------------------------------------------------------
@@ -243,8 +286,13 @@ class Conversation:
         """A finished background call is waiting to be spoken about."""
         return self.background.waiting()
 
-    def background_turn(self, done: BackgroundDone, turn_id: int, on_text: Callable[[str], None] | None = None,
-                        cancel: threading.Event | None = None) -> TurnResult:
+    def background_turn(
+        self,
+        done: BackgroundDone,
+        turn_id: int,
+        on_text: Callable[[str], None] | None = None,
+        cancel: threading.Event | None = None,
+    ) -> TurnResult:
         """Tell the model a background call finished and let it speak about it (no new tools)."""
         status = "finished" if done.ok else "failed"
         note = f"(The background task {done.tool} {status}: {done.result})"

@@ -21,7 +21,11 @@ class SoundBackend(Protocol):
     """The few things the live pipeline needs from sounddevice."""
 
     def query_devices(self) -> list[dict[str, Any]]:
-        """Every device: dicts with ``name``, ``max_input_channels``, ``max_output_channels``, ``default_samplerate``."""
+        """Every device, as PortAudio describes it.
+
+        Returns:
+            Dicts with ``name``, ``max_input_channels``, ``max_output_channels``, ``default_samplerate``.
+        """
         ...
 
     def default_device(self, kind: str) -> int:
@@ -53,7 +57,9 @@ class SoundDeviceBackend:
         try:
             import sounddevice as sd
         except OSError as e:
-            raise DeviceError(f"{e}: install the PortAudio library (sudo apt-get install libportaudio2)") from None
+            raise DeviceError(
+                f"{e}: install the PortAudio library (sudo apt-get install libportaudio2)"
+            ) from None
         self.sd = sd
         self.PortAudioError = sd.PortAudioError
 
@@ -92,8 +98,11 @@ def describe_devices(devices: list[dict[str, Any]]) -> str:
     """One line per device: index, name, input/output channels, default rate."""
     if not devices:
         return "  (no audio devices: is a sound server running and the user in the 'audio' group?)"
-    return "\n".join(f"  {i}: {d['name']!r} (in {d['max_input_channels']}, out {d['max_output_channels']}, "
-                     f"{d['default_samplerate']:.0f} Hz)" for i, d in enumerate(devices))
+    return "\n".join(
+        f"  {i}: {d['name']!r} (in {d['max_input_channels']}, out {d['max_output_channels']}, "
+        f"{d['default_samplerate']:.0f} Hz)"
+        for i, d in enumerate(devices)
+    )
 
 
 def find_device(backend: SoundBackend, spec: str | int | None, kind: str) -> tuple[int, dict[str, Any]]:
@@ -130,6 +139,8 @@ def find_device(backend: SoundBackend, spec: str | int | None, kind: str) -> tup
         idx = (exact or part or [None])[0]
     if idx is None:
         what = "the default" if spec is None else repr(spec)
-        raise DeviceError(f"no {kind} device matches {what}; set audio.{kind}_device to one of these "
-                          f"(index or name):\n{describe_devices(devices)}")
+        raise DeviceError(
+            f"no {kind} device matches {what}; set audio.{kind}_device to one of these "
+            f"(index or name):\n{describe_devices(devices)}"
+        )
     return idx, devices[idx]

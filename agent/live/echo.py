@@ -97,6 +97,6 @@ class EchoGate:
         corr = np.fft.irfft(np.fft.rfft(ref, n) * np.conj(np.fft.rfft(x, n)), n)[: ref.size - x.size + 1]
         # energy of each reference window of length len(x)
         c2 = np.concatenate([[0.0], np.cumsum(ref * ref)])
-        e_ref = c2[x.size:] - c2[:-x.size]
+        e_ref = c2[x.size :] - c2[: -x.size]
         rho2 = np.where(e_ref > 1e-9, corr * corr / (np.maximum(e_ref, 1e-9) * ex), 0.0)
         return float(np.clip(1.0 - np.max(rho2), 0.0, 1.0))

@@ -21,8 +21,16 @@ class StreamError(Exception):
 
 
 class _FakeStream:
-    def __init__(self, backend: FakeBackend, kind: str, samplerate: int, channels: int, blocksize: int,
-                 callback: Any, **_: Any) -> None:
+    def __init__(
+        self,
+        backend: FakeBackend,
+        kind: str,
+        samplerate: int,
+        channels: int,
+        blocksize: int,
+        callback: Any,
+        **_: Any,
+    ) -> None:
         self.backend, self.kind = backend, kind
         self.rate, self.channels, self.block, self.callback = int(samplerate), channels, blocksize, callback
         self._stop = threading.Event()
@@ -73,8 +81,13 @@ class FakeBackend:
 
     """
 
-    def __init__(self, mic_rate: int = 48_000, speaker_rate: int = 48_000, refuse_rates: tuple[int, ...] = (),
-                 fail_output: bool = False) -> None:
+    def __init__(
+        self,
+        mic_rate: int = 48_000,
+        speaker_rate: int = 48_000,
+        refuse_rates: tuple[int, ...] = (),
+        fail_output: bool = False,
+    ) -> None:
         self.mic_rate, self.speaker_rate = mic_rate, speaker_rate
         self.refuse_rates, self.fail_output = set(refuse_rates), fail_output
         self._pending = np.zeros(0, dtype=np.float32)
@@ -103,10 +116,20 @@ class FakeBackend:
 
     def query_devices(self) -> list[dict[str, Any]]:
         """A mic and a speaker."""
-        return [{"name": "fake-mic", "max_input_channels": 2, "max_output_channels": 0,
-                 "default_samplerate": float(self.mic_rate)},
-                {"name": "fake-speaker", "max_input_channels": 0, "max_output_channels": 2,
-                 "default_samplerate": float(self.speaker_rate)}]
+        return [
+            {
+                "name": "fake-mic",
+                "max_input_channels": 2,
+                "max_output_channels": 0,
+                "default_samplerate": float(self.mic_rate),
+            },
+            {
+                "name": "fake-speaker",
+                "max_input_channels": 0,
+                "max_output_channels": 2,
+                "default_samplerate": float(self.speaker_rate),
+            },
+        ]
 
     def default_device(self, kind: str) -> int:
         """0 for input, 1 for output."""

@@ -75,9 +75,14 @@ class MicStream:
         errors = []
         for rate in rates:
             try:
-                stream = self.backend.input_stream(device=idx, samplerate=rate, channels=channels, dtype="float32",
-                                                   blocksize=int(rate * self.cfg.block_ms / 1000),
-                                                   callback=self._callback)
+                stream = self.backend.input_stream(
+                    device=idx,
+                    samplerate=rate,
+                    channels=channels,
+                    dtype="float32",
+                    blocksize=int(rate * self.cfg.block_ms / 1000),
+                    callback=self._callback,
+                )
                 stream.start()
             except Exception as e:  # noqa: BLE001 - PortAudioError and ValueError both mean "refused"
                 errors.append(f"{rate} Hz: {e}")

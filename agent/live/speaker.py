@@ -100,9 +100,14 @@ class Speaker:
         for r in dict.fromkeys([rate, own, 48_000, 44_100]):
             self.rate, self.channels, self.name = r, channels, str(dev["name"])  # the callback needs them
             try:
-                stream = self.backend.output_stream(device=idx, samplerate=r, channels=channels, dtype="float32",
-                                                    blocksize=int(r * self.cfg.block_ms / 1000),
-                                                    callback=self._callback)
+                stream = self.backend.output_stream(
+                    device=idx,
+                    samplerate=r,
+                    channels=channels,
+                    dtype="float32",
+                    blocksize=int(r * self.cfg.block_ms / 1000),
+                    callback=self._callback,
+                )
                 stream.start()
             except Exception as e:  # noqa: BLE001 - PortAudioError, ValueError: refused
                 errors.append(f"{r} Hz: {e}")
@@ -174,7 +179,7 @@ class Speaker:
                 if it.pos == 0:
                     self.reports.put(PlayReport("started", now + filled / self.rate, it))
                 n = min(frames - filled, it.audio.size - it.pos)
-                mono[filled:filled + n] = it.audio[it.pos:it.pos + n]
+                mono[filled : filled + n] = it.audio[it.pos : it.pos + n]
                 it.pos += n
                 filled += n
                 if it.pos >= it.audio.size:

@@ -65,11 +65,20 @@ class Devices:
             self.speaker.open()
         except DeviceError as e:
             self._next_speaker_try = time.perf_counter() + SPEAKER_RETRY_S
-            self.emit(DeviceState(-1, "output", str(self.cfg.output_device or "default"), "failed",
-                                  message=f"{e}; replies are not spoken, retrying in {SPEAKER_RETRY_S:.0f} s"))
+            self.emit(
+                DeviceState(
+                    -1,
+                    "output",
+                    str(self.cfg.output_device or "default"),
+                    "failed",
+                    message=f"{e}; replies are not spoken, retrying in {SPEAKER_RETRY_S:.0f} s",
+                )
+            )
             return
         self.ref_resampler = soxr.ResampleStream(self.speaker.rate, RATE, 1, dtype="float32")
-        self.emit(DeviceState(-1, "output", self.speaker.name, "open", self.speaker.rate, self.speaker.channels))
+        self.emit(
+            DeviceState(-1, "output", self.speaker.name, "open", self.speaker.rate, self.speaker.channels)
+        )
 
     def retry_speaker(self, now: float) -> None:
         """Reopen a failed speaker when its retry time has come."""
@@ -104,7 +113,14 @@ class Devices:
             self.mic.close()
             self._backoff = min(self._backoff * 2, self.cfg.backoff_max_s)
             self._next_try = time.perf_counter() + self._backoff
-            self.emit(DeviceState(-1, "input", str(self.cfg.input_device or "default"), "retry",
-                                  message=f"{str(e).splitlines()[0]}; next try in {self._backoff:.1f} s"))
+            self.emit(
+                DeviceState(
+                    -1,
+                    "input",
+                    str(self.cfg.input_device or "default"),
+                    "retry",
+                    message=f"{str(e).splitlines()[0]}; next try in {self._backoff:.1f} s",
+                )
+            )
             return False
         return True

@@ -43,7 +43,9 @@ def is_echo(transcript: str, recent_speech: list[str], min_score: float) -> bool
         return False
     for said in recent_speech:
         s = normalize(said)
-        if s and (fuzz.partial_ratio(t, s) >= min_score if len(t) <= len(s) else fuzz.ratio(t, s) >= min_score):
+        if s and (
+            fuzz.partial_ratio(t, s) >= min_score if len(t) <= len(s) else fuzz.ratio(t, s) >= min_score
+        ):
             return True
     return False
 
@@ -65,8 +67,9 @@ def stop_command(transcript: str, phrases: list[str], max_words: int) -> str | N
         pn = normalize(p)
         if re.search(rf"(^| ){re.escape(pn)}( |$)", text):
             return pn
-        if len(pn) >= 5 and any(fuzz.ratio(pn, " ".join(words[i:i + len(pn.split())])) >= 85
-                                for i in range(len(words))):
+        if len(pn) >= 5 and any(
+            fuzz.ratio(pn, " ".join(words[i : i + len(pn.split())])) >= 85 for i in range(len(words))
+        ):
             return pn
     return None
 

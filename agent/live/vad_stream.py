@@ -56,8 +56,9 @@ class SileroFrameVAD:
         opts.inter_op_num_threads = 1
         opts.intra_op_num_threads = 1
         opts.log_severity_level = 4
-        self._session = onnxruntime.InferenceSession(silero_path(), providers=["CPUExecutionProvider"],
-                                                     sess_options=opts)
+        self._session = onnxruntime.InferenceSession(
+            silero_path(), providers=["CPUExecutionProvider"], sess_options=opts
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -123,7 +124,9 @@ class Endpointer:
         self._end_frames = max(1, round(cfg.min_silence_ms / ms))
         self._pad_frames = max(0, round(cfg.speech_pad_ms / ms))
         self._max_frames = int(cfg.max_utterance_s * 1000 / ms)
-        self._pre: collections.deque[np.ndarray] = collections.deque(maxlen=self._pad_frames + self._start_frames)
+        self._pre: collections.deque[np.ndarray] = collections.deque(
+            maxlen=self._pad_frames + self._start_frames
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -162,8 +165,9 @@ class Endpointer:
                 self._frames = list(self._pre)
                 self._silence = 0
                 self._last_speech_end = self._n
-                return VADUpdate(started=True, speaking=True, prob=prob,
-                                 start_sample=self._n - self._run * FRAME)
+                return VADUpdate(
+                    started=True, speaking=True, prob=prob, start_sample=self._n - self._run * FRAME
+                )
             return VADUpdate(prob=prob)
         self._frames.append(frame)
         if prob >= thr - 0.15:
@@ -198,7 +202,7 @@ def find_utterances(audio: np.ndarray, cfg: VADConfig) -> list[VADUpdate]:
     x = np.concatenate([audio.astype(np.float32), np.zeros(RATE, dtype=np.float32)])
     out = []
     for i in range(0, x.size - FRAME + 1, FRAME):
-        frame = x[i:i + FRAME]
+        frame = x[i : i + FRAME]
         upd = ep.feed(frame, vad(frame))
         if upd.ended:
             out.append(upd)

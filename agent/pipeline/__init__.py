@@ -24,5 +24,15 @@ from agent.pipeline.pipeline import Pipeline
 from agent.pipeline.sinks import NullSink, SpeakerSink, WavSink
 from agent.pipeline.sources import FileSource, MicSource, TextSource
 
-__all__ = ["AgentCore", "Bus", "FileSource", "MicSource", "NullSink", "Pipeline", "SpeakerSink", "TextSource",
-           "WavSink", "build_core"]
+__all__ = [
+    "AgentCore",
+    "Bus",
+    "FileSource",
+    "MicSource",
+    "NullSink",
+    "Pipeline",
+    "SpeakerSink",
+    "TextSource",
+    "WavSink",
+    "build_core",
+]

@@ -20,8 +20,18 @@ import numpy as np
 
 from agent.asr import WhisperASR
 from agent.config import LiveConfig
-from agent.events import Error, Event, Shutdown, Skipped, TextIn, ToolCall, ToolResult, Transcript, Utterance, \
-    UserTurn
+from agent.events import (
+    Error,
+    Event,
+    Shutdown,
+    Skipped,
+    TextIn,
+    ToolCall,
+    ToolResult,
+    Transcript,
+    UserTurn,
+    Utterance,
+)
 from agent.live.turns import Attention, is_echo, stop_command
 from agent.pipeline.queues import StageQueue, TurnGate
 from agent.skills import SkillContext, SkillRegistry
@@ -66,9 +76,21 @@ class ASRStage:
             speaker can be heard by the microphone).
     """
 
-    def __init__(self, asr: WhisperASR, live: LiveConfig, inbox: StageQueue, driver_inbox: StageQueue,
-                 gate: TurnGate, publish: Callable[[Event], None], control: TurnControl, registry: SkillRegistry,
-                 ctx: SkillContext, realtime: bool, bias: bool = True, echo_guard: bool = True) -> None:
+    def __init__(
+        self,
+        asr: WhisperASR,
+        live: LiveConfig,
+        inbox: StageQueue,
+        driver_inbox: StageQueue,
+        gate: TurnGate,
+        publish: Callable[[Event], None],
+        control: TurnControl,
+        registry: SkillRegistry,
+        ctx: SkillContext,
+        realtime: bool,
+        bias: bool = True,
+        echo_guard: bool = True,
+    ) -> None:
         self.asr, self.live, self.inbox, self.driver_inbox = asr, live, inbox, driver_inbox
         self.gate, self.publish, self.control = gate, publish, control
         self.registry, self.ctx, self.realtime, self.bias = registry, ctx, realtime, bias
@@ -85,7 +107,9 @@ class ASRStage:
                 started = self._handle(msg)
             except Exception as e:  # a failing stage reports and the agent keeps listening
                 log.exception("ASR stage failed")
-                self.publish(Error(-1, f"speech recognition failed: {e.__class__.__name__}: {e}; still listening"))
+                self.publish(
+                    Error(-1, f"speech recognition failed: {e.__class__.__name__}: {e}; still listening")
+                )
                 started = False
             if not started:
                 self.control.work_finished()
@@ -100,7 +124,9 @@ class ASRStage:
         audio = msg.audio
         clipped = float(np.mean(np.abs(audio) >= 0.99))
         if clipped > 0.01:
-            log.warning("input is clipping (%.1f%% of samples at full scale); lower the mic gain", 100 * clipped)
+            log.warning(
+                "input is clipping (%.1f%% of samples at full scale); lower the mic gain", 100 * clipped
+            )
         res = self.asr.transcribe(audio, bias=self.bias)
         t_asr = time.perf_counter()
         self.publish(msg)
@@ -108,8 +134,9 @@ class ASRStage:
         if not res.text:
             self.publish(Skipped(-1, f"{where}: {res.dropped}", msg.source))
             return False
-        if self.echo_guard and is_echo(res.text, self.control.recent_speech(ECHO_WINDOW_S),
-                                            self.live.echo_text_score):
+        if self.echo_guard and is_echo(
+            res.text, self.control.recent_speech(ECHO_WINDOW_S), self.live.echo_text_score
+        ):
             self.publish(Skipped(-1, f"echo of the robot's own speech: {res.text!r}", msg.source))
             return False
         if stop_command(res.text, self.live.stop_phrases, self.live.stop_max_words):
@@ -117,7 +144,9 @@ class ASRStage:
             return False
         text = self.attention.accept(res.text)
         if text is None:
-            self.publish(Skipped(-1, f"not addressed to the robot (no wake phrase): {res.text!r}", msg.source))
+            self.publish(
+                Skipped(-1, f"not addressed to the robot (no wake phrase): {res.text!r}", msg.source)
+            )
             return False
         self._start(text, msg.t_speech_end, msg.t_endpoint, t_asr, res.duration_ms)
         return True

@@ -127,8 +127,13 @@ def build_core(cfg: Config, emit: Callable[[Event], None]) -> AgentCore:
         emit(RobotCommand(holder[0].turn_id if holder else -1, joint, deg, round(t_ms, 1)))
 
     robot, robot_msgs = build_robot(cfg.robot, on_robot_command)
-    registry = load_registry(cfg.skills.folders, cfg.skills.include_builtin, cfg.skills.enabled,
-                             cfg.skills.timeout_s, animations=list(robot.animations))
+    registry = load_registry(
+        cfg.skills.folders,
+        cfg.skills.include_builtin,
+        cfg.skills.enabled,
+        cfg.skills.timeout_s,
+        animations=list(robot.animations),
+    )
     for msg in [*robot_msgs, *registry.load_errors]:
         emit(Error(-1, msg))
     words = hotwords(cfg, registry, list(robot.animations)) if cfg.asr.bias_with_skills else []
@@ -141,7 +146,19 @@ def build_core(cfg: Config, emit: Callable[[Event], None]) -> AgentCore:
         emit(Notice(-1, msg))
     ctx = SkillContext(robot=robot, scene=vision)
     conversation = Conversation(model, registry, ctx, cfg.llm, emit)
-    core = AgentCore(cfg, robot, registry, asr, model, tts, vision, ctx, conversation, emit, scene_changes,
-                     (time.perf_counter() - t0) * 1000.0)
+    core = AgentCore(
+        cfg,
+        robot,
+        registry,
+        asr,
+        model,
+        tts,
+        vision,
+        ctx,
+        conversation,
+        emit,
+        scene_changes,
+        (time.perf_counter() - t0) * 1000.0,
+    )
     holder.append(core)
     return core

@@ -22,8 +22,20 @@ import time
 from collections.abc import Callable
 
 from agent.conversation import TurnResult
-from agent.events import (BackgroundDone, CutHistory, Error, Event, FirstToken, HistoryCut, ReplyDelta, ReplyEnd,
-                          Shutdown, Transcript, TurnGenerated, UserTurn)
+from agent.events import (
+    BackgroundDone,
+    CutHistory,
+    Error,
+    Event,
+    FirstToken,
+    HistoryCut,
+    ReplyDelta,
+    ReplyEnd,
+    Shutdown,
+    Transcript,
+    TurnGenerated,
+    UserTurn,
+)
 from agent.live.turns import normalize
 from agent.pipeline.core import AgentCore
 from agent.pipeline.queues import StageQueue, TurnGate
@@ -46,9 +58,16 @@ class TurnDriver:
             greeting) before it runs (bookkeeping).
     """
 
-    def __init__(self, core: AgentCore, inbox: StageQueue, speech: StageQueue, gate: TurnGate,
-                 publish: Callable[[Event], None], may_speak_up: Callable[[], bool],
-                 on_turn_start: Callable[[UserTurn, bool], None]) -> None:
+    def __init__(
+        self,
+        core: AgentCore,
+        inbox: StageQueue,
+        speech: StageQueue,
+        gate: TurnGate,
+        publish: Callable[[Event], None],
+        may_speak_up: Callable[[], bool],
+        on_turn_start: Callable[[UserTurn, bool], None],
+    ) -> None:
         self.core, self.inbox, self.speech, self.gate, self.publish = core, inbox, speech, gate, publish
         self.may_speak_up = may_speak_up
         self.on_turn_start = on_turn_start
@@ -87,8 +106,15 @@ class TurnDriver:
                 self.publish(Error(msg.turn_id if msg else -1, f"turn failed: {e.__class__.__name__}: {e}"))
 
     # --- turns ------------------------------------------------------------------------------------------
-    def _run(self, turn: UserTurn, text: str, state: str | None = None, tools: bool = True,
-             background: BackgroundDone | None = None, unprompted: bool = False) -> None:
+    def _run(
+        self,
+        turn: UserTurn,
+        text: str,
+        state: str | None = None,
+        tools: bool = True,
+        background: BackgroundDone | None = None,
+        unprompted: bool = False,
+    ) -> None:
         tid = turn.turn_id
         cancel = threading.Event()
         with self._lock:
@@ -121,8 +147,15 @@ class TurnDriver:
                 self.publish(Error(tid, problem))
             self.publish(FirstToken(tid, t0 + result.ttft_ms / 1000))
         self.core.robot.wait_idle(timeout=15.0 if not cancel.is_set() else 0.5)
-        self.publish(TurnGenerated(tid, result.text if result else SORRY, round(result.llm_ms, 1) if result else 0.0,
-                                   round(result.ttft_ms, 1) if result else 0.0, result.prompt_tokens if result else 0))
+        self.publish(
+            TurnGenerated(
+                tid,
+                result.text if result else SORRY,
+                round(result.llm_ms, 1) if result else 0.0,
+                round(result.ttft_ms, 1) if result else 0.0,
+                result.prompt_tokens if result else 0,
+            )
+        )
 
     def _speak_up(self) -> None:
         """One background result or greeting, if there is one."""
@@ -145,9 +178,12 @@ class TurnDriver:
         tid = self.gate.new_turn()
         self.publish(Transcript(tid, f"(camera: {change.summary})"))
         now = time.perf_counter()
-        self._run(UserTurn(tid, "", now, now, now, 0.0),
-                  f"(Someone just arrived. The camera sees: {change.summary}. Greet them in one short sentence.)",
-                  tools=False, unprompted=True)
+        self._run(
+            UserTurn(tid, "", now, now, now, 0.0),
+            f"(Someone just arrived. The camera sees: {change.summary}. Greet them in one short sentence.)",
+            tools=False,
+            unprompted=True,
+        )
 
     def has_news(self) -> bool:
         """A background result or a scene change is waiting to be spoken about."""

@@ -95,8 +95,16 @@ class Listener:
         barge_in: Allow the user to talk over the robot.
     """
 
-    def __init__(self, cfg: Config, source: Source, sink: AudioSink, asr_inbox: StageQueue,
-                 publish: Callable[[Event], None], control: PipelineControl, barge_in: bool) -> None:
+    def __init__(
+        self,
+        cfg: Config,
+        source: Source,
+        sink: AudioSink,
+        asr_inbox: StageQueue,
+        publish: Callable[[Event], None],
+        control: PipelineControl,
+        barge_in: bool,
+    ) -> None:
         self.cfg, self.source, self.sink, self.asr_inbox = cfg, source, sink, asr_inbox
         self.publish, self.control, self.barge_in = publish, control, barge_in
         self.vad = SileroFrameVAD()
@@ -167,8 +175,13 @@ class Listener:
                 prob = 0.0  # the robot hearing itself
         upd = self.endpointer.feed(frame, prob)
         self.speaking = upd.speaking
-        if self.barge_in and self.sink.busy and self.control.speaking_turn() is not None \
-                and upd.speaking and prob >= thr:
+        if (
+            self.barge_in
+            and self.sink.busy
+            and self.control.speaking_turn() is not None
+            and upd.speaking
+            and prob >= thr
+        ):
             self._user_run_ms += FRAME * 1000 / RATE
             if self._user_run_ms >= live.barge_in_ms:
                 self._user_run_ms = 0.0
@@ -181,8 +194,15 @@ class Listener:
             if not self.source.realtime:
                 t_end = now  # as fast as possible: the utterance is complete now
             end_ms = upd.end_sample / RATE * 1000
-            utt = Utterance(-1, self.source.name, round(max(0.0, end_ms - upd.audio.size / RATE * 1000), 1),
-                            round(end_ms, 1), upd.audio, t_end, now)
+            utt = Utterance(
+                -1,
+                self.source.name,
+                round(max(0.0, end_ms - upd.audio.size / RATE * 1000), 1),
+                round(end_ms, 1),
+                upd.audio,
+                t_end,
+                now,
+            )
             self._hand_over(utt)
 
     def _hand_over(self, msg: Event) -> None:
@@ -196,4 +216,3 @@ class Listener:
                     return
             self.drain_sink()
             self.source.idle()
-

@@ -54,8 +54,17 @@ class Pipeline:
         asr_bias: Bias ASR toward skill names (when ``[asr] bias_with_skills``).
     """
 
-    def __init__(self, core: AgentCore, bus: Bus, source: Source, sink: AudioSink, *, streaming: bool = True,
-                 speak: bool = True, asr_bias: bool = True) -> None:
+    def __init__(
+        self,
+        core: AgentCore,
+        bus: Bus,
+        source: Source,
+        sink: AudioSink,
+        *,
+        streaming: bool = True,
+        speak: bool = True,
+        asr_bias: bool = True,
+    ) -> None:
         self.core, self.bus, self.source, self.sink = core, bus, source, sink
         cfg = core.cfg
         self.gate = core.gate  # shared by successive pipelines on one core: turn ids stay unique
@@ -66,20 +75,53 @@ class Pipeline:
         self._stopping = threading.Event()
         self._input_done = threading.Event()
         self._current: int | None = None
-        self.listener = Listener(cfg, source, sink, self.asr_q, bus.publish, self,
-                                 barge_in=cfg.live.barge_in and source.realtime and sink.realtime)
-        self.asr = ASRStage(core.asr, cfg.live, self.asr_q, self.driver_q, self.gate, bus.publish, self,
-                            core.registry, core.ctx, realtime=source.realtime, bias=asr_bias,
-                            echo_guard=source.realtime and sink.realtime)
-        self.driver = TurnDriver(core, self.driver_q, self.speech_q, self.gate, bus.publish, self._may_speak_up,
-                                 self._turn_started)
-        self.speech = SpeechStage(core.tts, sink, self.speech_q, self.gate, bus.publish, cfg.live.clause_chars,
-                                  streaming=streaming, speak=speak)
+        self.listener = Listener(
+            cfg,
+            source,
+            sink,
+            self.asr_q,
+            bus.publish,
+            self,
+            barge_in=cfg.live.barge_in and source.realtime and sink.realtime,
+        )
+        self.asr = ASRStage(
+            core.asr,
+            cfg.live,
+            self.asr_q,
+            self.driver_q,
+            self.gate,
+            bus.publish,
+            self,
+            core.registry,
+            core.ctx,
+            realtime=source.realtime,
+            bias=asr_bias,
+            echo_guard=source.realtime and sink.realtime,
+        )
+        self.driver = TurnDriver(
+            core, self.driver_q, self.speech_q, self.gate, bus.publish, self._may_speak_up, self._turn_started
+        )
+        self.speech = SpeechStage(
+            core.tts,
+            sink,
+            self.speech_q,
+            self.gate,
+            bus.publish,
+            cfg.live.clause_chars,
+            streaming=streaming,
+            speak=speak,
+        )
         bus.route(Timing, self._turn_done)
         bus.route(CutHistory, self.driver_q.put)
-        self._threads = [threading.Thread(target=self._guard, args=(fn,), name=name, daemon=True)
-                         for name, fn in (("listener", self.listener.run), ("asr", self.asr.run),
-                                          ("driver", self.driver.run), ("speech", self.speech.run))]
+        self._threads = [
+            threading.Thread(target=self._guard, args=(fn,), name=name, daemon=True)
+            for name, fn in (
+                ("listener", self.listener.run),
+                ("asr", self.asr.run),
+                ("driver", self.driver.run),
+                ("speech", self.speech.run),
+            )
+        ]
 
     def _guard(self, fn: object) -> None:
         try:
@@ -189,8 +231,13 @@ class Pipeline:
         self._input_done.set()
 
     def _busy(self) -> bool:
-        return self._work > 0 or self._current is not None or len(self.driver_q) > 0 or len(self.asr_q) > 0 \
+        return (
+            self._work > 0
+            or self._current is not None
+            or len(self.driver_q) > 0
+            or len(self.asr_q) > 0
             or self.driver.speaking_up
+        )
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no utterance, line or turn is in flight; False after ``timeout`` s."""
@@ -204,8 +251,12 @@ class Pipeline:
             return True
 
     def _may_speak_up(self) -> bool:
-        return not self._stopping.is_set() and not self.listener.speaking and not self._busy() \
+        return (
+            not self._stopping.is_set()
+            and not self.listener.speaking
+            and not self._busy()
             and not self.sink.busy
+        )
 
     def _turn_started(self, turn: UserTurn, unprompted: bool) -> None:
         self.bus.book.open(turn.turn_id, turn.t_speech_end, turn.t_endpoint, turn.t_asr, turn.asr_ms)
@@ -244,8 +295,14 @@ def live_pipeline(core: AgentCore, bus: Bus, backend: SoundBackend) -> Pipeline:
     devices = Devices(cfg.audio, backend, bus.publish)
 
     def head_motion(pcm: np.ndarray, rate: int) -> None:
-        speak_along(core.robot, pcm, rate, enabled=rc.speech_motion, max_deg=rc.speech_motion_deg,
-                    joint=rc.speech_motion_joint)
+        speak_along(
+            core.robot,
+            pcm,
+            rate,
+            enabled=rc.speech_motion,
+            max_deg=rc.speech_motion_deg,
+            joint=rc.speech_motion_joint,
+        )
 
     source = MicSource(devices, cfg.audio, bus.publish)
     pipeline = Pipeline(core, bus, source, SpeakerSink(devices.speaker, head_motion))

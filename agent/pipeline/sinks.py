@@ -42,7 +42,9 @@ class SpeakerSink:
 
     realtime = True
 
-    def __init__(self, speaker: Speaker, on_sentence: Callable[[np.ndarray, int], None] | None = None) -> None:
+    def __init__(
+        self, speaker: Speaker, on_sentence: Callable[[np.ndarray, int], None] | None = None
+    ) -> None:
         self.speaker = speaker
         self.on_sentence = on_sentence
         self._pending: queue.Queue[Event] = queue.Queue()
@@ -62,8 +64,11 @@ class SpeakerSink:
     def clear(self) -> list[Spoken]:
         """Silence the speaker now; ``Spoken(completed=False)`` for each partly played sentence."""
         dropped = self.speaker.clear()
-        return [Spoken(it.turn_id, it.text, False, it.piece, it.last_of_piece) for it in dropped
-                if it.pos > 0 and it.audio is not None]
+        return [
+            Spoken(it.turn_id, it.text, False, it.piece, it.last_of_piece)
+            for it in dropped
+            if it.pos > 0 and it.audio is not None
+        ]
 
     @property
     def busy(self) -> bool:
@@ -86,8 +91,10 @@ class SpeakerSink:
             it = r.item
             if r.kind == "block" and r.block is not None:
                 if self._ref is None or self._ref_rate != self.speaker.rate:
-                    self._ref, self._ref_rate = soxr.ResampleStream(self.speaker.rate, RATE, 1, dtype="float32"), \
-                        self.speaker.rate
+                    self._ref, self._ref_rate = (
+                        soxr.ResampleStream(self.speaker.rate, RATE, 1, dtype="float32"),
+                        self.speaker.rate,
+                    )
                 out.append(PlayedBlock(-1, self._ref.resample_chunk(r.block), r.t))
             elif r.kind == "started" and it is not None:
                 out.append(PlaybackStarted(it.turn_id, it.text, r.t))

@@ -49,8 +49,13 @@ class MicSource:
 
     realtime = True
 
-    def __init__(self, devices: Devices, cfg: AudioConfig, publish: Callable[[Event], None],
-                 zero_warn_s: float = ZERO_WARN_S) -> None:
+    def __init__(
+        self,
+        devices: Devices,
+        cfg: AudioConfig,
+        publish: Callable[[Event], None],
+        zero_warn_s: float = ZERO_WARN_S,
+    ) -> None:
         self.devices, self.cfg, self.publish = devices, cfg, publish
         self.zero_warn_s = zero_warn_s
         self.name = "mic"
@@ -92,8 +97,13 @@ class MicSource:
             self._zero_since = self._zero_since or now
             if not self._zero_warned and now - self._zero_since > self.zero_warn_s:
                 self._zero_warned = True
-                self.publish(Error(-1, f"microphone {mic.name!r} delivers only digital silence (muted or wrong "
-                                       f"device?); still listening"))
+                self.publish(
+                    Error(
+                        -1,
+                        f"microphone {mic.name!r} delivers only digital silence (muted or wrong "
+                        f"device?); still listening",
+                    )
+                )
         elif samples.size:
             self._zero_since = None
         return AudioIn(-1, samples, t_end)
@@ -141,7 +151,7 @@ class FileSource:
             yield InputStarted(-1, str(path))
             audio = np.concatenate([audio, np.zeros(int(TAIL_S * RATE), dtype=np.float32)])
             for k in range(0, audio.size, BLOCK):
-                yield AudioIn(-1, audio[k:k + BLOCK], 0.0)
+                yield AudioIn(-1, audio[k : k + BLOCK], 0.0)
             yield InputEnded(-1, str(path), last)
 
     def read(self, timeout: float) -> Event | None:

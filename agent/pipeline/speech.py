@@ -69,9 +69,17 @@ class SpeechStage:
         speak: False: no synthesis at all (typed chat without output, accuracy runs).
     """
 
-    def __init__(self, tts: TextToSpeech, sink: AudioSink, inbox: StageQueue, gate: TurnGate,
-                 publish: Callable[[Event], None], clause_chars: int = 120, streaming: bool = True,
-                 speak: bool = True) -> None:
+    def __init__(
+        self,
+        tts: TextToSpeech,
+        sink: AudioSink,
+        inbox: StageQueue,
+        gate: TurnGate,
+        publish: Callable[[Event], None],
+        clause_chars: int = 120,
+        streaming: bool = True,
+        speak: bool = True,
+    ) -> None:
         self.tts, self.sink, self.inbox, self.gate, self.publish = tts, sink, inbox, gate, publish
         self.clause_chars, self.streaming, self.speak = clause_chars, streaming, speak
         self._streams: dict[int, SentenceStream] = {}
@@ -87,7 +95,9 @@ class SpeechStage:
                 self._handle(msg)
             except Exception as e:  # a failing stage reports and goes on
                 log.exception("speech stage failed on %s", msg.name)
-                self.publish(Error(msg.turn_id, f"speech stage failed: {e.__class__.__name__}: {e}; continuing"))
+                self.publish(
+                    Error(msg.turn_id, f"speech stage failed: {e.__class__.__name__}: {e}; continuing")
+                )
 
     def _handle(self, msg: Event) -> None:
         tid = msg.turn_id

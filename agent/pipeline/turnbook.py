@@ -19,8 +19,20 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from agent.events import (AudioOut, BargeIn, CutHistory, Event, FirstToken, PlaybackStarted, Reply, SentenceReady,
-                          Spoken, Timing, TurnGenerated, TurnPlayed)
+from agent.events import (
+    AudioOut,
+    BargeIn,
+    CutHistory,
+    Event,
+    FirstToken,
+    PlaybackStarted,
+    Reply,
+    SentenceReady,
+    Spoken,
+    Timing,
+    TurnGenerated,
+    TurnPlayed,
+)
 
 
 @dataclass(eq=False)
@@ -55,12 +67,19 @@ class TurnBook:
         self._turns: dict[int, TurnRecord] = {}
         self.recent_speech: list[tuple[float, str]] = []
 
-    def open(self, turn_id: int, t_speech_end: float, t_endpoint: float | None = None, t_asr: float | None = None,
-             asr_ms: float = 0.0) -> None:
+    def open(
+        self,
+        turn_id: int,
+        t_speech_end: float,
+        t_endpoint: float | None = None,
+        t_asr: float | None = None,
+        asr_ms: float = 0.0,
+    ) -> None:
         """Start the record of a turn (the driver calls this when it starts the turn)."""
         with self._lock:
-            self._turns[turn_id] = TurnRecord(turn_id, t_speech_end, t_endpoint or t_speech_end,
-                                              t_asr or t_speech_end, asr_ms)
+            self._turns[turn_id] = TurnRecord(
+                turn_id, t_speech_end, t_endpoint or t_speech_end, t_asr or t_speech_end, asr_ms
+            )
             for old in [k for k in self._turns if k < turn_id - 16]:
                 del self._turns[old]
 
@@ -129,9 +148,18 @@ class TurnBook:
         first_audio, first_sentence = m.get("first_audio"), m.get("first_sentence")
         tts_first = round((first_audio - first_sentence) * 1000, 1) if first_audio and first_sentence else 0.0
         return Timing(
-            rec.turn_id, asr_ms=round(rec.asr_ms, 1), llm_ttft_ms=round(g.ttft_ms, 1) if g else 0.0,
-            llm_ms=round(g.llm_ms, 1) if g else 0.0, tts_first_audio_ms=tts_first, tts_ms=round(rec.tts_ms, 1),
-            turn_ms=round((time.perf_counter() - t0) * 1000, 1), prompt_tokens=g.prompt_tokens if g else 0,
-            endpoint_ms=round((rec.t_endpoint - t0) * 1000, 1), asr_done_ms=round((rec.t_asr - t0) * 1000, 1),
-            first_token_ms=rel("first_token"), first_sentence_ms=rel("first_sentence"),
-            first_audio_ms=rel("first_audio"), first_played_ms=rel("first_played"))
+            rec.turn_id,
+            asr_ms=round(rec.asr_ms, 1),
+            llm_ttft_ms=round(g.ttft_ms, 1) if g else 0.0,
+            llm_ms=round(g.llm_ms, 1) if g else 0.0,
+            tts_first_audio_ms=tts_first,
+            tts_ms=round(rec.tts_ms, 1),
+            turn_ms=round((time.perf_counter() - t0) * 1000, 1),
+            prompt_tokens=g.prompt_tokens if g else 0,
+            endpoint_ms=round((rec.t_endpoint - t0) * 1000, 1),
+            asr_done_ms=round((rec.t_asr - t0) * 1000, 1),
+            first_token_ms=rel("first_token"),
+            first_sentence_ms=rel("first_sentence"),
+            first_audio_ms=rel("first_audio"),
+            first_played_ms=rel("first_played"),
+        )

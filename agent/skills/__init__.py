@@ -40,7 +40,21 @@ from agent.skills.skill import (
 )
 
 __all__ = [
-    "ANIMATIONS", "BUILTIN_SKILLS", "ENTRY_POINT_GROUP", "Choices", "Skill", "SkillContext", "SkillError",
-    "SkillRegistry", "ToolOutcome", "build_skill", "is_skill", "load_entry_points", "load_file",
-    "load_folder", "load_registry", "new_skill_file", "skill",
+    "ANIMATIONS",
+    "BUILTIN_SKILLS",
+    "ENTRY_POINT_GROUP",
+    "Choices",
+    "Skill",
+    "SkillContext",
+    "SkillError",
+    "SkillRegistry",
+    "ToolOutcome",
+    "build_skill",
+    "is_skill",
+    "load_entry_points",
+    "load_file",
+    "load_folder",
+    "load_registry",
+    "new_skill_file",
+    "skill",
 ]

@@ -138,9 +138,14 @@ def _error_line(e: BaseException, path: Path) -> int:
     return line
 
 
-def load_registry(folders: list[Path], include_builtin: bool = True, enabled: list[str] | None = None,
-                  timeout_s: float = 10.0, entry_points: bool = True,
-                  animations: Iterable[str] | None = None) -> SkillRegistry:
+def load_registry(
+    folders: list[Path],
+    include_builtin: bool = True,
+    enabled: list[str] | None = None,
+    timeout_s: float = 10.0,
+    entry_points: bool = True,
+    animations: Iterable[str] | None = None,
+) -> SkillRegistry:
     """Build the registry the config asks for.
 
     Skills load from the packaged ``skills/`` folder, then ``folders``, then installed

@@ -71,8 +71,9 @@ class SkillRegistry:
         """
         sk = build_skill(fn, source or _where(fn), self.choices)
         if sk.name in self.skills:
-            raise SkillError(f"{sk.source}: skill {sk.name!r} already defined at "
-                             f"{self.skills[sk.name].source}")
+            raise SkillError(
+                f"{sk.source}: skill {sk.name!r} already defined at {self.skills[sk.name].source}"
+            )
         self.skills[sk.name] = sk
         return sk
 
@@ -106,8 +107,13 @@ class SkillRegistry:
         """All tools as OpenAI-style definitions, for the chat template."""
         return [s.tool_schema() for s in self.skills.values()]
 
-    def call(self, name: str, arguments: Any, ctx: SkillContext,
-             on_background_done: Callable[[ToolOutcome], None] | None = None) -> ToolOutcome:
+    def call(
+        self,
+        name: str,
+        arguments: Any,
+        ctx: SkillContext,
+        on_background_done: Callable[[ToolOutcome], None] | None = None,
+    ) -> ToolOutcome:
         """Validate the arguments and run a skill; never raises.
 
         Args:
@@ -159,8 +165,9 @@ class SkillRegistry:
             result = {"result": result, "note": "; ".join(notes)}
         return ToolOutcome(True, result)
 
-    def _start_background(self, sk: Skill, call: Callable[[], Any],
-                          done: Callable[[ToolOutcome], None] | None) -> ToolOutcome:
+    def _start_background(
+        self, sk: Skill, call: Callable[[], Any], done: Callable[[ToolOutcome], None] | None
+    ) -> ToolOutcome:
         def run() -> None:
             try:
                 outcome = ToolOutcome(True, call())
@@ -171,8 +178,9 @@ class SkillRegistry:
                 done(outcome)
 
         threading.Thread(target=run, name=f"bg-{sk.name}", daemon=True).start()
-        return ToolOutcome(True, {"status": "started",
-                                  "note": "Okay, it is running. I will tell you when it is done."})
+        return ToolOutcome(
+            True, {"status": "started", "note": "Okay, it is running. I will tell you when it is done."}
+        )
 
 
 def _where(fn: Callable) -> str:

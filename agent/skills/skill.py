@@ -88,8 +88,14 @@ class _Marker:
     keywords: tuple[str, ...] = ()
 
 
-def skill(fn: Callable | None = None, *, name: str | None = None, background: bool = False,
-          clamp: bool = False, keywords: tuple[str, ...] | list[str] = ()) -> Any:
+def skill(
+    fn: Callable | None = None,
+    *,
+    name: str | None = None,
+    background: bool = False,
+    clamp: bool = False,
+    keywords: tuple[str, ...] | list[str] = (),
+) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
     Args:
@@ -162,9 +168,10 @@ class Skill:
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description,
-                             "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
 
 def doc_params(doc: str) -> dict[str, str]:
@@ -254,7 +261,16 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         prop = params["properties"][pname]
         if "const" in prop:
             prop["enum"] = [prop.pop("const")]
-    return Skill(name=marker.name or fn.__name__, description=description, fn=fn, args_model=model,
-                 parameters=params, source=source, background=marker.background, clamp=marker.clamp,
-                 wants_context=wants_context, keywords=marker.keywords,
-                 choices=tuple(dict.fromkeys(used.values())))
+    return Skill(
+        name=marker.name or fn.__name__,
+        description=description,
+        fn=fn,
+        args_model=model,
+        parameters=params,
+        source=source,
+        background=marker.background,
+        clamp=marker.clamp,
+        wants_context=wants_context,
+        keywords=marker.keywords,
+        choices=tuple(dict.fromkeys(used.values())),
+    )

@@ -40,20 +40,44 @@ THINK_CLOSE = ("<channel|>", "</think>")
 
 STOP_TOKENS = (
     # Gemma 4: end of turn / sequence, a (hallucinated) tool response, a new turn.
-    "<turn|>", "<eos>", "<|tool_response>", "<|turn>",
+    "<turn|>",
+    "<eos>",
+    "<|tool_response>",
+    "<|turn>",
     # ChatML (Hermes/Qwen).
-    "<|im_end|>", "<|im_start|>", "<|endoftext|>", "<tool_response>",
+    "<|im_end|>",
+    "<|im_start|>",
+    "<|endoftext|>",
+    "<tool_response>",
     # Llama 3.
-    "<|eot_id|>", "<|eom_id|>", "<|end_of_text|>", "<|start_header_id|>",
+    "<|eot_id|>",
+    "<|eom_id|>",
+    "<|end_of_text|>",
+    "<|start_header_id|>",
 )
 """Special tokens that end a reply: they and everything after them are discarded."""
 
 DROP_TOKENS = (
     # Gemma 4 control tokens that must never be spoken.
-    "<bos>", "<pad>", "<unk>", "<mask>", "<|think|>", "<|tool>", "<tool|>", "<tool_response|>",
-    "<|image|>", "<|audio|>", "<|video|>", "<|image>", "<|audio>", "<image|>", "<audio|>",
+    "<bos>",
+    "<pad>",
+    "<unk>",
+    "<mask>",
+    "<|think|>",
+    "<|tool>",
+    "<tool|>",
+    "<tool_response|>",
+    "<|image|>",
+    "<|audio|>",
+    "<|video|>",
+    "<|image>",
+    "<|audio>",
+    "<image|>",
+    "<audio|>",
     # ChatML / Llama 3 leftovers.
-    "</tool_response>", "<|begin_of_text|>", "<|end_header_id|>",
+    "</tool_response>",
+    "<|begin_of_text|>",
+    "<|end_header_id|>",
     # Gemma's string delimiter outside a call.
     GEMMA_QUOTE,
 )

@@ -186,7 +186,7 @@ class StreamParser:
                 self._buf = self._buf[cut:]
                 return
             self._sink(self._buf[: m.start()])
-            self._buf = self._buf[m.end():]
+            self._buf = self._buf[m.end() :]
             self._act(self._actions[self._mode][m.group()], m.group())
 
     def _holdback(self, buf: str) -> int:
@@ -204,7 +204,7 @@ class StreamParser:
         b = self._buf
         if b.startswith(_HEADER) and len(b) > len(_HEADER):
             if b[len(_HEADER)].isspace() or b[len(_HEADER)] == "<":
-                self._buf = b[len(_HEADER):]
+                self._buf = b[len(_HEADER) :]
         elif _HEADER.startswith(b):
             return False
         self._need_header = False
@@ -235,7 +235,7 @@ class StreamParser:
             self._mode = STOP
 
     def _syntax(self) -> CallSyntax:
-        return self.spec.calls[int(self._mode[len(CALL):])]
+        return self.spec.calls[int(self._mode[len(CALL) :])]
 
     def _finish_mode(self, reopened_by: str | None = None) -> None:
         """Close the current segment at a marker, a stop token or the end of the reply."""
@@ -247,7 +247,7 @@ class StreamParser:
             syntax = self._syntax()
             raw = "".join(self._call_raw)
             if syntax.close is None:
-                self._events.extend(syntax.decode(raw[len(syntax.open):], raw))
+                self._events.extend(syntax.decode(raw[len(syntax.open) :], raw))
             elif reopened_by:
                 self._events.append(
                     ToolCallError(raw, f"unclosed tool call: {reopened_by} began before {syntax.close}")
@@ -289,7 +289,7 @@ class StreamParser:
     def _say(self, s: str) -> None:
         s = self._text_ws + s
         body = s.rstrip()
-        self._text_ws = s[len(body):]
+        self._text_ws = s[len(body) :]
         if body:
             self._events.append(TextDelta(body))
             self._spoke = True
@@ -313,7 +313,7 @@ class StreamParser:
             self._think_start = False
         s = self._think_ws + s
         body = s.rstrip()
-        self._think_ws = s[len(body):]
+        self._think_ws = s[len(body) :]
         if body:
             self._events.append(ThinkingDelta(body))
 

@@ -34,7 +34,12 @@ _NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 _KEY = re.compile(r"[A-Za-z_$][\w$.\-]*")
 _CALL_HEAD = re.compile(r"\s*call\s*:\s*([A-Za-z_][\w.\-]*)\s*")
 _LITERALS: dict[str, Any] = {
-    "true": True, "false": False, "null": None, "True": True, "False": False, "None": None,
+    "true": True,
+    "false": False,
+    "null": None,
+    "True": True,
+    "False": False,
+    "None": None,
 }
 _MAX_DEPTH = 64
 
@@ -50,7 +55,7 @@ class _Parser:
     def fail(self, message: str, pos: int | None = None) -> ValueError:
         """Build a ValueError that names ``message``, the offset and the text around it."""
         pos = self.pos if pos is None else pos
-        near = self.text[max(0, pos - 12): pos + 20]
+        near = self.text[max(0, pos - 12) : pos + 20]
         where = "at end of input" if pos >= len(self.text) else f"at offset {pos}"
         return ValueError(f"{message} {where} (near {near!r})")
 
@@ -108,14 +113,14 @@ class _Parser:
             if end < 0:
                 raise self.fail(f"unterminated {GEMMA_QUOTE} string", start)
             self.pos = end + len(GEMMA_QUOTE)
-            return self.text[start + len(GEMMA_QUOTE): end]
+            return self.text[start + len(GEMMA_QUOTE) : end]
         quote = self.text[start]
         i = start + 1
         while i < len(self.text) and self.text[i] != quote:
             i += 2 if self.text[i] == "\\" else 1
         if i >= len(self.text):
             raise self.fail(f"unterminated {quote} string", start)
-        body = self.text[start + 1: i]
+        body = self.text[start + 1 : i]
         if quote == "'":
             body = _single_to_double(body)
         try:
