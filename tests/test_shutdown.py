@@ -44,7 +44,8 @@ class Proc:
         )
         self.events: list[dict] = []
         self._q: queue.Queue = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
     def _read(self) -> None:
         for line in self.p.stdout:
@@ -77,7 +78,7 @@ class Proc:
             self.p.kill()
             pytest.fail("did not exit within 10 s of SIGTERM")
         took = time.monotonic() - t0
-        time.sleep(0.2)  # let the reader thread take the last lines
+        self._reader.join(5.0)  # every line the process wrote has been read
         return took
 
 

@@ -1,0 +1,251 @@
+"""The one pipeline: stage-level harness (messages in, messages out) and equivalence of modes.
+
+Stages are fed typed messages and what comes out is checked field by field. The
+equivalence test runs the same spoken commands through ``bolt-agent listen`` (a subprocess:
+files as fast as possible, WAV sink) and through the live pipeline fed by a real-time file
+source and played on a real-time speaker; both must hear, do and say the same.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from rig import AgentRig, Events
+
+from agent.events import (
+    AudioOut,
+    BargeIn,
+    CutHistory,
+    Event,
+    FirstToken,
+    PlaybackStarted,
+    Reply,
+    ReplyDelta,
+    ReplyEnd,
+    SentenceReady,
+    Shutdown,
+    Spoken,
+    Timing,
+    ToolCall,
+    Transcript,
+    TurnGenerated,
+    TurnPlayed,
+    UserTurn,
+)
+from agent.models import resolve_model
+from agent.pipeline import FileSource, NullSink, Pipeline, SpeakerSink
+from agent.pipeline.queues import StageQueue, TurnGate
+from agent.pipeline.speech import SpeechStage
+from agent.pipeline.turnbook import TurnBook
+from agent.tts import PiperTTS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- queues and the turn generation ---------------------------------------------------------------
+
+
+def test_control_messages_overtake_data_and_stale_data_is_dropped():
+    gate = TurnGate()
+    dropped: list[Event] = []
+    q = StageQueue(gate, on_drop=dropped.append)
+    t0, t1 = gate.new_turn(), gate.new_turn()
+    q.put(ReplyDelta(t0, "old "))
+    q.put(ReplyDelta(t1, "new"))
+    q.put(ReplyDelta(-1, "outside any turn"))
+    q.put(BargeIn(t0, "speech"))
+    gate.cancel(t0)
+    got = [q.get(0.1) for _ in range(3)]
+    assert isinstance(got[0], BargeIn)  # control first, although it was queued last
+    assert [m.text for m in got[1:]] == ["new", "outside any turn"]
+    assert dropped == [ReplyDelta(t0, "old ")]  # the cancelled turn's leftover, reported once
+    assert q.get(0.05) is None
+
+
+def test_cancel_covers_every_earlier_turn_only():
+    gate = TurnGate()
+    ids = [gate.new_turn() for _ in range(4)]
+    gate.cancel(ids[2])
+    assert [gate.stale(i) for i in ids] == [True, True, True, False]
+    assert not gate.stale(-1)
+
+
+# --- the turn book: one latency trace, history cuts -------------------------------------------------
+
+
+def test_turn_book_times_a_turn_once_it_is_generated_and_played():
+    book = TurnBook()
+    book.open(3, t_speech_end=100.0, t_endpoint=100.5, t_asr=100.8, asr_ms=300.0)
+    assert book.on(FirstToken(3, 100.9)) == []
+    book.on(SentenceReady(3, "Hello there."))
+    book.on(AudioOut(3, "Hello there.", "Hello there.", True, None, 22050, 40.0))
+    book.on(PlaybackStarted(3, "Hello there.", 101.2))
+    book.on(Spoken(3, "Hello there.", True, "Hello there.", True))
+    assert book.on(TurnGenerated(3, "Hello there.", 500.0, 80.0, 12)) == []  # not played yet
+    out = book.on(TurnPlayed(3, "/tmp/reply_003.wav"))
+    assert [type(m) for m in out] == [Reply, Timing]
+    reply, timing = out
+    assert reply.text == "Hello there." and reply.audio == "/tmp/reply_003.wav"
+    assert timing.endpoint_ms == 500.0 and timing.asr_done_ms == 800.0 and timing.first_token_ms == 900.0
+    assert timing.first_played_ms == 1200.0 and timing.tts_ms == 40.0 and timing.prompt_tokens == 12
+    assert book.on(TurnPlayed(3, None)) == []  # a turn is timed once
+
+
+def test_barge_in_after_generation_cuts_history_to_what_was_heard():
+    book = TurnBook()
+    book.open(5, 10.0)
+    for piece in ("First part.", "Second part."):
+        book.on(SentenceReady(5, piece))
+    book.on(Spoken(5, "First part.", True, "First part.", True))
+    book.on(TurnGenerated(5, "First part. Second part.", 1.0, 1.0, 1))
+    out = book.on(BargeIn(5, "speech", 2.0))
+    cut = next(m for m in out if isinstance(m, CutHistory))
+    assert cut.heard == ("First part.",) and cut.generated == ("First part.", "Second part.")
+    assert any(isinstance(m, Timing) for m in out)
+
+
+# --- the speech stage on the real voice --------------------------------------------------------------
+
+
+class CollectingSink(NullSink):
+    """A sink that keeps what it was given (harness)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.played: list[AudioOut] = []
+        self.ended: list[int] = []
+
+    def play(self, msg: AudioOut) -> None:
+        self.played.append(msg)
+
+    def end(self, turn_id: int) -> None:
+        self.ended.append(turn_id)
+
+
+@pytest.fixture(scope="module")
+def voice():
+    return PiperTTS(resolve_model("packaged:piper-joe-medium"))
+
+
+def run_speech(voice, messages: list[Event], gate: TurnGate, streaming: bool = True):
+    sink, published = CollectingSink(), []
+    q = StageQueue(gate)
+    stage = SpeechStage(voice, sink, q, gate, published.append, clause_chars=80, streaming=streaming)
+    th = threading.Thread(target=stage.run)
+    th.start()
+    for m in messages:
+        q.put(m)
+    deadline = time.monotonic() + 30
+    while len(q) and time.monotonic() < deadline:  # Shutdown is control: it would overtake the data
+        time.sleep(0.01)
+    q.put(Shutdown(-1))  # read only after the message in hand is done
+    th.join(30)
+    return sink, published
+
+
+def test_speech_stage_speaks_each_sentence_as_soon_as_it_is_complete(voice):
+    gate = TurnGate()
+    tid = gate.new_turn()
+    text = "The servo is at 3.5 degrees. Dr. Smith moved it at 8:00 today. Done!"
+    deltas = [ReplyDelta(tid, text[i : i + 4]) for i in range(0, len(text), 4)]
+    sink, published = run_speech(voice, [*deltas, ReplyEnd(tid)], gate)
+    sentences = [m.text for m in published if isinstance(m, SentenceReady)]
+    assert sentences == ["The servo is at 3.5 degrees.", "Dr. Smith moved it at 8:00 today.", "Done!"]
+    assert [m.piece for m in sink.played] == sentences and all(m.audio.size > 0 for m in sink.played)
+    assert sink.ended == [tid]
+
+
+def test_sequential_mode_synthesizes_the_whole_reply_once(voice):
+    gate = TurnGate()
+    tid = gate.new_turn()
+    sink, _ = run_speech(
+        voice,
+        [ReplyDelta(tid, "One sentence. "), ReplyDelta(tid, "Two."), ReplyEnd(tid)],
+        gate,
+        streaming=False,
+    )
+    assert len(sink.played) == 1 and sink.played[0].piece == "One sentence. Two."
+
+
+def test_speech_stage_drops_a_cancelled_turn(voice):
+    gate = TurnGate()
+    old, new = gate.new_turn(), gate.new_turn()
+    gate.cancel(old)
+    msgs = [ReplyDelta(old, "Never said. "), ReplyEnd(old), ReplyDelta(new, "Said."), ReplyEnd(new)]
+    sink, _ = run_speech(voice, msgs, gate)
+    assert [m.turn_id for m in sink.played] == [new] and sink.ended == [new]
+
+
+# --- modes are equivalent -------------------------------------------------------------------------------
+
+COMMANDS = ("wave_right", "joke", "look_left")
+
+
+def _summary(events: list) -> list[tuple]:
+    def get(e, k):
+        return e[k] if isinstance(e, dict) else getattr(e, k)
+
+    out = []
+    for e in events:
+        kind = e["event"] if isinstance(e, dict) else e.name
+        if kind == "transcript":
+            out.append(("transcript", get(e, "text")))
+        elif kind == "tool_call":
+            name = e["name"] if isinstance(e, dict) else e.tool
+            out.append(("tool_call", name, json.dumps(get(e, "arguments"), sort_keys=True)))
+        elif kind == "reply":
+            out.append(("reply", get(e, "text")))
+    return out
+
+
+def test_listen_and_the_live_pipeline_hear_do_and_say_the_same(fixtures_dir, tmp_path):
+    from agent.live.fake import FakeBackend
+    from agent.live.speaker import Speaker
+
+    files = [fixtures_dir / "commands" / f"{n}.wav" for n in COMMANDS]
+    r = subprocess.run(
+        [sys.executable, "-m", "agent", "listen", "--json", "--out", str(tmp_path), *map(str, files)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert r.returncode == 0, r.stderr[-2000:]
+    via_listen = _summary([json.loads(line) for line in r.stdout.splitlines()])
+    rig = AgentRig()
+    speaker = Speaker(rig.core.cfg.audio, FakeBackend())
+    speaker.open()
+    try:
+        live = Events()
+        for f in files:  # the microphone's way: in real time, each command after the last reply
+            live += rig._run(
+                Pipeline(rig.core, rig.bus, FileSource([f], True, rig.bus.publish), SpeakerSink(speaker)), 0.0
+            )
+        assert live.of(Spoken) and not live.of(BargeIn)
+    finally:
+        speaker.close()
+        rig.close()
+    assert [s for s in via_listen if s[0] == "transcript"] == [
+        s for s in _summary(live) if s[0] == "transcript"
+    ]
+    assert via_listen == _summary(live)
+    assert len([s for s in via_listen if s[0] == "transcript"]) == len(COMMANDS)
+    assert live.of(ToolCall) and live.of(Transcript)
+
+
+def test_typed_turn_runs_through_the_same_pipeline():
+    rig = AgentRig()
+    try:
+        evs = rig.text("Wave your right hand, please.")
+        turn = evs.of(Transcript)[0].turn_id
+        assert any(c.tool == "wave" for c in evs.of(ToolCall, turn))
+        assert evs.of(Reply, turn) and evs.of(Timing, turn)
+        assert isinstance(evs.of(Timing, turn)[0], Timing) and UserTurn.public is False
+    finally:
+        rig.close()
