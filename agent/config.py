@@ -23,6 +23,7 @@ from typing import Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from agent.engines.settings import LlamaServerConfig, OpenAIConfig
 from hardware.config import (
     CameraConfig,
     DriverConfig,
@@ -49,6 +50,8 @@ __all__ = [
     "JointConfig",
     "LLMConfig",
     "LiveConfig",
+    "LlamaServerConfig",
+    "OpenAIConfig",
     "RobotConfig",
     "SkillsConfig",
     "StrictModel",
@@ -107,9 +110,19 @@ class ASRConfig(StrictModel):
 
 
 class LLMConfig(StrictModel):
-    """llama.cpp settings for the chat model."""
+    """llama.cpp settings for the chat model.
 
-    model: str = "packaged:smollm2-135m"
+    ``engine`` picks where it runs (:mod:`agent.engines`): ``embedded`` (llama-cpp-python in
+    this process), ``llama-server`` (llama.cpp's server as a child process, ``[llm.server]``)
+    or ``openai`` (an OpenAI-compatible server elsewhere, ``[llm.openai]``).
+    """
+
+    engine: Literal["embedded", "llama-server", "openai"] = "embedded"
+    model: str = Field(
+        "packaged:smollm2-135m",
+        description='GGUF (packaged:, hf: or a path); engine "openai": the local copy used for the '
+        'template and tokenizer, or "" to rely on the server',
+    )
     n_ctx: int | Literal["fit"] = Field(
         4096,
         description='context, tokens (256..65536), or "fit": the '
@@ -166,6 +179,8 @@ class LLMConfig(StrictModel):
     )
     max_tool_rounds: int = Field(4, ge=1, le=8)
     warmup: bool = True
+    server: LlamaServerConfig = Field(default_factory=LlamaServerConfig)
+    openai: OpenAIConfig = Field(default_factory=OpenAIConfig)
 
     @field_validator("n_ctx", mode="before")
     @classmethod
@@ -181,6 +196,19 @@ class LLMConfig(StrictModel):
                 f'cache_type_v = "{self.cache_type_v}" needs flash_attn = true (llama.cpp '
                 f"cannot create a quantized V cache without flash attention)"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _engine_needs(self) -> LLMConfig:
+        if not self.model and not (self.engine == "openai" and self.openai.api != "completions"):
+            raise ValueError(
+                'model = "" is allowed only with engine = "openai" and openai.api = "chat" or "auto" '
+                "(every other engine renders and counts the prompt with the local GGUF)"
+            )
+        spec = self.server.spec_type
+        needs_draft = spec != "auto" and any(t.startswith("draft-") for t in spec.split(","))
+        if needs_draft and not self.server.draft_model:
+            raise ValueError(f'server.spec_type = "{spec}" needs server.draft_model (the drafter GGUF)')
         return self
 
 

@@ -46,6 +46,13 @@ class Generation:
         total_ms: Whole generation, ms.
         text: Everything generated.
         cancelled: Stopped early by the cancel event.
+        finish_reason: ``stop`` (end of turn or a stop string), ``length`` (token cap), or "".
+        tokens_per_s: Decoding speed, tokens/s: generated tokens after the first over the time
+            since the first (the server engines report llama-server's own ``predicted_per_second``).
+        draft_tokens: Tokens proposed by a draft model (speculative decoding; server engines).
+        draft_accepted: Of those, tokens the model accepted.
+        extra: Per-round details (``thinking``: :class:`agent.reasoning.ThinkingStats`,
+            ``dropped_turns``).
     """
 
     prompt_tokens: int = 0
@@ -55,7 +62,15 @@ class Generation:
     text: str = ""
     cancelled: bool = False
     finish_reason: str = ""
+    tokens_per_s: float = 0.0
+    draft_tokens: int = 0
+    draft_accepted: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def draft_acceptance(self) -> float | None:
+        """Accepted share of drafted tokens, 0..1; None without a drafter."""
+        return self.draft_accepted / self.draft_tokens if self.draft_tokens else None
 
 
 class ChatModel:
@@ -216,11 +231,14 @@ class ChatModel:
                 if logits_processor
                 else None,
             )
+            n0, t_first = gen.completion_tokens, 0.0
             try:
                 for chunk in it:
                     choice = chunk["choices"][0]
                     piece = choice.get("text", "")
                     gen.completion_tokens += 1
+                    if not t_first:
+                        t_first = time.perf_counter()
                     if choice.get("finish_reason"):
                         gen.finish_reason = choice["finish_reason"]
                     if piece:
@@ -233,7 +251,11 @@ class ChatModel:
                         break
             finally:
                 it.close()
-                gen.total_ms += (time.perf_counter() - t0) * 1000.0
+                now = time.perf_counter()
+                gen.total_ms += (now - t0) * 1000.0
+                n = gen.completion_tokens - n0
+                if n > 1 and now > t_first:
+                    gen.tokens_per_s = (n - 1) / (now - t_first)
 
     def complete(self, prompt: str, **kwargs: Any) -> Generation:
         """Run :meth:`stream` to the end and return its :class:`Generation` (``.text`` holds the output)."""

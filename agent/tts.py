@@ -33,7 +33,7 @@ import wave
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -163,6 +163,11 @@ class PiperTTS:
         self._syn_config = SynthesisConfig(speaker_id=speaker_id, length_scale=length_scale)
         self._lock = threading.Lock()
         self.voice_path = voice_path
+
+    @property
+    def voice(self) -> Any:
+        """The loaded ``piper.PiperVoice`` (vendor object; its ``synthesize`` makes the audio)."""
+        return self._voice
 
     @property
     def sample_rate(self) -> int:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up bolt-agent in ./.venv on Debian/Ubuntu: system libraries, llama.cpp build, Python packages.
-# Usage: launch/setup.sh [run|test]   ("test" also installs what the tests need: PulseAudio, pytest)
+# Usage: launch/setup.sh [run|test]   ("test" also installs what the tests need: PulseAudio, pytest,
+# llama-server; BOLT_LLAMA_SERVER=1 builds llama-server for "run" too)
 # Idempotent: re-running only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,4 +50,13 @@ fi
 extra=""; [ "$what" = test ] && extra="[test]"
 .venv/bin/python -m pip install -q --find-links "$WHEELHOUSE" "llama-cpp-python==$LLAMA_VERSION"
 .venv/bin/python -m pip install -q --find-links "$WHEELHOUSE" -e ".$extra"
+# The Smart Turn end-of-turn model file only (see pyproject.toml): without pipecat's own dependencies.
+.venv/bin/python -m pip install -q --no-deps "pipecat-ai==1.14.0"
+# --- llama.cpp's server for [llm] engine = "llama-server", built once per machine --------------
+# Only the llama-server target, into ~/.cache/bolt-agent/llama-server/VERSION-ARCH (about 15 minutes
+# on 2 cores the first time, nothing later). For the tests, or with BOLT_LLAMA_SERVER=1 (on a Jetson
+# together with the CUDA CMAKE_ARGS above).
+if [ "$what" = test ] || [ "${BOLT_LLAMA_SERVER:-0}" = 1 ]; then
+  PYTHON=.venv/bin/python bash launch/build_llama_server.sh >/dev/null
+fi
 echo "bolt-agent is installed in .venv ($what)"

@@ -98,7 +98,7 @@ def test_tts_failure_on_one_sentence(fixtures_dir, monkeypatch):
         'root ::= "This is the first sentence. This is the second sentence. This is the third sentence."'
     )
     scripted = AgentRig(cfg)
-    voice = scripted.core.tts._voice  # piper's voice object: the vendor edge we break
+    voice = scripted.core.tts.voice  # piper's voice object: the vendor edge we break
     real = voice.synthesize
 
     def flaky(sentence, *args, **kwargs):

@@ -122,14 +122,14 @@ def test_unspeakable_text_yields_nothing(tts: PiperTTS, tmp_path: Path, text: st
 def test_failed_sentence_is_skipped_and_logged(
     tts: PiperTTS, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    real = tts._voice.synthesize  # the piper voice object (vendor code), not ours
+    real = tts.voice.synthesize  # the piper voice object (vendor code), not ours
 
     def flaky(text, syn_config=None):
         if "broken" in text:
             raise RuntimeError("onnx failure")
         return real(text, syn_config)
 
-    monkeypatch.setattr(tts._voice, "synthesize", flaky)
+    monkeypatch.setattr(tts.voice, "synthesize", flaky)
     with caplog.at_level(logging.WARNING, logger="agent.tts"):
         chunks = list(tts.synthesize("First sentence. This one is broken. Last sentence."))
     assert [c.text for c in chunks] == ["First sentence.", "Last sentence."]

@@ -55,13 +55,31 @@ class PlayItem:
 
 
 @dataclass(frozen=True)
-class PlayReport:
-    """What the callback did: ``kind`` is ``started``, ``finished`` or ``block``; ``t`` perf_counter s."""
+class ItemStarted:
+    """The callback wrote the first sample of ``item`` (``t`` perf_counter s, when it reaches the output)."""
 
-    kind: str
     t: float
-    item: PlayItem | None = None
-    block: np.ndarray | None = None
+    item: PlayItem
+
+
+@dataclass(frozen=True)
+class ItemFinished:
+    """The callback wrote the last sample of ``item`` (or reached an end-of-turn marker)."""
+
+    t: float
+    item: PlayItem
+
+
+@dataclass(frozen=True)
+class BlockPlayed:
+    """One output block as written, ``(frames,)`` float32 mono at the stream's rate."""
+
+    t: float
+    block: np.ndarray
+
+
+PlayReport = ItemStarted | ItemFinished | BlockPlayed
+"""What the callback reports, in the order it happened."""
 
 
 class Speaker:
@@ -174,19 +192,19 @@ class Speaker:
                 it = self._items[0]
                 if it.audio is None or it.end_of_turn:
                     self._items.popleft()
-                    self.reports.put(PlayReport("finished", now, it))
+                    self.reports.put(ItemFinished(now, it))
                     continue
                 if it.pos == 0:
-                    self.reports.put(PlayReport("started", now + filled / self.rate, it))
+                    self.reports.put(ItemStarted(now + filled / self.rate, it))
                 n = min(frames - filled, it.audio.size - it.pos)
                 mono[filled : filled + n] = it.audio[it.pos : it.pos + n]
                 it.pos += n
                 filled += n
                 if it.pos >= it.audio.size:
                     self._items.popleft()
-                    self.reports.put(PlayReport("finished", now + filled / self.rate, it))
+                    self.reports.put(ItemFinished(now + filled / self.rate, it))
         outdata[:] = mono[:, None]
-        self.reports.put(PlayReport("block", now + frames / self.rate, block=mono))
+        self.reports.put(BlockPlayed(now + frames / self.rate, mono))
 
     def close(self) -> None:
         """Stop and close the stream; queued items are dropped (never raises)."""
@@ -201,4 +219,4 @@ class Speaker:
             log.info("closing output stream: %s", e)
 
 
-__all__ = ["Speaker", "PlayItem", "PlayReport", "DeviceError"]
+__all__ = ["BlockPlayed", "DeviceError", "ItemFinished", "ItemStarted", "PlayItem", "PlayReport", "Speaker"]

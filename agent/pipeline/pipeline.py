@@ -25,10 +25,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
-from agent.events import BargeIn, CutHistory, Event, Shutdown, Timing, UserTurn
+from agent.events import BargeIn, CutHistory, Error, Event, Shutdown, Timing, UserTurn
 from agent.live.devices import SoundBackend
 from agent.pipeline.asr_stage import ASRStage
 from agent.pipeline.bus import Bus
@@ -123,11 +124,12 @@ class Pipeline:
             )
         ]
 
-    def _guard(self, fn: object) -> None:
+    def _guard(self, fn: Callable[[], None]) -> None:
         try:
-            fn()  # type: ignore[operator]
-        except Exception:  # a stage thread must never die silently
+            fn()
+        except Exception as e:  # a stage thread must never die silently
             log.exception("pipeline stage crashed")
+            self.bus.publish(Error(-1, f"a pipeline stage stopped: {e.__class__.__name__}: {e}"))
 
     # --- life cycle -----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -174,9 +176,11 @@ class Pipeline:
         deadline = time.monotonic() + wait_background_s
         while not self._stopping.is_set():
             self.wait_idle(0.1)
-            conv = self.core.conversation
-            busy = self._busy() or self.driver.has_news()
-            if not busy and (not conv.background_running or time.monotonic() >= deadline):
+            # Read in this order: a finished call is queued before its count drops, and the driver
+            # marks itself busy before it takes news, so no instant shows none of the three.
+            running = self.core.conversation.background_running
+            busy = self.driver.has_news() or self._busy()
+            if not busy and (not running or time.monotonic() >= deadline):
                 return True
         return False
 

@@ -26,7 +26,7 @@ import numpy as np
 import soxr
 
 from agent.events import AudioOut, Event, PlaybackStarted, PlayedBlock, Spoken, TurnPlayed
-from agent.live.speaker import PlayItem, Speaker
+from agent.live.speaker import BlockPlayed, ItemStarted, PlayItem, Speaker
 
 RATE = 16_000
 
@@ -88,24 +88,22 @@ class SpeakerSink:
                 r = self.speaker.reports.get_nowait()
             except queue.Empty:
                 return out
-            it = r.item
-            if r.kind == "block" and r.block is not None:
+            if isinstance(r, BlockPlayed):
                 if self._ref is None or self._ref_rate != self.speaker.rate:
-                    self._ref, self._ref_rate = (
-                        soxr.ResampleStream(self.speaker.rate, RATE, 1, dtype="float32"),
-                        self.speaker.rate,
-                    )
+                    self._ref = soxr.ResampleStream(self.speaker.rate, RATE, 1, dtype="float32")
+                    self._ref_rate = self.speaker.rate
                 out.append(PlayedBlock(-1, self._ref.resample_chunk(r.block), r.t))
-            elif r.kind == "started" and it is not None:
+            elif isinstance(r, ItemStarted):
+                it = r.item
                 out.append(PlaybackStarted(it.turn_id, it.text, r.t))
                 if it.audio is not None and self.on_sentence is not None:
                     pcm = (np.clip(it.audio, -1.0, 1.0) * 32767).astype(np.int16)
                     self.on_sentence(pcm, self.speaker.rate)
-            elif r.kind == "finished" and it is not None:
-                if it.end_of_turn:
-                    out.append(TurnPlayed(it.turn_id, None))
-                else:
-                    out.append(Spoken(it.turn_id, it.text, True, it.piece, it.last_of_piece))
+            elif r.item.end_of_turn:
+                out.append(TurnPlayed(r.item.turn_id, None))
+            else:
+                it = r.item
+                out.append(Spoken(it.turn_id, it.text, True, it.piece, it.last_of_piece))
 
 
 class WavSink:

@@ -1,0 +1,198 @@
+"""Chat-model engines behind one interface: ``[llm] engine`` picks where the model runs.
+
+=================  ======================================================================
+``embedded``       llama-cpp-python in this process (:class:`agent.llm.ChatModel`; default)
+``llama-server``   llama.cpp's server as a child process started with flags from ``[llm]`` and
+                   ``[llm.server]``, restarted when it dies (:mod:`.server_process`)
+``openai``         an OpenAI-compatible server elsewhere (llama-server, Ollama, vLLM, NIM):
+                   ``[llm.openai] url``, the API key from the environment variable named by
+                   ``api_key_env``
+=================  ======================================================================
+
+Every engine gives the conversation the same :class:`ChatEngine` surface, so the turn loop,
+the streaming parsers, grammar mode, the thinking budget, ``conversational_mode``, KV-cache
+reuse of the byte-stable prompt prefix and cancellation behave the same (the server engines'
+differences are in :mod:`.remote`). :data:`ENGINES` maps each name to a factory that imports
+its backend only when called.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agent.config import LLMConfig
+    from agent.llm import Generation
+
+log = logging.getLogger(__name__)
+
+
+class ChatEngine(Protocol):
+    """What the conversation needs from a chat model (implemented by ``ChatModel`` and ``ServerChatModel``).
+
+    Attributes:
+        template: The chat template text (Jinja).
+        has_template: The GGUF carries its own template.
+        architecture: ``general.architecture`` ("" when unknown).
+        n_ctx: Context length, tokens.
+        llm: A ``llama_cpp.Llama`` for tokenizing in logits processors (None when remote-only).
+    """
+
+    template: str
+    has_template: bool
+    architecture: str
+    n_ctx: int
+    llm: Any
+
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **kw: Any
+    ) -> str:
+        """Render messages with the chat template, ending in the generation prompt."""
+        ...
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of a rendered prompt."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens of ``text``."""
+        ...
+
+    def stream(
+        self,
+        prompt: str,
+        gen: Generation,
+        *,
+        grammar: Any = None,
+        max_tokens: int | None = None,
+        stop: list[str] | None = None,
+        cancel: threading.Event | None = None,
+        temperature: float | None = None,
+        logits_processor: Callable[[int], Any] | None = None,
+    ) -> Iterator[str]:
+        """Generate text pieces for a rendered prompt, filling ``gen``."""
+        ...
+
+    def warmup(self, prompt: str) -> float:
+        """Evaluate a prompt once; returns ms."""
+        ...
+
+
+def _embedded(cfg: LLMConfig, path: Path | None) -> ChatEngine:
+    from agent.llm import ChatModel, LLMError
+
+    if path is None:
+        raise LLMError('[llm] engine = "embedded" needs a model file ([llm] model)')
+    return ChatModel(path, cfg)
+
+
+def _llama_server(cfg: LLMConfig, path: Path | None) -> ChatEngine:
+    from agent.engines.remote import ServerChatModel, load_vocab
+    from agent.engines.server_process import LlamaServerProcess, ServerStartError, find_binary, server_args
+    from agent.llm import LLMError
+    from agent.models import resolve_model
+
+    if path is None:
+        raise LLMError('[llm] engine = "llama-server" needs a model file ([llm] model)')
+    srv = cfg.server
+    binary = find_binary(srv.binary)
+    if binary is None:
+        where = srv.binary or "the build cache (launch/build_llama_server.sh) or $PATH"
+        raise LLMError(
+            f"llama-server not found in {where}; build it with launch/build_llama_server.sh "
+            f'(launch/setup.sh test does) or set [llm.server] binary, or use engine = "embedded"'
+        )
+    draft = resolve_model(srv.draft_model, "draft model") if srv.draft_model else None
+    vocab = load_vocab(path, cfg)
+    proc = LlamaServerProcess(
+        binary,
+        lambda port: server_args(cfg, path, draft, srv.host, port),
+        host=srv.host,
+        port=srv.port,
+        startup_timeout_s=srv.startup_timeout_s,
+        backoff_s=srv.restart_backoff_s,
+        backoff_max_s=srv.restart_backoff_max_s,
+        log_file=srv.log_file,
+    )
+    try:
+        proc.start()
+    except ServerStartError as e:
+        raise LLMError(str(e)) from None
+    return ServerChatModel(
+        vocab, cfg, lambda: proc.url, "completions", server=proc, timeout_s=srv.request_timeout_s
+    )
+
+
+def _openai(cfg: LLMConfig, path: Path | None) -> ChatEngine:
+    from agent.engines.remote import ServerChatModel, load_vocab
+    from agent.llm import LLMError
+
+    oa = cfg.openai
+    headers = {}
+    if oa.api_key_env:
+        key = os.environ.get(oa.api_key_env)
+        if not key:
+            raise LLMError(
+                f"[llm.openai] api_key_env = {oa.api_key_env!r}: that environment variable is not set"
+            )
+        headers["Authorization"] = f"Bearer {key}"
+    api = oa.api
+    if api == "auto":
+        api = "completions" if path is not None else "chat"
+    if api == "completions" and path is None:
+        raise LLMError(
+            '[llm.openai] api = "completions" renders the prompt locally: set [llm] model to the GGUF'
+        )
+    return ServerChatModel(
+        load_vocab(path, cfg),
+        cfg,
+        oa.url,
+        api,
+        headers=headers,
+        model_name=oa.model_name,
+        extensions=oa.llama_cpp_extensions,
+        timeout_s=oa.request_timeout_s,
+        tool_choice=oa.tool_choice,
+    )
+
+
+ENGINES: dict[str, Callable[[LLMConfig, Path | None], ChatEngine]] = {
+    "embedded": _embedded,
+    "llama-server": _llama_server,
+    "openai": _openai,
+}
+"""Engine name (``[llm] engine``) → factory ``(cfg, model path or None) -> ChatEngine``."""
+
+
+def make_chat_model(cfg: LLMConfig, path: Path | None) -> ChatEngine:
+    """Build the chat model ``[llm] engine`` names.
+
+    Args:
+        cfg: ``[llm]`` settings; ``n_ctx`` must already be a number.
+        path: The resolved ``[llm] model`` file (None only for ``engine = "openai"`` with
+            ``model = ""``).
+
+    Returns:
+        The chat model. For ``llama-server`` the server is running and healthy; it is stopped
+        by ``close()`` or at interpreter exit.
+
+    Raises:
+        agent.llm.LLMError: the model cannot be loaded, llama-server is missing or does not
+            start (the message names its log file), or the API key variable is unset.
+        agent.models.ModelNotFoundError: the draft model reference points at nothing.
+    """
+    try:
+        factory = ENGINES[cfg.engine]
+    except KeyError:
+        raise ValueError(
+            f"unknown [llm] engine {cfg.engine!r}; expected one of {', '.join(ENGINES)}"
+        ) from None
+    return factory(cfg, path)
+
+
+__all__ = ["ENGINES", "ChatEngine", "make_chat_model"]
