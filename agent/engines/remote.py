@@ -196,7 +196,12 @@ class ServerChatModel:
         if self.model_name:
             body["model"] = self.model_name
         if self.extensions:
-            body |= {"cache_prompt": True, "repeat_penalty": self.cfg.repeat_penalty}
+            # timings in every chunk: a stream cut short (barge-in, sentence cap) still reports them
+            body |= {
+                "cache_prompt": True,
+                "repeat_penalty": self.cfg.repeat_penalty,
+                "timings_per_token": True,
+            }
         budget = self._processor(logits_processor, n_prompt, body)
         chat = self.api == "chat"
         if chat:
@@ -467,24 +472,32 @@ class _ThinkWatch:
         self.t0 = time.monotonic() if starts_inside else None
         self.done = False
         self.ended = False
-        self._text = ""
+        self._pieces: list[str] = []
 
     def feed(self, piece: str) -> None:
-        """A piece of raw output (``completions`` api)."""
+        """A piece of raw output (``completions`` api); about one token each."""
         if self.done:
             return
-        self._text = (self._text + piece)[-64:]
+        self._pieces = [*self._pieces[-15:], piece]
+        text = "".join(self._pieces)
         if not self.inside:
             opener = self.markers.open.strip()
-            if opener in self._text:
+            if opener in text:
                 self.inside, self.t0 = True, time.monotonic()
-                self._text = self._text.split(opener, 1)[1]
+                self._pieces = [text.split(opener, 1)[1]]
             return
-        if self.markers.close in self._text:
-            self.close()
-        else:
+        at = text.rfind(self.markers.close)
+        if at < 0:
             self.stats.tokens += 1
             self._update()
+            return
+        # The marker may span several pieces (tokens), already counted as thinking: take them back.
+        k, covered = 0, 0
+        while covered < len(text) - at and k < len(self._pieces):
+            k += 1
+            covered += len(self._pieces[-k])
+        self.stats.tokens = max(0, self.stats.tokens - (k - 1))
+        self.close()
 
     def reasoning(self) -> None:
         """One piece of reasoning the server split out (``chat`` api)."""
@@ -592,7 +605,7 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "role": "tool",
                     "tool_call_id": ids[i] if i < len(ids) else f"call_{n + i}",
                     "name": r.get("name", ""),
-                    "content": resp if isinstance(resp, str) else json.dumps(resp),
+                    "content": json.dumps(resp),  # the history's tool content is JSON text
                 }
             )
         if text:

