@@ -14,7 +14,9 @@ Reported (ms, p50/p95 over turns): every stage, ``voice_to_voice_ms`` (speech en
 audio played), ``baseline_voice_to_voice_ms``, ``speedup_vs_sequential`` (baseline p50 /
 streaming p50; also for multi-sentence replies only), ``floor_ratio`` (median over turns of
 voice-to-voice / (endpoint + ASR + model time to first sentence + synthesis of the first
-sentence)) and ``turns_per_file`` (user turns each command file became; one is right).
+sentence)), ``turns_per_file`` (user turns each command file became; one is right), the
+model's decoding speed ``tokens_per_s`` and, with a drafter (``[llm.server] draft_model``), the
+mean ``draft_acceptance``.
 """
 
 from __future__ import annotations
@@ -77,6 +79,10 @@ def _pct(values: list[float]) -> dict[str, float]:
         "p50": round(float(np.percentile(values, 50)), 1),
         "p95": round(float(np.percentile(values, 95)), 1),
     }
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(float(np.mean(values)), 3) if values else None
 
 
 def run_bench(cfg: Config, folder: Path, runs: int = 1, limit: int = 0) -> dict[str, Any]:
@@ -154,6 +160,8 @@ def _report(live_t: list[Timing], base: list[float], multi: list[bool], turns: l
         "multi_sentence_turns": len(mi),
         "floor_ratio": round(float(np.median(ratio)), 3) if ratio else None,
         "turns_per_file": turns,
+        "tokens_per_s": _pct([t.tokens_per_s for t in live_t if t.tokens_per_s > 0]),
+        "draft_acceptance": _mean([t.draft_acceptance for t in live_t if t.draft_acceptance >= 0]),
         "stages": {s: _pct([getattr(t, s) for t in live_t if getattr(t, s) >= 0]) for s in STAGES},
     }
 
@@ -169,6 +177,8 @@ def format_report(r: dict[str, Any]) -> str:
         f"speedup vs sequential: {r['speedup_vs_sequential']} (multi-sentence replies: "
         f"{r['speedup_multi_sentence']}, {r['multi_sentence_turns']} turns)",
         f"floor ratio: {r['floor_ratio']}",
+        f"model decoding: p50 {r['tokens_per_s']['p50']:.0f} tokens/s; drafter acceptance: "
+        f"{r['draft_acceptance'] if r['draft_acceptance'] is not None else 'no drafter'}",
         "stages (ms from end of speech / durations):",
     ]
     lines += [f"  {k:20s} p50 {v['p50']:7.0f}  p95 {v['p95']:7.0f}" for k, v in r["stages"].items()]

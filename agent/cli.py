@@ -61,6 +61,13 @@ def _load(config: Path | None) -> Config:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     if not isinstance(cfg.llm.n_ctx, int):
+        if cfg.llm.engine == "openai":
+            typer.echo(
+                'error: [llm] n_ctx = "fit" plans memory for a model that runs here; with engine = '
+                '"openai" the model runs on another machine: give n_ctx as a number',
+                err=True,
+            )
+            raise typer.Exit(2)
         from agent.memplan import resolve_n_ctx
 
         cfg = cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"n_ctx": resolve_n_ctx(cfg)})})

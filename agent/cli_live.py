@@ -39,12 +39,13 @@ def run(
     printer = EventPrinter(json_out)
     from agent.memplan import check_budget
 
-    verdict = check_budget(cfg)  # from GGUF headers only: before any model is loaded
-    if not verdict.fits:
+    # From GGUF headers only, before any model is loaded; an "openai" engine runs the model elsewhere.
+    verdict = check_budget(cfg) if cfg.llm.engine != "openai" else None
+    if verdict is not None and not verdict.fits:
         printer(Error(-1, verdict.message))
         typer.echo(f"error: {verdict.message}", err=True)
         raise typer.Exit(2)
-    if verdict.message.startswith("memory not planned"):
+    if verdict is not None and verdict.message.startswith("memory not planned"):
         log.warning("%s", verdict.message)
     try:
         backend = SoundDeviceBackend()

@@ -270,6 +270,9 @@ class TurnGenerated(Event):
         llm_ms: Time in the model over all rounds, ms.
         ttft_ms: First round's time to first token, ms.
         prompt_tokens: Prompt tokens evaluated (KV-cache reuse excluded).
+        tokens_per_s: Decoding speed of the turn's longest round, tokens/s.
+        draft_tokens: Tokens proposed by a drafter (speculative decoding), 0 without one.
+        draft_accepted: Of those, tokens the model accepted.
     """
 
     name: ClassVar[str] = "turn_generated"
@@ -278,6 +281,9 @@ class TurnGenerated(Event):
     llm_ms: float = 0.0
     ttft_ms: float = 0.0
     prompt_tokens: int = 0
+    tokens_per_s: float = 0.0
+    draft_tokens: int = 0
+    draft_accepted: int = 0
 
 
 # --- speech (chunker + TTS) → sink ----------------------------------------------------------------
@@ -469,6 +475,8 @@ class Timing(Event):
     ``asr_done_ms`` transcript ready, ``first_token_ms`` model first token,
     ``first_sentence_ms`` first sentence ready for synthesis, ``first_audio_ms`` its audio
     ready, ``first_played_ms`` first audio handed to the speaker (voice-to-voice).
+    ``tokens_per_s`` is the model's decoding speed (longest round), ``draft_acceptance`` the
+    accepted share of drafted tokens (speculative decoding; -1 without a drafter).
     """
 
     name: ClassVar[str] = "timing"
@@ -485,6 +493,8 @@ class Timing(Event):
     first_sentence_ms: float = -1.0
     first_audio_ms: float = -1.0
     first_played_ms: float = -1.0
+    tokens_per_s: float = 0.0
+    draft_acceptance: float = -1.0
 
 
 @dataclass(frozen=True)

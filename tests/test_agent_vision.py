@@ -52,3 +52,28 @@ def test_without_camera_the_agent_says_so():
         assert not out.ok or "camera" in str(out.result).lower()
     finally:
         core.close()
+
+
+def test_arrival_greeting_is_spoken_by_the_pipeline(fixtures_dir):
+    import time
+
+    from rig import Events
+
+    from agent.events import Timing
+
+    cfg = load_config()
+    cfg.camera.source = str(fixtures_dir / "video" / "short_hamilton_clip.mp4")
+    cfg.vision.greet_on_arrival = True
+    rig = AgentRig(cfg)
+    try:
+        evs = Events()
+        deadline = time.monotonic() + 30
+        while not evs.of(Transcript) and time.monotonic() < deadline:
+            evs += rig.text()  # an idle pipeline speaks up once the camera sees someone arrive
+        greetings = [t for t in evs.of(Transcript) if t.text.startswith("(camera:")]
+        assert greetings, evs
+        tid = greetings[0].turn_id
+        assert evs.of(Reply, tid)[0].text and evs.of(Timing, tid)
+        assert not evs.of(ToolCall, tid)  # a greeting offers no tools
+    finally:
+        rig.close()

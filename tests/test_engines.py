@@ -23,7 +23,9 @@ from agent.config import ConfigError, LLMConfig, load_config
 from agent.conversation import Conversation
 from agent.conversation.turn import SORRY
 from agent.engines import ENGINES, make_chat_model
-from agent.engines.remote import load_vocab, openai_messages, prior_logit_bias
+from agent.engines.chat_api import openai_messages
+from agent.engines.processors import prior_logit_bias
+from agent.engines.remote import load_vocab
 from agent.engines.server_process import LlamaServerProcess, find_binary, server_args
 from agent.events import ToolCall, ToolResult
 from agent.llm import Generation, LLMError
@@ -134,7 +136,7 @@ def test_openai_messages_undo_gemma_tool_responses():
             "role": "assistant",
             "content": "",
             "tool_calls": [{"type": "function", "function": {"name": "wave", "arguments": {"hand": "left"}}}],
-        },  # noqa: E501
+        },
         {"role": "tool", "name": "wave", "tool_call_id": "t1r0c0", "content": '"waving"'},
         {"role": "assistant", "content": "Done."},
     ]
@@ -191,6 +193,7 @@ def test_llama_server_engine_runs_a_grammar_tool_call_turn(server_model, robot):
     # the byte-stable prefix stays in the server's KV cache: the next turn evaluates far fewer tokens
     second = conv.turn("Thank you.", 2)
     assert 0 < second.prompt_tokens < first.prompt_tokens
+    assert first.tokens_per_s > 0 and first.draft_acceptance is None
     gen = server_model.complete(conv.render(allow_tools=False), max_tokens=16)
     assert gen.completion_tokens > 1 and gen.tokens_per_s > 0 and gen.draft_acceptance is None
 
@@ -198,7 +201,13 @@ def test_llama_server_engine_runs_a_grammar_tool_call_turn(server_model, robot):
 @needs_server
 def test_thinking_budget_becomes_the_servers_reasoning_budget(server_model, robot):
     bot, _ = robot
-    cfg = small(engine="llama-server", tool_format="hermes", reasoning="on", thinking_budget_tokens=5)
+    cfg = small(
+        engine="llama-server",
+        tool_format="hermes",
+        reasoning="on",
+        thinking_budget_tokens=5,
+        thinking_budget_ms=60000,
+    )
     spoken = []
     res = conversation(server_model, cfg, bot, []).turn(
         "Tell me a joke.", 1, on_text=spoken.append, tools=False
@@ -206,6 +215,12 @@ def test_thinking_budget_becomes_the_servers_reasoning_budget(server_model, robo
     assert res.thinking_tokens == 5 and res.thinking_forced  # the server's sampler closed the block
     said = "".join(spoken)
     assert said.strip() and "<think>" not in said and "</think>" not in said
+    # the millisecond budget: a reasoning_end control request ends the block on time
+    cfg = cfg.model_copy(
+        update={"thinking_budget_tokens": 1000, "thinking_budget_ms": 30.0, "max_tokens": 200}
+    )
+    res = conversation(server_model, cfg, bot, []).turn("Tell me a story.", 2, tools=False)
+    assert res.thinking_forced and 0 < res.thinking_tokens < 200
 
 
 @needs_server
@@ -243,26 +258,38 @@ def test_self_drafting_reports_the_acceptance_rate():
 @needs_server
 def test_server_killed_mid_turn_apologizes_then_restarts(robot):
     bot, _ = robot
-    cfg = small(engine="llama-server", server={"restart_backoff_s": 0.1})
+    # Free text, long and uncapped: the reply cannot be all in the socket before the kill lands.
+    cfg = small(
+        engine="llama-server",
+        tool_format="hermes",
+        max_tokens=400,
+        max_reply_sentences=0,
+        server={"restart_backoff_s": 0.1},
+    )
     model = make_chat_model(cfg, SMOLLM2)
     try:
-        events = []
-        conv = conversation(model, cfg, bot, events)
+        conv = conversation(model, cfg, bot, [])
         pid = model.server.proc.pid
+        said = []
 
         def kill_on_first_word(text: str) -> None:
-            if model.server.proc is not None and model.server.proc.pid == pid:
+            said.append(text)
+            if len(said) == 1:
                 os.kill(pid, signal.SIGKILL)
 
-        res = conv.turn("Tell me about yourself.", 1, on_text=kill_on_first_word, tools=False)
-        assert res.text == SORRY and any("model error" in p for p in res.problems)
+        res = conv.turn("Tell me a long story about a robot.", 1, on_text=kill_on_first_word, tools=False)
+        assert res.text == SORRY and any("model error" in p for p in res.problems), res
+        assert said[-1] == SORRY  # the apology is spoken after what had been said
         assert [m["role"] for m in conv.history] == ["user", "assistant"]
         assert conv.history[-1]["content"] == SORRY
-        nxt = conv.turn("Please wave your hand.", 2)
+        nxt = conv.turn("Thank you.", 2, tools=False)
         assert model.server.starts == 2 and model.server.proc.pid != pid
-        assert nxt.text != SORRY and not nxt.problems
-        assert [e.tool for e in events if isinstance(e, ToolCall)] == ["wave"]
-        assert conv.history[0]["content"] == "Tell me about yourself." and conv.history[1]["content"] == SORRY
+        assert nxt.text and nxt.text != SORRY and not nxt.problems
+        assert [m["content"] for m in conv.history[:3]] == [
+            "Tell me a long story about a robot.",
+            SORRY,
+            "Thank you.",
+        ]
     finally:
         model.close()
     assert not model.server.alive()
@@ -323,14 +350,8 @@ def test_gemma4_native_tool_call_through_chat_completions(fixtures_dir, robot):
     proc = LlamaServerProcess(BINARY, lambda port: [*server_args(base, path, None, "127.0.0.1", port), *bias])
     proc.start()
     try:
-        cfg = base.model_copy(
-            update={
-                "engine": "openai",
-                "openai": base.openai.model_copy(
-                    update={"url": proc.url, "api": "chat", "tool_choice": "required"}
-                ),
-            }  # noqa: E501
-        )
+        remote = {"url": proc.url, "api": "chat", "tool_choice": "required"}
+        cfg = base.model_copy(update={"engine": "openai", "openai": base.openai.model_copy(update=remote)})
         model = make_chat_model(cfg, path)
         bot, commands = robot
         events, spoken = [], []

@@ -51,6 +51,10 @@ class TurnResult:
         problems: Messages about malformed output or stopped loops.
         thinking_tokens: Tokens spent thinking over all rounds.
         thinking_forced: The thinking budget ran out and the runtime closed the block.
+        tokens_per_s: Decoding speed of the turn's longest round, tokens/s (0 when no round made
+            more than one token).
+        draft_tokens: Tokens proposed by a draft model over all rounds (server engines).
+        draft_accepted: Of those, tokens the model accepted.
     """
 
     text: str = ""
@@ -62,6 +66,15 @@ class TurnResult:
     problems: list[str] = field(default_factory=list)
     thinking_tokens: int = 0
     thinking_forced: bool = False
+    tokens_per_s: float = 0.0
+    draft_tokens: int = 0
+    draft_accepted: int = 0
+    _longest: int = field(default=0, repr=False)
+
+    @property
+    def draft_acceptance(self) -> float | None:
+        """Accepted share of drafted tokens, 0..1; None without a drafter."""
+        return self.draft_accepted / self.draft_tokens if self.draft_tokens else None
 
 
 class Conversation:
@@ -222,6 +235,10 @@ class Conversation:
     def _account(res: TurnResult, gen: Generation, rnd: int) -> None:
         res.llm_ms += gen.total_ms
         res.prompt_tokens += gen.prompt_tokens
+        res.draft_tokens += gen.draft_tokens
+        res.draft_accepted += gen.draft_accepted
+        if gen.tokens_per_s and gen.completion_tokens > res._longest:
+            res.tokens_per_s, res._longest = gen.tokens_per_s, gen.completion_tokens
         thinking = gen.extra.get("thinking")
         if thinking is not None:
             res.thinking_tokens += thinking.tokens

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from agent.asr import WhisperASR
 from agent.config import Config
 from agent.conversation import Conversation
+from agent.engines import make_chat_model
 from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked
 from agent.llm import ChatModel
 from agent.models import resolve_model
@@ -138,7 +139,7 @@ def build_core(cfg: Config, emit: Callable[[Event], None]) -> AgentCore:
         emit(Error(-1, msg))
     words = hotwords(cfg, registry, list(robot.animations)) if cfg.asr.bias_with_skills else []
     asr = WhisperASR(resolve_model(cfg.asr.model, "ASR model"), cfg.asr, words)
-    model = ChatModel(resolve_model(cfg.llm.model, "LLM"), cfg.llm)
+    model = make_chat_model(cfg.llm, resolve_model(cfg.llm.model, "LLM") if cfg.llm.model else None)
     tts = PiperTTS(resolve_model(cfg.tts.voice, "voice"), cfg.tts.length_scale, cfg.tts.speaker_id)
     scene_changes: queue.Queue[SceneChange] = queue.Queue()
     vision, vision_msgs = build_vision(cfg.camera, cfg.vision, on_change=scene_changes.put)

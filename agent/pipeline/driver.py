@@ -154,6 +154,9 @@ class TurnDriver:
                 round(result.llm_ms, 1) if result else 0.0,
                 round(result.ttft_ms, 1) if result else 0.0,
                 result.prompt_tokens if result else 0,
+                result.tokens_per_s if result else 0.0,
+                result.draft_tokens if result else 0,
+                result.draft_accepted if result else 0,
             )
         )
 

@@ -162,4 +162,6 @@ class TurnBook:
             first_sentence_ms=rel("first_sentence"),
             first_audio_ms=rel("first_audio"),
             first_played_ms=rel("first_played"),
+            tokens_per_s=round(g.tokens_per_s, 1) if g else 0.0,
+            draft_acceptance=round(g.draft_accepted / g.draft_tokens, 3) if g and g.draft_tokens else -1.0,
         )
