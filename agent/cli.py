@@ -46,11 +46,13 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON Lines events o
 
 
 def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        stream=sys.stderr,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    from agent.systemd import JournalFormatter, under_systemd
+
+    fmt = "%(levelname)s %(name)s: %(message)s"
+    handler = logging.StreamHandler(sys.stderr)
+    # Under systemd: "<N>" priority prefixes (sd-daemon(3)) so journald records each line's level.
+    handler.setFormatter(JournalFormatter(fmt) if under_systemd() else logging.Formatter(fmt))
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
 
 
 def _load(config: Path | None) -> Config:
@@ -284,7 +286,7 @@ def _register_plugins() -> None:
     """Commands that live in their own modules (``register(app)``); absent modules are skipped."""
     import importlib
 
-    for mod in ("agent.cli_body", "agent.cli_live", "agent.cli_budget"):
+    for mod in ("agent.cli_body", "agent.cli_live", "agent.cli_budget", "agent.cli_ops"):
         try:
             module = importlib.import_module(mod)
         except ModuleNotFoundError as e:

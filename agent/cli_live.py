@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -20,7 +19,7 @@ import typer
 from agent.cli import ConfigOpt, JsonOpt, _load, _setup_logging, build_agent, fixtures_root, stop_on_signals
 from agent.events import Error
 from agent.printer import EventPrinter
-from agent.systemd import notify, start_watchdog
+from agent.systemd import Watchdog, extend_timeout, notify
 
 log = logging.getLogger(__name__)
 
@@ -54,16 +53,16 @@ def run(
         printer(Error(-1, str(e)))
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    core, bus = build_agent(cfg, printer)  # loads and warms every model, emits "ready"
-    pipeline = live_pipeline(core, bus, backend)
-    watchdog_stop = threading.Event()
+    with extend_timeout("loading models..."):  # systemd: a long first load is not a failed start
+        core, bus = build_agent(cfg, printer)  # loads and warms every model, emits "ready"
+    # WATCHDOG=1 from the listener loop itself: if it hangs, the pings stop and systemd restarts us.
+    pipeline = live_pipeline(core, bus, backend, heartbeat=Watchdog())
     try:
         with stop_on_signals(pipeline.stop):
             pipeline.start()
             log.info("ready: listening")
             printer.note("listening (Ctrl-C stops)")
             notify("READY=1\nSTATUS=listening")  # systemd Type=notify: models are warm, devices open
-            start_watchdog(watchdog_stop)
             while not pipeline.stopping:
                 time.sleep(0.1)
     except DeviceError as e:
@@ -73,8 +72,7 @@ def run(
     except KeyboardInterrupt:
         pass
     finally:
-        watchdog_stop.set()
-        notify("STOPPING=1")
+        notify("STOPPING=1\nSTATUS=stopping: parking the robot")
         pipeline.close()
         core.close()
     printer.note("stopped")

@@ -93,6 +93,7 @@ class Listener:
         publish: The bus.
         control: The pipeline.
         barge_in: Allow the user to talk over the robot.
+        heartbeat: Called on every loop iteration (<= 50 ms apart): the systemd watchdog.
     """
 
     def __init__(
@@ -104,9 +105,11 @@ class Listener:
         publish: Callable[[Event], None],
         control: PipelineControl,
         barge_in: bool,
+        heartbeat: Callable[[], None] | None = None,
     ) -> None:
         self.cfg, self.source, self.sink, self.asr_inbox = cfg, source, sink, asr_inbox
         self.publish, self.control, self.barge_in = publish, control, barge_in
+        self.heartbeat = heartbeat
         self.vad = SileroFrameVAD()
         self.vad(np.zeros(FRAME, dtype=np.float32))  # warm the ONNX session
         self.vad.reset()
@@ -131,6 +134,8 @@ class Listener:
     def run(self) -> None:
         """Read the source until it is done and the pipeline stops."""
         while not self.control.stopping:
+            if self.heartbeat is not None:
+                self.heartbeat()  # the systemd watchdog: a hung loop stops pinging
             self.drain_sink()
             msg = self.source.read(0.05)
             if msg is None:

@@ -53,6 +53,7 @@ class Pipeline:
         streaming: False for the sequential baseline (whole reply, then whole synthesis).
         speak: False: no speech synthesis at all.
         asr_bias: Bias ASR toward skill names (when ``[asr] bias_with_skills``).
+        heartbeat: Called on every listener loop iteration (the systemd watchdog).
     """
 
     def __init__(
@@ -65,6 +66,7 @@ class Pipeline:
         streaming: bool = True,
         speak: bool = True,
         asr_bias: bool = True,
+        heartbeat: Callable[[], None] | None = None,
     ) -> None:
         self.core, self.bus, self.source, self.sink = core, bus, source, sink
         cfg = core.cfg
@@ -84,6 +86,7 @@ class Pipeline:
             bus.publish,
             self,
             barge_in=cfg.live.barge_in and source.realtime and sink.realtime,
+            heartbeat=heartbeat,
         )
         self.asr = ASRStage(
             core.asr,
@@ -278,7 +281,9 @@ class Pipeline:
         self.work_finished()
 
 
-def live_pipeline(core: AgentCore, bus: Bus, backend: SoundBackend) -> Pipeline:
+def live_pipeline(
+    core: AgentCore, bus: Bus, backend: SoundBackend, heartbeat: Callable[[], None] | None = None
+) -> Pipeline:
     """The microphone-to-speaker pipeline of ``bolt-agent run`` on a sound backend.
 
     Wires device recovery (a lost mic interrupts the turn; a recovered one resets the VAD)
@@ -288,6 +293,7 @@ def live_pipeline(core: AgentCore, bus: Bus, backend: SoundBackend) -> Pipeline:
         core: The agent's parts.
         bus: The bus ``core`` publishes on.
         backend: sounddevice, or fake streams at the OS boundary in tests and ``bench``.
+        heartbeat: Called from every listener loop iteration (the systemd watchdog).
     """
     from agent.live.supervisor import Devices
     from agent.pipeline.sinks import SpeakerSink
@@ -309,7 +315,7 @@ def live_pipeline(core: AgentCore, bus: Bus, backend: SoundBackend) -> Pipeline:
         )
 
     source = MicSource(devices, cfg.audio, bus.publish)
-    pipeline = Pipeline(core, bus, source, SpeakerSink(devices.speaker, head_motion))
+    pipeline = Pipeline(core, bus, source, SpeakerSink(devices.speaker, head_motion), heartbeat=heartbeat)
     source.on_lost = lambda: pipeline.interrupt("device")
     source.on_recovered = pipeline.listener.reset
     return pipeline
