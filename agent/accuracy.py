@@ -55,6 +55,7 @@ def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
     """
     from agent.bench import EventLog
     from agent.pipeline import Bus, FileSource, NullSink, Pipeline, build_core
+    from agent.pipeline.pipeline import run_to_end
 
     manifest = json.loads((fixtures / "manifest.json").read_text())
     log = EventLog()
@@ -76,11 +77,7 @@ def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
                     speak=False,
                     asr_bias=biased,
                 )
-                p.start()
-                try:
-                    p.finish(0.0)
-                finally:
-                    p.close()
+                run_to_end(p)
                 core.robot.stop()
                 evs = log.events[start:]
                 heard = " ".join(e.text for e in evs if isinstance(e, Transcript))

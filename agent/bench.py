@@ -94,6 +94,7 @@ def run_bench(cfg: Config, folder: Path, runs: int = 1, limit: int = 0) -> dict[
     from agent.live.fake import FakeBackend
     from agent.live.speaker import Speaker
     from agent.pipeline import Bus, FileSource, Pipeline, SpeakerSink, build_core
+    from agent.pipeline.pipeline import run_to_end
 
     files = sorted(Path(folder).glob("*.wav"))[: limit or None]
     log = EventLog()
@@ -113,11 +114,7 @@ def run_bench(cfg: Config, folder: Path, runs: int = 1, limit: int = 0) -> dict[
         p = Pipeline(
             core, bus, FileSource([path], True, bus.publish), SpeakerSink(speaker), streaming=streaming
         )
-        p.start()
-        try:
-            p.finish(0.0)
-        finally:
-            p.close()
+        run_to_end(p)
         core.robot.stop()
         evs = log.events[start:]
         timings = [e for e in evs if isinstance(e, Timing) and e.first_played_ms >= 0]

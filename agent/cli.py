@@ -126,16 +126,14 @@ def run_pipeline(
         False when a signal stopped it early.
     """
     from agent.pipeline import Pipeline
+    from agent.pipeline.pipeline import run_to_end
 
     pipeline = Pipeline(core, bus, source, sink, **options)
     with stop_on_signals(pipeline.stop):
-        pipeline.start()
         try:
-            return pipeline.finish(wait_background_s)
+            return run_to_end(pipeline, wait_background_s)
         except KeyboardInterrupt:
             return False
-        finally:
-            pipeline.close()
 
 
 def fixtures_root() -> Path | None:

@@ -16,7 +16,7 @@ from agent.bench import EventLog
 from agent.config import Config, load_config
 from agent.events import Event
 from agent.pipeline import Bus, FileSource, NullSink, Pipeline, TextSource, WavSink, build_core
-from agent.pipeline.pipeline import live_pipeline
+from agent.pipeline.pipeline import live_pipeline, run_to_end
 
 
 class Events(list):
@@ -40,11 +40,7 @@ class AgentRig:
 
     def _run(self, pipeline: Pipeline, wait_background: float) -> Events:
         start = len(self.log.events)
-        pipeline.start()
-        try:
-            assert pipeline.finish(wait_background)
-        finally:
-            pipeline.close()
+        assert run_to_end(pipeline, wait_background)
         return Events(self.log.events[start:])
 
     def listen(self, *paths: Path, wait_background: float = 0.0) -> Events:

@@ -281,6 +281,23 @@ class Pipeline:
         self.work_finished()
 
 
+def run_to_end(pipeline: Pipeline, wait_background_s: float = 0.0) -> bool:
+    """Start ``pipeline``, wait until its source is done and its turns are over, then close it.
+
+    Args:
+        pipeline: A pipeline not started yet.
+        wait_background_s: Also wait up to this long for background tool calls (timers).
+
+    Returns:
+        False when it was stopped early (:meth:`Pipeline.stop`, e.g. from a signal handler).
+    """
+    pipeline.start()
+    try:
+        return pipeline.finish(wait_background_s)
+    finally:
+        pipeline.close()
+
+
 def live_pipeline(
     core: AgentCore, bus: Bus, backend: SoundBackend, heartbeat: Callable[[], None] | None = None
 ) -> Pipeline:
