@@ -214,3 +214,37 @@ def test_sound_server_restart(agent, pulse, fixtures_dir):
     n = len(agent.events)
     pulse.play(fixtures_dir / "commands" / "time.wav")
     assert "time" in agent.wait(lambda e: e["event"] == "transcript", n)["text"].lower()
+
+
+def test_sigterm_during_run_parks_a_serial_robot(pulse, fixtures_dir, tmp_path):
+    """``run`` on the bolt_serial emulator (a real pty): SIGTERM mid-gesture parks the board."""
+    from emu_bolt import BoltBoard
+
+    board = BoltBoard(tmp_path / "ttyBOLT", reset_on_open=False).plug()
+    joints = "".join(
+        f'\n[[robot.joints]]\nname = "{j}"\nid = {i}\nmin_deg = {lo}\nmax_deg = {hi}\n'
+        for i, (j, lo, hi) in enumerate(
+            [("head_yaw", -60, 60), ("head_pitch", -30, 30), ("left_arm", 0, 160), ("right_arm", 0, 160)]
+        )
+    )
+    cfg = tmp_path / "serial.toml"
+    port = tmp_path / "ttyBOLT"
+    cfg.write_text(
+        f'[robot]\ndriver = "body"\n[robot.drivers.body]\nkind = "bolt_serial"\nport = "{port}"\n{joints}'
+    )
+    a = Agent(pulse, cfg)
+    try:
+        a.wait(lambda e: e["event"] == "device" and e["kind"] == "output", timeout=120)
+        pulse.play(fixtures_dir / "commands" / "dance.wav")
+        a.wait(lambda e: e["event"] == "tool_call")
+        assert board.torque
+        t0 = time.monotonic()
+        a.proc.terminate()
+        a.proc.wait(10)
+        assert time.monotonic() - t0 < 2.0
+        assert all(board.pos[i] == 900 for i in range(4)), board.pos
+        assert board.frames[-1].endswith("T 0") and not board.torque
+    finally:
+        if a.proc.poll() is None:
+            a.proc.kill()
+        board.close()
