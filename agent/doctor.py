@@ -14,6 +14,7 @@ from __future__ import annotations
 import grp
 import importlib.metadata
 import os
+import selectors
 import shutil
 import subprocess
 import sys
@@ -166,14 +167,12 @@ def check_serial(cfg: Any) -> Check:
     if not ports:
         return Check("serial", True, "no serial drivers (simulated robot)")
     problems, fix, seen = [], "", []
+    where = cfg.source or "the config"
     for name, port in ports:
         path = Path(port) if "/" in port else Path("/dev/serial/by-id") / port
         if not path.exists():
             problems.append(f"{name}: {path} does not exist")
-            fix = (
-                fix
-                or f"ls -l /dev/serial/by-id/  # then set [robot.drivers.{name}] port in {cfg.source or 'the config'}"
-            )
+            fix = fix or f"ls -l /dev/serial/by-id/  # then set [robot.drivers.{name}] port in {where}"
         elif not os.access(path, os.R_OK | os.W_OK):
             problems.append(f"{name}: {path} not readable/writable by this user")
             fix = fix or "sudo usermod -aG dialout $USER  # then log out and in again"
@@ -212,7 +211,7 @@ def check_camera(cfg: Any) -> Check:
             "camera",
             False,
             f"{head}; source is a GStreamer pipeline",
-            "sudo apt-get install -y python3-opencv && pip uninstall -y opencv-python-headless  # JetPack's OpenCV",
+            "sudo apt-get install -y python3-opencv && pip uninstall -y opencv-python-headless",
             blocking=False,
         )
     if not source.isdigit() and "!" not in source and not Path(source).expanduser().exists():
@@ -222,18 +221,63 @@ def check_camera(cfg: Any) -> Check:
     return Check("camera", True, f"{head}; source {source}", blocking=False)
 
 
-def check_gpu(run: Callable[..., Any] = subprocess.run) -> Check:
-    """GPU memory from ``nvidia-smi`` or the presence of ``tegrastats`` (Jetson)."""
+def check_gpu(
+    run: Callable[..., Any] = subprocess.run, sample: Callable[[list[str]], str] | None = None
+) -> Check:
+    """The GPU: one ``tegrastats`` sample on a Jetson (RAM is shared), else ``nvidia-smi`` memory.
+
+    Args:
+        run: ``subprocess.run`` (replaced in tests).
+        sample: Returns the first output line of a command (default: :func:`first_line`).
+
+    Returns:
+        A non-blocking check: ``run`` also works on the CPU.
+    """
+    if shutil.which("tegrastats"):
+        line = (sample or first_line)(["tegrastats", "--interval", "500"])
+        return Check("gpu", True, f"Jetson tegrastats: {line[:200] or 'no sample'}", blocking=False)
     if shutil.which("nvidia-smi"):
         query = ["nvidia-smi", "--query-gpu=name,memory.used,memory.total", "--format=csv,noheader"]
         try:
-            out = run(query, capture_output=True, text=True, timeout=10).stdout.strip()
-            return Check("gpu", True, f"nvidia-smi: {out or 'no GPU listed'}", blocking=False)
+            res = run(query, capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.SubprocessError) as e:
             return Check("gpu", False, f"nvidia-smi failed: {e}", "nvidia-smi", blocking=False)
-    if shutil.which("tegrastats"):
-        return Check("gpu", True, "Jetson: tegrastats present (unified memory)", blocking=False)
+        if res.returncode != 0:
+            why = (res.stderr or res.stdout).strip().splitlines()[:1] or [f"exit status {res.returncode}"]
+            return Check(
+                "gpu", False, f"nvidia-smi: {why[0]}", "nvidia-smi  # check the driver", blocking=False
+            )
+        return Check("gpu", True, f"nvidia-smi: {res.stdout.strip() or 'no GPU listed'}", blocking=False)
     return Check("gpu", True, "no NVIDIA GPU tools (CPU only)", blocking=False)
+
+
+def first_line(cmd: list[str], timeout_s: float = 3.0) -> str:
+    """The first line a long-running command prints (e.g. ``tegrastats``), then stop it.
+
+    Args:
+        cmd: Command and arguments.
+        timeout_s: Longest wait for the line, s.
+
+    Returns:
+        The line without its newline; empty when none came in time or the command failed.
+    """
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    except OSError:
+        return ""
+    try:
+        if proc.stdout is None:
+            return ""
+        with selectors.DefaultSelector() as sel:
+            sel.register(proc.stdout, selectors.EVENT_READ)
+            return proc.stdout.readline().strip() if sel.select(timeout_s) else ""
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def check_service(run: Callable[..., Any] = subprocess.run) -> Check:
@@ -268,9 +312,16 @@ def run_checks(config: Path | None, env: Mapping[str, str] | None = None) -> lis
     except ConfigError as e:
         return [*checks, Check("config", False, str(e), f"edit {config or 'the config'}")]
     checks.append(Check("config", True, str(cfg.source or "default config")))
-    checks += [check_models(cfg), check_memory(cfg), check_audio()]
+    checks += [check_models(cfg), check_memory(cfg)]
+    # Before the audio check: a PulseAudio client creates $XDG_RUNTIME_DIR/pulse when it connects.
     sd = check_systemd_env(env)
-    checks += ([sd] if sd else []) + [check_serial(cfg), check_camera(cfg), check_gpu(), check_service()]
+    checks += ([sd] if sd else []) + [
+        check_audio(),
+        check_serial(cfg),
+        check_camera(cfg),
+        check_gpu(),
+        check_service(),
+    ]
     return checks
 
 

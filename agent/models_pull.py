@@ -19,9 +19,11 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 MODEL_FIELDS = ("model", "voice", "draft_model", "vlm_model")
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -151,7 +153,10 @@ def pull_model(ref: str, key: str = "model", config: Path | None = None) -> Pull
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
+    unreachable = None if _offline() else _unreachable()
     try:
+        if unreachable:
+            raise LocalEntryNotFoundError(unreachable)
         path = Path(hf_hub_download(repo_id=repo_id, filename=filename))
     except LocalEntryNotFoundError as e:
         reason = "offline (HF_HUB_OFFLINE=1)" if _offline() else f"hub unreachable: {_first_line(e)}"
@@ -200,6 +205,26 @@ def _verify(path: Path, key: str, ref: str, *, delete_bad: bool) -> Pulled:
             f"{key} {ref}: sha256 mismatch in {blob}: the hub says {expected}, the file has {digest}; {what}"
         )
     return Pulled(key, ref, path, blob.stat().st_size, digest, expected is not None)
+
+
+def _unreachable(timeout_s: float = 3.0) -> str | None:
+    """Why the hub's host cannot be reached (one TCP connect), or None.
+
+    Fails fast where huggingface_hub would retry for ~25 s. Skipped (None) behind an HTTP proxy.
+    """
+    if any(
+        os.environ.get(v) for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY")
+    ):
+        return None
+    from huggingface_hub import constants
+
+    url = urlsplit(constants.ENDPOINT)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname or "", port), timeout=timeout_s).close()
+    except OSError as e:
+        return f"{url.hostname}:{port}: {e}"
+    return None
 
 
 def _offline() -> bool:

@@ -12,7 +12,7 @@ WHEELHOUSE="${BOLT_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/bolt-agent/wheels
 
 # --- system packages -----------------------------------------------------------------
 pkgs=(python3-venv python3-dev build-essential cmake libportaudio2)
-[ "$what" = test ] && pkgs+=(pulseaudio pulseaudio-utils libasound2-plugins)
+[ "$what" = test ] && pkgs+=(pulseaudio pulseaudio-utils libasound2-plugins shellcheck)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
