@@ -10,6 +10,7 @@ published shape is checked at full scale through a header-exact sparse GGUF.
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 
 import pytest
@@ -315,3 +316,27 @@ def test_chat_model_loads_gemma4_with_lazy_per_layer_embeddings(vocab):
     model = ChatModel(tiny_gemma4(vocab), LLMConfig(n_ctx=1024, threads=1, lazy_per_layer_embd=True))
     assert llama_cpp.llama.llama_cpp.llama_model_default_params is original  # the wrapper is undone
     assert model.complete("<|turn>user\nHi<turn|>\n<|turn>model\n", max_tokens=3).completion_tokens >= 1
+
+
+def test_run_refuses_to_start_over_budget_with_one_fix(tmp_path):
+    """``bolt-agent run`` checks the plan before it loads anything or opens a device."""
+    import subprocess
+    import sys
+
+    text = (ROOT / "jetson" / "robot.toml").read_text()
+    assert "lazy_per_layer_embd = true" in text
+    cfg = tmp_path / "robot.toml"
+    cfg.write_text(text.replace("lazy_per_layer_embd = true", "lazy_per_layer_embd = false"))
+    r = subprocess.run(
+        [sys.executable, "-m", "agent", "run", "--config", str(cfg)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert r.returncode == 2, r.stderr[-2000:]
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "over budget" in errors[0] and "lazy_per_layer_embd = true" in errors[0], (
+        r.stderr
+    )
