@@ -19,7 +19,16 @@ from agent.config import Config
 from agent.events import ToolCall, Transcript
 
 
-def _wer(refs: list[str], hyps: list[str]) -> float:
+def word_error_rate(refs: list[str], hyps: list[str]) -> float:
+    """Word error rate of ``hyps`` against ``refs`` (0..1, can exceed 1), case and punctuation ignored.
+
+    Args:
+        refs: Reference transcripts, one per utterance.
+        hyps: Recognized text, same length; an empty one counts as all words missed.
+
+    Raises:
+        ValueError: the lists differ in length (from jiwer).
+    """
     import jiwer
 
     norm = jiwer.Compose(
@@ -101,7 +110,9 @@ def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
     for biased, key in ((True, ""), (False, "_unbiased")):
         rows = [d for d in details if d["biased"] is biased]
         out[f"tool_accuracy{key}"] = round(sum(d["ok"] for d in rows) / max(len(rows), 1), 3)
-        out[f"asr_wer{key}"] = round(_wer([d["said"] for d in rows], [d["heard"] for d in rows]), 3)
+        out[f"asr_wer{key}"] = round(
+            word_error_rate([d["said"] for d in rows], [d["heard"] for d in rows]), 3
+        )
     out["details"] = details
     return out
 

@@ -73,7 +73,28 @@ class Generation:
         return self.draft_accepted / self.draft_tokens if self.draft_tokens else None
 
 
-class ChatModel:
+class Completions:
+    """``complete`` and ``warmup`` for any model with a ``stream(prompt, gen, **kwargs)`` (every engine)."""
+
+    def stream(self, prompt: str, gen: Generation, **kwargs: Any) -> Iterator[str]:
+        """Generate text pieces for ``prompt``, filling ``gen`` (each engine implements it)."""
+        raise NotImplementedError
+
+    def complete(self, prompt: str, **kwargs: Any) -> Generation:
+        """Run :meth:`stream` to the end and return its :class:`Generation` (``.text`` holds the output)."""
+        gen = Generation()
+        for _ in self.stream(prompt, gen, **kwargs):
+            pass
+        return gen
+
+    def warmup(self, prompt: str) -> float:
+        """Evaluate a representative prompt once (fills the KV cache, pays first-batch costs); returns ms."""
+        t0 = time.perf_counter()
+        self.complete(prompt, max_tokens=2)
+        return (time.perf_counter() - t0) * 1000.0
+
+
+class ChatModel(Completions):
     """A GGUF chat model with its template.
 
     Args:
@@ -256,19 +277,6 @@ class ChatModel:
                 n = gen.completion_tokens - n0
                 if n > 1 and now > t_first:
                     gen.tokens_per_s = (n - 1) / (now - t_first)
-
-    def complete(self, prompt: str, **kwargs: Any) -> Generation:
-        """Run :meth:`stream` to the end and return its :class:`Generation` (``.text`` holds the output)."""
-        gen = Generation()
-        for _ in self.stream(prompt, gen, **kwargs):
-            pass
-        return gen
-
-    def warmup(self, prompt: str) -> float:
-        """Evaluate a representative prompt once (pays llama.cpp's first-batch cost); returns ms."""
-        t0 = time.perf_counter()
-        self.complete(prompt, max_tokens=2)
-        return (time.perf_counter() - t0) * 1000.0
 
 
 def _ggml_type(name: str) -> int:

@@ -2,10 +2,10 @@
 
 import wave
 
-import jiwer
 import numpy as np
 import pytest
 
+from agent.accuracy import word_error_rate
 from agent.asr import WhisperASR
 from agent.audio import AudioError, decode_file, write_wav
 from agent.config import load_config
@@ -19,16 +19,7 @@ JFK = (
 
 
 def wer(ref: str, hyp: str) -> float:
-    norm = jiwer.Compose(
-        [
-            jiwer.ToLowerCase(),
-            jiwer.RemovePunctuation(),
-            jiwer.RemoveMultipleSpaces(),
-            jiwer.Strip(),
-            jiwer.ReduceToListOfListOfWords(),
-        ]
-    )
-    return jiwer.wer(ref, hyp, reference_transform=norm, hypothesis_transform=norm)
+    return word_error_rate([ref], [hyp])
 
 
 @pytest.fixture(scope="module")

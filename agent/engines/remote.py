@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 from agent.engines.chat_api import ChatDeltas, ChatPrompt, RemoteVocab, chat_body
 from agent.engines.http import EventStream, ServerError, ServerUnreachable, request_json
 from agent.engines.processors import ThinkWatch, prior_logit_bias
-from agent.llm import ChatModel, Generation, LLMError
+from agent.llm import ChatModel, Completions, Generation, LLMError
 from agent.reasoning import ThinkingBudget, markers_for
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class ServerChatModel:
+class ServerChatModel(Completions):
     """A chat model whose generation runs on a llama.cpp or OpenAI-compatible server.
 
     Args:
@@ -378,19 +378,6 @@ class ServerChatModel:
         else:
             watch.ended = True  # the server cannot do it (no reasoning control): do not ask again
             self._notice("control", f"the server did not end the thinking on request: {answer}")
-
-    def complete(self, prompt: str, **kwargs: Any) -> Generation:
-        """Run :meth:`stream` to the end and return its :class:`Generation`."""
-        gen = Generation()
-        for _ in self.stream(prompt, gen, **kwargs):
-            pass
-        return gen
-
-    def warmup(self, prompt: str) -> float:
-        """Evaluate a representative prompt once (fills the server's KV cache); returns ms."""
-        t0 = time.perf_counter()
-        self.complete(prompt, max_tokens=2)
-        return (time.perf_counter() - t0) * 1000.0
 
     def close(self) -> None:
         """Stop the managed server, if any (the remote one is left alone)."""

@@ -24,7 +24,6 @@ from agent.config import LiveConfig
 from agent.events import (
     Error,
     Event,
-    Shutdown,
     Skipped,
     TextIn,
     ToolCall,
@@ -34,7 +33,7 @@ from agent.events import (
     Utterance,
 )
 from agent.live.turns import Attention, is_echo, stop_command
-from agent.pipeline.queues import StageQueue, TurnGate
+from agent.pipeline.queues import StageQueue, TurnGate, run_stage
 from agent.skills import SkillContext, SkillRegistry
 
 log = logging.getLogger(__name__)
@@ -100,20 +99,16 @@ class ASRStage:
 
     def run(self) -> None:
         """Process utterances until ``Shutdown``."""
-        while True:
-            msg = self.inbox.get()
-            if msg is None or isinstance(msg, Shutdown):
-                return
-            try:
-                started = self._handle(msg)
-            except Exception as e:  # a failing stage reports and the agent keeps listening
-                log.exception("ASR stage failed")
-                self.publish(
-                    Error(-1, f"speech recognition failed: {e.__class__.__name__}: {e}; still listening")
-                )
-                started = False
-            if not started:
-                self.control.work_finished()
+        run_stage(self.inbox, self._one, self._failed)
+
+    def _one(self, msg: Event) -> None:
+        if not self._handle(msg):
+            self.control.work_finished()  # dropped: one item less in flight
+
+    def _failed(self, msg: Event, e: Exception) -> None:
+        log.exception("ASR stage failed")
+        self.publish(Error(-1, f"speech recognition failed: {e.__class__.__name__}: {e}; still listening"))
+        self.control.work_finished()
 
     def _handle(self, msg: Event) -> bool:
         if isinstance(msg, TextIn):

@@ -14,6 +14,7 @@ another exactly as a person taking turns would; input is never dropped.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -115,6 +116,7 @@ class Listener:
         self.vad.reset()
         self.endpointer = Endpointer(cfg.vad)
         self.echo = EchoGate(cfg.live.echo_max_delay_ms, cfg.live.echo_tail_ms)
+        self._drain_lock = threading.Lock()
         self._buf = np.zeros(0, dtype=np.float32)
         self._recent = np.zeros(4096, dtype=np.float32)
         self._n_total = 0
@@ -156,13 +158,18 @@ class Listener:
                     self.control.input_done()
 
     def drain_sink(self) -> None:
-        """Move the sink's playback reports onto the bus (echo reference into the gate)."""
-        for rep in self.sink.poll():
-            if isinstance(rep, PlayedBlock):
-                if rep.samples is not None:
-                    self.echo.add_reference(rep.samples, rep.t)
-            else:
-                self.publish(rep)
+        """Move the sink's playback reports onto the bus (echo reference into the gate).
+
+        Called by the listener thread and, on an interruption, by whichever thread interrupts:
+        one lock keeps the reports in order and the sink's resampler single-threaded.
+        """
+        with self._drain_lock:
+            for rep in self.sink.poll():
+                if isinstance(rep, PlayedBlock):
+                    if rep.samples is not None:
+                        self.echo.add_reference(rep.samples, rep.t)
+                else:
+                    self.publish(rep)
 
     def _audio(self, msg: AudioIn) -> None:
         self._buf = np.concatenate([self._buf, msg.samples])

@@ -151,7 +151,7 @@ class Pipeline:
         with self._cv:
             self._cv.notify_all()
 
-    def close(self, timeout: float = 1.5) -> None:
+    def close(self, timeout: float = 0.8) -> None:
         """Stop, cancel the current turn, silence the sink, join the stages (at most ``timeout`` s)."""
         self.stop()
         self.interrupt("shutdown")

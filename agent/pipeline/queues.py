@@ -86,3 +86,30 @@ class StageQueue:
     def __len__(self) -> int:
         """Messages queued (stale ones included until they are skipped)."""
         return len(self._items)
+
+
+def run_stage(
+    inbox: StageQueue,
+    handle: Callable[[Event], object],
+    on_error: Callable[[Event, Exception], None],
+) -> None:
+    """The loop of a stage thread: take messages from ``inbox`` until ``Shutdown``.
+
+    A message that makes ``handle`` raise goes to ``on_error`` (which reports it) and the stage
+    goes on with the next one: a failing stage never stops the agent.
+
+    Args:
+        inbox: The stage's queue.
+        handle: Processes one message.
+        on_error: Called with the message and the exception ``handle`` raised.
+    """
+    from agent.events import Shutdown
+
+    while True:
+        msg = inbox.get()
+        if msg is None or isinstance(msg, Shutdown):
+            return
+        try:
+            handle(msg)
+        except Exception as e:  # a failing stage reports and goes on
+            on_error(msg, e)

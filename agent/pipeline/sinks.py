@@ -31,6 +31,16 @@ from agent.live.speaker import BlockPlayed, ItemStarted, PlayItem, Speaker
 RATE = 16_000
 
 
+def _drain(q: queue.Queue[Event]) -> list[Event]:
+    """Everything queued now, oldest first, without waiting."""
+    out: list[Event] = []
+    while True:
+        try:
+            out.append(q.get_nowait())
+        except queue.Empty:
+            return out
+
+
 class SpeakerSink:
     """Real-time playback on a speaker.
 
@@ -77,12 +87,7 @@ class SpeakerSink:
 
     def poll(self) -> list[Event]:
         """Translate the speaker callback's reports into messages."""
-        out: list[Event] = []
-        while True:
-            try:
-                out.append(self._pending.get_nowait())
-            except queue.Empty:
-                break
+        out = _drain(self._pending)
         while True:
             try:
                 r = self.speaker.reports.get_nowait()
@@ -160,12 +165,7 @@ class WavSink:
 
     def poll(self) -> list[Event]:
         """Reports since the last call."""
-        out: list[Event] = []
-        while True:
-            try:
-                out.append(self._reports.get_nowait())
-            except queue.Empty:
-                return out
+        return _drain(self._reports)
 
 
 class NullSink(WavSink):

@@ -20,8 +20,8 @@ from typing import Protocol
 
 import numpy as np
 
-from agent.events import AudioOut, Error, Event, ReplyDelta, ReplyEnd, SentenceReady, Shutdown, Spoken
-from agent.pipeline.queues import StageQueue, TurnGate
+from agent.events import AudioOut, Error, Event, ReplyDelta, ReplyEnd, SentenceReady, Spoken
+from agent.pipeline.queues import StageQueue, TurnGate, run_stage
 from agent.sentences import SentenceStream
 from agent.tts import TextToSpeech
 
@@ -87,17 +87,11 @@ class SpeechStage:
 
     def run(self) -> None:
         """Process messages until ``Shutdown``."""
-        while True:
-            msg = self.inbox.get()
-            if msg is None or isinstance(msg, Shutdown):
-                return
-            try:
-                self._handle(msg)
-            except Exception as e:  # a failing stage reports and goes on
-                log.exception("speech stage failed on %s", msg.name)
-                self.publish(
-                    Error(msg.turn_id, f"speech stage failed: {e.__class__.__name__}: {e}; continuing")
-                )
+        run_stage(self.inbox, self._handle, self._failed)
+
+    def _failed(self, msg: Event, e: Exception) -> None:
+        log.exception("speech stage failed on %s", msg.name)
+        self.publish(Error(msg.turn_id, f"speech stage failed: {e.__class__.__name__}: {e}; continuing"))
 
     def _handle(self, msg: Event) -> None:
         tid = msg.turn_id
