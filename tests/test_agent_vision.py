@@ -26,7 +26,7 @@ def test_spoken_what_do_you_see_uses_the_camera(seeing_agent, fixtures_dir):
     evs = agent.listen(fixtures_dir / "commands" / "what_see.wav")
     assert len(evs.of(Transcript)) == 1
     calls = [e for e in evs if isinstance(e, ToolCall)]
-    assert any(c.tool == "describe_scene" for c in calls), calls
+    assert any(c.tool == "describe_scene" for c in calls), (evs.of(Transcript)[0].text, calls)
     result = next(e for e in evs if isinstance(e, ToolResult) and e.tool == "describe_scene")
     assert result.ok and ("people" in str(result.result) or "person" in str(result.result))
     reply = next(e for e in evs if isinstance(e, Reply))

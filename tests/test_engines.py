@@ -160,7 +160,10 @@ def test_tool_prior_becomes_a_logit_bias_on_name_pieces():
         names,
     )
     bias = {llm.detokenize([t]).decode(): b for t, b in prior_logit_bias(prior).items()}
-    assert bias.get("wave") == 4.0 and bias.get("none") == -4.0
+    # A name-level prior: the whole-name pieces differ by the two names' bonuses (4 - (-4)).
+    # Relative to "none" (-4, the floor): wave is 8 above it, a tool not named (nod) 4 above.
+    assert bias["wave"] - bias.get("none", 0.0) == pytest.approx(8.0, abs=1e-3)
+    assert bias["nod"] - bias.get("none", 0.0) == pytest.approx(4.0, abs=1e-3)
     assert "w" not in bias and "wa" not in bias  # too short: would push letters inside speech
     assert prior_logit_bias(object()) is None
 
