@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from agent.config import Config, ConfigError, load_config
-from agent.events import Error
+from agent.events import Error, Event
 from agent.printer import EventPrinter
 
 if TYPE_CHECKING:
@@ -76,8 +76,13 @@ def _load(config: Path | None) -> Config:
     return cfg
 
 
-def build_agent(cfg: Config, printer: EventPrinter) -> tuple[AgentCore, Bus]:
-    """Load and warm every model; a missing model or a broken robot is one clear line and exit 2."""
+def build_agent(cfg: Config, printer: Callable[[Event], None]) -> tuple[AgentCore, Bus]:
+    """Load and warm every model; a missing model or a broken robot is one clear line and exit 2.
+
+    Args:
+        cfg: The validated config.
+        printer: Where public messages go (the CLI printer, or it teed into the web console).
+    """
     from agent.llm import LLMError
     from agent.models import ModelNotFoundError
     from agent.pipeline import Bus, build_core
@@ -249,12 +254,13 @@ def skills_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
                         "parameters": s.parameters,
                         "source": s.source,
                         "background": s.background,
+                        "follow_up": s.follow_up,
                     }
                 )
             )
         else:
             params = ", ".join(s.parameters.get("properties", {}))
-            kind = " [background]" if s.background else ""
+            kind = (" [background]" if s.background else "") + ("" if s.follow_up else " [no follow-up]")
             typer.echo(
                 f"{s.name}({params}){kind}  {s.description}\n    schema: {json.dumps(s.parameters)}\n"
                 f"    source: {s.source}"
@@ -294,7 +300,29 @@ def _register_plugins() -> None:
         module.register(app)
 
 
+OPTIONAL_VALUE = ("--console",)
+"""Options whose value may be left out (``run --console`` = the config's address)."""
+
+
+def optional_values(argv: list[str]) -> list[str]:
+    """Give a bare ``--console`` an empty value, so ``--console`` alone parses (Typer has no such options).
+
+    Args:
+        argv: Arguments after the program name.
+
+    Returns:
+        The arguments with ``""`` inserted after an option of :data:`OPTIONAL_VALUE` that is
+        last or followed by another option.
+    """
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        out.append(arg)
+        if arg in OPTIONAL_VALUE and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.append("")
+    return out
+
+
 def main() -> None:
     """Console-script entry point."""
     _register_plugins()
-    app()
+    app(args=optional_values(sys.argv[1:]), prog_name="bolt-agent")

@@ -84,6 +84,38 @@ class VADConfig(StrictModel):
     max_utterance_s: float = Field(30.0, gt=1.0)
 
 
+class TurnConfig(StrictModel):
+    """End-of-turn detection (units: ms, probability 0..1, log10 probability).
+
+    ``semantic``: after ``short_silence_ms`` of silence the utterance so far is transcribed and
+    judged (:mod:`agent.live.end_of_turn`): a finished turn ends at once, an unfinished one
+    waits for more speech, ending anyway after ``long_silence_ms``. ``silence``: the turn ends
+    after ``[vad] min_silence_ms`` of silence, nothing else (also the fallback when the
+    end-of-turn models are missing, with a notice).
+
+    The text thresholds are log10 of the chat model's probability that the user's sentence
+    ends where the transcript ends, measured on SmolLM2-135M with the robot's system prompt:
+    finished commands -0.1 … -1.9, cut sentences -1.7 … -5.4 (see the module docstring).
+    """
+
+    end_of_turn: Literal["semantic", "silence"] = "semantic"
+    short_silence_ms: int = Field(200, ge=64, le=1000, description="silence before the turn is judged, ms")
+    long_silence_ms: int = Field(
+        1600, ge=300, le=5000, description="silence that ends an unfinished-sounding turn anyway, ms"
+    )
+    smart_turn_model: str = Field("", description="Smart Turn ONNX path; empty = the one in pipecat-ai")
+    smart_turn_threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="complete when p > this (pipecat: 0.5)"
+    )
+    text_model: str = Field(
+        "packaged:smollm2-135m", description='GGUF that scores "does the sentence end here"; "" = off'
+    )
+    text_complete: float = Field(-1.2, le=0.0, description="text alone says finished at or over this")
+    text_with_audio: float = Field(
+        -1.6, le=0.0, description="finished when Smart Turn agrees and text is over this"
+    )
+
+
 class ASRConfig(StrictModel):
     """faster-whisper settings.
 
@@ -334,6 +366,7 @@ class Config(StrictModel):
 
     asr: ASRConfig = Field(default_factory=ASRConfig)
     vad: VADConfig = Field(default_factory=VADConfig)
+    turn: TurnConfig = Field(default_factory=TurnConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     tts: TTSConfig = Field(default_factory=TTSConfig)
     audio: AudioConfig = Field(default_factory=AudioConfig)

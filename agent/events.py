@@ -114,6 +114,10 @@ class Utterance(Event):
         audio: ``(n,)`` float32 16 kHz with pre- and post-roll (not printed).
         t_speech_end: Wall-clock time of the speech end (perf_counter s).
         t_endpoint: Wall-clock time the endpoint was decided (perf_counter s).
+        end_rule: What ended it: ``silence``, ``max_length``, or an end-of-turn rule
+            (``text``, ``smart_turn``, ``stop``; see :mod:`agent.live.end_of_turn`).
+        transcript: The ASR result made at the pause (an ``agent.asr.ASRResult``), when the
+            utterance ended with no speech after it: nothing is left to decode.
     """
 
     name: ClassVar[str] = "utterance"
@@ -123,6 +127,49 @@ class Utterance(Event):
     audio: np.ndarray | None = _no_json()
     t_speech_end: float = _no_json(0.0)
     t_endpoint: float = _no_json(0.0)
+    end_rule: str = "silence"
+    transcript: Any = _no_json(None)
+
+
+@dataclass(frozen=True)
+class PauseCheck(Event):
+    """Listener → ASR stage: judge whether the user finished at this pause (semantic end-of-turn).
+
+    Attributes:
+        pause_id: The endpointer's pause number (a verdict for an older pause is stale).
+        audio: ``(n,)`` float32 16 kHz, the utterance so far with the pause's first silence.
+    """
+
+    name: ClassVar[str] = "pause_check"
+    public: ClassVar[bool] = False
+    pause_id: int = 0
+    audio: np.ndarray | None = _no_json()
+
+
+@dataclass(frozen=True)
+class EndOfTurnCheck(Event):
+    """One pause judged: what was heard so far and whether the turn is over.
+
+    Attributes:
+        pause_id: The endpointer's pause number.
+        text: The transcript so far.
+        complete: The user has finished.
+        rule: The deciding rule (:class:`agent.live.end_of_turn.Verdict`).
+        smart_turn: Smart Turn's probability (-1: not run).
+        text_score: log10 probability that the sentence ends here (1: not run).
+        asr_ms: Transcription time, ms.
+        judge_ms: Judging time, ms.
+    """
+
+    name: ClassVar[str] = "end_of_turn_check"
+    pause_id: int = 0
+    text: str = ""
+    complete: bool = False
+    rule: str = ""
+    smart_turn: float = -1.0
+    text_score: float = 1.0
+    asr_ms: float = 0.0
+    judge_ms: float = 0.0
 
 
 # --- ASR → turn driver ----------------------------------------------------------------------------------
@@ -146,6 +193,7 @@ class UserTurn(Event):
         t_endpoint: Endpoint decided (perf_counter s).
         t_asr: Transcript ready (perf_counter s).
         asr_ms: Transcription time, ms.
+        end_rule: What ended the user's turn (``Utterance.end_rule``; ``typed`` for text).
     """
 
     name: ClassVar[str] = "user_turn"
@@ -155,6 +203,7 @@ class UserTurn(Event):
     t_endpoint: float = 0.0
     t_asr: float = 0.0
     asr_ms: float = 0.0
+    end_rule: str = ""
 
 
 @dataclass(frozen=True)
@@ -477,6 +526,8 @@ class Timing(Event):
     ready, ``first_played_ms`` first audio handed to the speaker (voice-to-voice).
     ``tokens_per_s`` is the model's decoding speed (longest round), ``draft_acceptance`` the
     accepted share of drafted tokens (speculative decoding; -1 without a drafter).
+    ``endpoint_rule`` says what ended the user's turn: ``silence``, ``max_length``, an
+    end-of-turn rule (``text``, ``smart_turn``, ``stop``) or ``typed``.
     """
 
     name: ClassVar[str] = "timing"
@@ -495,6 +546,7 @@ class Timing(Event):
     first_played_ms: float = -1.0
     tokens_per_s: float = 0.0
     draft_acceptance: float = -1.0
+    endpoint_rule: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up bolt-agent in ./.venv on Debian/Ubuntu: system libraries, llama.cpp build, Python packages.
 # Usage: launch/setup.sh [run|test]   ("test" also installs what the tests need: PulseAudio, pytest,
-# llama-server; BOLT_LLAMA_SERVER=1 builds llama-server for "run" too)
+# llama-server, the web console with Chromium for its browser tests; BOLT_LLAMA_SERVER=1 builds
+# llama-server for "run" too; BOLT_CONSOLE=1 installs the console for "run")
 # Idempotent: re-running only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,7 +13,7 @@ WHEELHOUSE="${BOLT_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/bolt-agent/wheels
 
 # --- system packages -----------------------------------------------------------------
 pkgs=(python3-venv python3-dev build-essential cmake libportaudio2)
-[ "$what" = test ] && pkgs+=(pulseaudio pulseaudio-utils libasound2-plugins shellcheck)
+[ "$what" = test ] && pkgs+=(pulseaudio pulseaudio-utils libasound2-plugins shellcheck chromium chromium-driver)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -47,7 +48,7 @@ if ! ls "$WHEELHOUSE"/llama_cpp_python-"$LLAMA_VERSION"-*linux_"$(uname -m)".whl
 fi
 
 # --- bolt-agent and its Python dependencies (embedded models included) --------------------
-extra=""; [ "$what" = test ] && extra="[test]"
+extra=""; [ "$what" = test ] && extra="[test]"; [ "$what" = run ] && [ "${BOLT_CONSOLE:-0}" = 1 ] && extra="[console]"
 .venv/bin/python -m pip install -q --find-links "$WHEELHOUSE" "llama-cpp-python==$LLAMA_VERSION"
 .venv/bin/python -m pip install -q --find-links "$WHEELHOUSE" -e ".$extra"
 # The Smart Turn end-of-turn model file only (see pyproject.toml): without pipecat's own dependencies.

@@ -12,7 +12,10 @@ probability. Fed this way it gives the same probabilities as faster-whisper's ba
 * it **ends** after ``min_silence_ms`` of frames under ``threshold - 0.15`` (hysteresis);
   the speech end is the end of the last speech frame, and ``speech_pad_ms`` (at most the
   silence) of post-roll is kept;
-* an utterance longer than ``max_utterance_s`` is closed where it is.
+* an utterance longer than ``max_utterance_s`` is closed where it is;
+* with semantic end-of-turn (``pause_ms``) a pause is *reported* after ``pause_ms`` of silence
+  (the caller judges it and may :meth:`Endpointer.end_now`), and silence alone ends the
+  utterance only after ``long_silence_ms``.
 
 Not thread-safe: one listener thread owns one instance. Times are in samples of the 16 kHz
 stream (the caller maps them to wall-clock time).
@@ -96,6 +99,11 @@ class VADUpdate:
         start_sample: Stream sample index of the confirmed speech start (pre-roll not included).
         end_sample: Stream sample index of the speech end (end of the last speech frame).
         truncated: The utterance was closed by ``max_utterance_s``.
+        paused: A pause reached the short silence in this frame (semantic end-of-turn): judge
+            it; ``audio`` is the utterance so far, ``pause_id`` names the pause.
+        pause_id: Which pause (a verdict for an older pause is stale).
+        rule: What ended the utterance: ``silence``, ``max_length``, or the caller's rule
+            (:meth:`Endpointer.end_now`).
 
     """
 
@@ -107,6 +115,9 @@ class VADUpdate:
     start_sample: int = 0
     end_sample: int = 0
     truncated: bool = False
+    paused: bool = False
+    pause_id: int = 0
+    rule: str = ""
 
 
 class Endpointer:
@@ -117,11 +128,17 @@ class Endpointer:
 
     """
 
-    def __init__(self, cfg: VADConfig) -> None:
+    def __init__(
+        self, cfg: VADConfig, pause_ms: int | None = None, long_silence_ms: int | None = None
+    ) -> None:
         self.cfg = cfg
         ms = FRAME * 1000 / RATE
         self._start_frames = max(1, round(cfg.min_speech_ms / ms))
-        self._end_frames = max(1, round(cfg.min_silence_ms / ms))
+        # Semantic end-of-turn: report a pause after pause_ms, end by silence only after
+        # long_silence_ms; otherwise silence alone ends the utterance after min_silence_ms.
+        self._pause_frames = max(1, round(pause_ms / ms)) if pause_ms else None
+        end_ms = long_silence_ms if pause_ms and long_silence_ms else cfg.min_silence_ms
+        self._end_frames = max(1, round(end_ms / ms))
         self._pad_frames = max(0, round(cfg.speech_pad_ms / ms))
         self._max_frames = int(cfg.max_utterance_s * 1000 / ms)
         self._pre: collections.deque[np.ndarray] = collections.deque(
@@ -138,6 +155,7 @@ class Endpointer:
         self._speaking = False
         self._last_speech_end = 0
         self._n = 0  # samples seen
+        self.pause_id = 0
 
     @property
     def speaking(self) -> bool:
@@ -178,13 +196,37 @@ class Endpointer:
             self._silence += 1
         truncated = len(self._frames) >= self._max_frames
         if self._silence >= self._end_frames or truncated:
-            keep = len(self._frames) - max(0, self._silence - self._pad_frames)
-            audio = np.concatenate(self._frames[:keep])
-            end = self._last_speech_end if not truncated else self._n
-            self._speaking, self._run, self._frames = False, 0, []
-            self._pre.clear()
-            return VADUpdate(ended=True, prob=prob, audio=audio, end_sample=end, truncated=truncated)
+            return self._end(prob, truncated, "max_length" if truncated else "silence")
+        if self._pause_frames is not None and self._silence == self._pause_frames:
+            self.pause_id += 1
+            audio = np.concatenate(self._frames)
+            return VADUpdate(speaking=True, prob=prob, paused=True, pause_id=self.pause_id, audio=audio)
         return VADUpdate(speaking=True, prob=prob)
+
+    def in_pause(self, pause_id: int) -> bool:
+        """Still inside pause ``pause_id``: no speech since it was reported."""
+        return self._speaking and self._silence >= (self._pause_frames or 1) and self.pause_id == pause_id
+
+    def end_now(self, rule: str) -> VADUpdate:
+        """End the utterance in progress now (an end-of-turn verdict), keeping its post-roll.
+
+        Args:
+            rule: What decided, reported with the update.
+
+        Returns:
+            An ``ended`` update, or an empty one when no utterance is in progress.
+        """
+        if not self._speaking:
+            return VADUpdate()
+        return self._end(0.0, False, rule)
+
+    def _end(self, prob: float, truncated: bool, rule: str) -> VADUpdate:
+        keep = len(self._frames) - max(0, self._silence - self._pad_frames)
+        audio = np.concatenate(self._frames[:keep])
+        end = self._last_speech_end if not truncated else self._n
+        self._speaking, self._run, self._frames = False, 0, []
+        self._pre.clear()
+        return VADUpdate(ended=True, prob=prob, audio=audio, end_sample=end, truncated=truncated, rule=rule)
 
 
 def find_utterances(audio: np.ndarray, cfg: VADConfig) -> list[VADUpdate]:

@@ -22,8 +22,10 @@ import numpy as np
 from agent.asr import WhisperASR
 from agent.config import LiveConfig
 from agent.events import (
+    EndOfTurnCheck,
     Error,
     Event,
+    PauseCheck,
     Skipped,
     TextIn,
     ToolCall,
@@ -32,6 +34,7 @@ from agent.events import (
     UserTurn,
     Utterance,
 )
+from agent.live.end_of_turn import EndOfTurnJudge
 from agent.live.turns import Attention, is_echo, stop_command
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
 from agent.skills import SkillContext, SkillRegistry
@@ -74,6 +77,9 @@ class ASRStage:
         bias: Use ASR biasing (hotwords / initial prompt) when configured.
         echo_guard: Drop transcripts that repeat the robot's recent speech (only where a
             speaker can be heard by the microphone).
+        judge: Semantic end-of-turn (``PauseCheck`` messages); None = silence only.
+        on_verdict: Where a pause's verdict goes: ``(pause_id, complete, rule, ASRResult)``.
+        wants: Whether a pause still needs judging (a stale one is skipped).
     """
 
     def __init__(
@@ -90,18 +96,25 @@ class ASRStage:
         realtime: bool,
         bias: bool = True,
         echo_guard: bool = True,
+        judge: EndOfTurnJudge | None = None,
+        on_verdict: Callable[[int, bool, str, object], None] | None = None,
+        wants: Callable[[int], bool] | None = None,
     ) -> None:
         self.asr, self.live, self.inbox, self.driver_inbox = asr, live, inbox, driver_inbox
         self.gate, self.publish, self.control = gate, publish, control
         self.registry, self.ctx, self.realtime, self.bias = registry, ctx, realtime, bias
         self.echo_guard = echo_guard and live.echo_guard
         self.attention = Attention(live)
+        self.judge, self.on_verdict, self.wants = judge, on_verdict, wants
 
     def run(self) -> None:
         """Process utterances until ``Shutdown``."""
         run_stage(self.inbox, self._one, self._failed)
 
     def _one(self, msg: Event) -> None:
+        if isinstance(msg, PauseCheck):  # not an item of work: a question from the listener
+            self._judge(msg)
+            return
         if not self._handle(msg):
             self.control.work_finished()  # dropped: one item less in flight
 
@@ -123,7 +136,8 @@ class ASRStage:
             log.warning(
                 "input is clipping (%.1f%% of samples at full scale); lower the mic gain", 100 * clipped
             )
-        res = self.asr.transcribe(audio, bias=self.bias)
+        # Made at the pause that ended the turn (semantic end-of-turn): nothing left to decode.
+        res = msg.transcript if msg.transcript is not None else self.asr.transcribe(audio, bias=self.bias)
         t_asr = time.perf_counter()
         self.publish(msg)
         where = f"{msg.source} at {msg.start_ms / 1000:.1f} s"
@@ -146,15 +160,52 @@ class ASRStage:
                 Skipped(-1, f"not addressed to the robot (no wake phrase): {res.text!r}", msg.source)
             )
             return False
-        self._start(text, msg.t_speech_end, msg.t_endpoint, t_asr, res.duration_ms)
+        self._start(text, msg.t_speech_end, msg.t_endpoint, t_asr, res.duration_ms, msg.end_rule)
         return True
 
-    def _start(self, text: str, t_speech_end: float, t_endpoint: float, t_asr: float, asr_ms: float) -> None:
+    def _judge(self, msg: PauseCheck) -> None:
+        """Transcribe the utterance so far and judge whether the user has finished."""
+        if self.judge is None or self.on_verdict is None or msg.audio is None:
+            return
+        if self.wants is not None and not self.wants(msg.pause_id):
+            return  # the user spoke again, or the turn ended, while this waited
+        try:
+            res = self.asr.transcribe(msg.audio, bias=self.bias)
+            v = self.judge.judge(msg.audio, res.text)
+        except Exception as e:  # the turn then ends by silence and is transcribed as a whole
+            log.exception("end-of-turn check failed")
+            self.publish(Error(-1, f"end-of-turn check failed ({e}); ending turns by silence for now"))
+            self.on_verdict(msg.pause_id, False, "error", None)
+            return
+        self.publish(
+            EndOfTurnCheck(
+                -1,
+                msg.pause_id,
+                res.text,
+                v.complete,
+                v.rule,
+                v.smart_turn,
+                v.text_score,
+                res.duration_ms,
+                v.ms,
+            )
+        )
+        self.on_verdict(msg.pause_id, v.complete, v.rule, res)
+
+    def _start(
+        self,
+        text: str,
+        t_speech_end: float,
+        t_endpoint: float,
+        t_asr: float,
+        asr_ms: float,
+        rule: str = "typed",
+    ) -> None:
         if self.realtime:
             self.control.interrupt("new_turn")
         tid = self.gate.new_turn()
         self.publish(Transcript(tid, text))
-        self.driver_inbox.put(UserTurn(tid, text, t_speech_end, t_endpoint, t_asr, asr_ms))
+        self.driver_inbox.put(UserTurn(tid, text, t_speech_end, t_endpoint, t_asr, asr_ms, rule))
 
     def _stop_fast(self, text: str) -> None:
         """A stop phrase: silence and stop the robot now, without asking the model."""

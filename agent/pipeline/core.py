@@ -14,12 +14,14 @@ import queue
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from agent.asr import WhisperASR
 from agent.config import Config
 from agent.conversation import Conversation
 from agent.engines import make_chat_model
 from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked
+from agent.live.end_of_turn import EndOfTurnJudge
 from agent.llm import ChatModel
 from agent.models import resolve_model
 from agent.pipeline.queues import TurnGate
@@ -50,6 +52,7 @@ class AgentCore:
         load_ms: Model loading time, ms.
         turn_id: The turn that robot commands are attributed to (set by the turn driver).
         gate: Turn ids and cancellation, shared by every pipeline run on this core.
+        end_of_turn: The semantic end-of-turn judge, or None (silence-only endpointing).
     """
 
     cfg: Config
@@ -66,6 +69,7 @@ class AgentCore:
     load_ms: float = 0.0
     turn_id: int = -1
     gate: TurnGate = field(default_factory=TurnGate)
+    end_of_turn: EndOfTurnJudge | None = None
 
     def warmup(self) -> None:
         """Warm ASR, LLM (static prompt prefix into the KV cache) and TTS; emits ``ready``."""
@@ -89,6 +93,8 @@ class AgentCore:
         if self.vision is not None:
             self.vision.close()
         self.robot.close()
+        if self.end_of_turn is not None:
+            self.end_of_turn.close()
         self.emit(RobotParked(-1, self.robot.positions(), self.robot.torque_on))
 
 
@@ -161,5 +167,51 @@ def build_core(cfg: Config, emit: Callable[[Event], None]) -> AgentCore:
         scene_changes,
         (time.perf_counter() - t0) * 1000.0,
     )
+    core.end_of_turn = build_end_of_turn(cfg, emit)
     holder.append(core)
     return core
+
+
+def build_end_of_turn(cfg: Config, emit: Callable[[Event], None]) -> EndOfTurnJudge | None:
+    """The semantic end-of-turn judge of ``[turn]``, or None for silence-only endpointing.
+
+    A missing model is a notice, not an error: the judge works with either model, and without
+    both the turn ends after ``[vad] min_silence_ms`` of silence as before.
+
+    Args:
+        cfg: The validated config.
+        emit: Receives the notices.
+
+    Returns:
+        The judge, or None (``[turn] end_of_turn = "silence"``, or neither model loadable).
+    """
+    from agent.live.end_of_turn import EndOfTurnJudge, TextEndOfTurn
+    from agent.live.smart_turn import EndOfTurnModelMissing, SmartTurn
+    from agent.live.turns import stop_command
+    from agent.llm import LLMError
+    from agent.models import ModelNotFoundError
+
+    turn = cfg.turn
+    if turn.end_of_turn != "semantic":
+        return None
+    smart = text = None
+    try:
+        smart = SmartTurn(Path(turn.smart_turn_model) if turn.smart_turn_model else None)
+    except (EndOfTurnModelMissing, RuntimeError) as e:
+        emit(Notice(-1, f"end-of-turn: no Smart Turn model ({e})"))
+    if turn.text_model:
+        try:
+            text = TextEndOfTurn(
+                resolve_model(turn.text_model, "end-of-turn text model"), cfg.llm.system_prompt
+            )
+        except (ModelNotFoundError, LLMError) as e:
+            emit(Notice(-1, f"end-of-turn: no text model ({e})"))
+    if smart is None and text is None:
+        emit(
+            Notice(-1, f"end-of-turn by silence only: turns end after {cfg.vad.min_silence_ms} ms of silence")
+        )
+        return None
+    live = cfg.live
+    return EndOfTurnJudge(
+        turn, smart, text, lambda t: stop_command(t, live.stop_phrases, live.stop_max_words) is not None
+    )

@@ -22,7 +22,17 @@ from typing import Protocol
 import numpy as np
 
 from agent.config import Config
-from agent.events import AudioIn, Event, InputEnded, InputStarted, PlayedBlock, Skipped, TextIn, Utterance
+from agent.events import (
+    AudioIn,
+    Event,
+    InputEnded,
+    InputStarted,
+    PauseCheck,
+    PlayedBlock,
+    Skipped,
+    TextIn,
+    Utterance,
+)
 from agent.live.echo import EchoGate
 from agent.live.vad_stream import FRAME, RATE, Endpointer, SileroFrameVAD
 from agent.pipeline.queues import StageQueue
@@ -95,6 +105,8 @@ class Listener:
         control: The pipeline.
         barge_in: Allow the user to talk over the robot.
         heartbeat: Called on every loop iteration (<= 50 ms apart): the systemd watchdog.
+        semantic: Semantic end-of-turn (``[turn]``): pauses are judged by the ASR stage
+            (:meth:`verdict` brings the answer); False = silence-only endpointing.
     """
 
     def __init__(
@@ -107,6 +119,7 @@ class Listener:
         control: PipelineControl,
         barge_in: bool,
         heartbeat: Callable[[], None] | None = None,
+        semantic: bool = False,
     ) -> None:
         self.cfg, self.source, self.sink, self.asr_inbox = cfg, source, sink, asr_inbox
         self.publish, self.control, self.barge_in = publish, control, barge_in
@@ -114,7 +127,15 @@ class Listener:
         self.vad = SileroFrameVAD()
         self.vad(np.zeros(FRAME, dtype=np.float32))  # warm the ONNX session
         self.vad.reset()
-        self.endpointer = Endpointer(cfg.vad)
+        self.semantic = semantic
+        turn = cfg.turn
+        self.endpointer = (
+            Endpointer(cfg.vad, turn.short_silence_ms, turn.long_silence_ms)
+            if semantic
+            else Endpointer(cfg.vad)
+        )
+        self._verdict: tuple[int, bool, str, object] | None = None
+        self._verdict_ready = threading.Event()
         self.echo = EchoGate(cfg.live.echo_max_delay_ms, cfg.live.echo_tail_ms)
         self._drain_lock = threading.Lock()
         self._buf = np.zeros(0, dtype=np.float32)
@@ -126,9 +147,26 @@ class Listener:
         self.speaking = False
         """The user is inside an utterance (background results wait for the end of it)."""
 
+    def verdict(self, pause_id: int, complete: bool, rule: str, transcript: object) -> None:
+        """The ASR stage's judgement of a pause (called from its thread).
+
+        Args:
+            pause_id: The pause judged.
+            complete: The user has finished.
+            rule: The deciding rule.
+            transcript: The ``ASRResult`` of the utterance up to the pause.
+        """
+        self._verdict = (pause_id, complete, rule, transcript)
+        self._verdict_ready.set()
+
+    def wants(self, pause_id: int) -> bool:
+        """Whether pause ``pause_id`` still needs judging (no newer speech; the ASR stage asks)."""
+        return self.endpointer.pause_id == pause_id and self.endpointer.speaking
+
     def reset(self) -> None:
         """Forget the VAD state (device recovered, new input)."""
         self.endpointer.reset()
+        self._verdict = None
         self.vad.reset()
         self._buf = np.zeros(0, dtype=np.float32)
         self.speaking = False
@@ -200,6 +238,22 @@ class Listener:
                 self.control.interrupt("speech")
         elif prob < thr - 0.15:
             self._user_run_ms = 0.0
+        if upd.paused and upd.audio is not None:
+            self._verdict_ready.clear()
+            self.asr_inbox.put(PauseCheck(-1, upd.pause_id, upd.audio))
+            if not self.source.realtime:  # files as fast as possible: the verdict decides before more audio
+                self._verdict_ready.wait(30.0)
+        transcript = None
+        v = self._verdict
+        if v is not None and self.semantic:
+            pause_id, complete, rule, result = v
+            if upd.ended and pause_id == self.endpointer.pause_id and upd.rule == "silence":
+                transcript = result  # no speech since the pause: its transcript is the whole utterance
+            elif complete and self.endpointer.in_pause(pause_id):
+                upd, transcript = self.endpointer.end_now(rule), result
+                self.speaking = False
+            if upd.ended:
+                self._verdict = None
         if upd.ended and upd.audio is not None:
             t_end = t - (self._n_total - upd.end_sample) / RATE
             now = time.perf_counter()
@@ -214,6 +268,8 @@ class Listener:
                 upd.audio,
                 t_end,
                 now,
+                upd.rule or "silence",
+                transcript,
             )
             self._hand_over(utt)
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from agent.events import BargeIn, CutHistory, Error, Event, Shutdown, Timing, UserTurn
+from agent.events import BargeIn, CutHistory, Error, Event, Shutdown, TextIn, Timing, UserTurn
 from agent.live.devices import SoundBackend
 from agent.pipeline.asr_stage import ASRStage
 from agent.pipeline.bus import Bus
@@ -87,6 +87,7 @@ class Pipeline:
             self,
             barge_in=cfg.live.barge_in and source.realtime and sink.realtime,
             heartbeat=heartbeat,
+            semantic=core.end_of_turn is not None,
         )
         self.asr = ASRStage(
             core.asr,
@@ -101,6 +102,9 @@ class Pipeline:
             realtime=source.realtime,
             bias=asr_bias,
             echo_guard=source.realtime and sink.realtime,
+            judge=core.end_of_turn,
+            on_verdict=self.listener.verdict,
+            wants=self.listener.wants,
         )
         self.driver = TurnDriver(
             core, self.driver_q, self.speech_q, self.gate, bus.publish, self._may_speak_up, self._turn_started
@@ -214,6 +218,41 @@ class Pipeline:
         for spoken in cut:
             self.bus.publish(spoken)
 
+    # --- from outside (the web console) ---------------------------------------------------------------
+    def submit_text(self, text: str) -> None:
+        """Hand a typed line to the running pipeline as a user turn, as ``chat``'s text source does.
+
+        The line goes to the ASR stage as ``TextIn`` (no audio checks), which starts a turn; in
+        a real-time pipeline it interrupts the turn being spoken, like a new spoken turn. Safe
+        from any thread; empty lines are ignored.
+
+        Args:
+            text: What the user typed.
+        """
+        text = text.strip()
+        if text:
+            self.work_started()
+            self.asr_q.put(TextIn(-1, text))
+
+    def set_muted(self, muted: bool) -> bool:
+        """Mute or unmute the microphone: while muted the listener hears silence.
+
+        Args:
+            muted: True to mute.
+
+        Returns:
+            False when the source has no microphone to mute (files, typed text).
+        """
+        if not hasattr(self.source, "muted"):
+            return False
+        self.source.muted = muted
+        return True
+
+    @property
+    def muted(self) -> bool:
+        """The microphone is muted (:meth:`set_muted`)."""
+        return bool(getattr(self.source, "muted", False))
+
     def speaking_turn(self) -> int | None:
         """The turn being generated or spoken, or None."""
         return self._current
@@ -266,7 +305,9 @@ class Pipeline:
         )
 
     def _turn_started(self, turn: UserTurn, unprompted: bool) -> None:
-        self.bus.book.open(turn.turn_id, turn.t_speech_end, turn.t_endpoint, turn.t_asr, turn.asr_ms)
+        self.bus.book.open(
+            turn.turn_id, turn.t_speech_end, turn.t_endpoint, turn.t_asr, turn.asr_ms, turn.end_rule
+        )
         with self._cv:
             if unprompted:  # background results and greetings count as work until spoken
                 self._work += 1

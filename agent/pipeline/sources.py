@@ -64,6 +64,8 @@ class MicSource:
         self._zero_warned = False
         self.on_lost: Callable[[], None] = lambda: None
         self.on_recovered: Callable[[], None] = lambda: None
+        self.muted = False
+        """Deliver silence instead of the mic's audio (the console's mute); the device stays open."""
 
     def open(self) -> None:
         """Open the mic (required) and the speaker (optional).
@@ -93,6 +95,9 @@ class MicSource:
         samples, t_end = got
         self._last_audio = now
         self.devices.retry_speaker(now)
+        if self.muted:  # silence keeps the VAD, endpointing and device supervision running as usual
+            self._zero_since = None
+            return AudioIn(-1, np.zeros_like(samples), t_end)
         if samples.size and not np.any(samples):
             self._zero_since = self._zero_since or now
             if not self._zero_warned and now - self._zero_since > self.zero_warn_s:

@@ -44,6 +44,7 @@ class TurnRecord:
     t_endpoint: float
     t_asr: float
     asr_ms: float
+    end_rule: str = ""
     marks: dict[str, float] = field(default_factory=dict)
     pieces: list[str] = field(default_factory=list)
     heard: list[str] = field(default_factory=list)
@@ -74,11 +75,12 @@ class TurnBook:
         t_endpoint: float | None = None,
         t_asr: float | None = None,
         asr_ms: float = 0.0,
+        end_rule: str = "",
     ) -> None:
         """Start the record of a turn (the driver calls this when it starts the turn)."""
         with self._lock:
             self._turns[turn_id] = TurnRecord(
-                turn_id, t_speech_end, t_endpoint or t_speech_end, t_asr or t_speech_end, asr_ms
+                turn_id, t_speech_end, t_endpoint or t_speech_end, t_asr or t_speech_end, asr_ms, end_rule
             )
             for old in [k for k in self._turns if k < turn_id - 16]:
                 del self._turns[old]
@@ -164,4 +166,5 @@ class TurnBook:
             first_played_ms=rel("first_played"),
             tokens_per_s=round(g.tokens_per_s, 1) if g else 0.0,
             draft_acceptance=round(g.draft_accepted / g.draft_tokens, 3) if g and g.draft_tokens else -1.0,
+            endpoint_rule=rec.end_rule,
         )

@@ -1,0 +1,114 @@
+"""What the console's buttons do, through the same paths as everything else.
+
+* **say** — :meth:`~agent.pipeline.Pipeline.submit_text`: a typed user turn, like ``chat``.
+* **mute** — :meth:`~agent.pipeline.Pipeline.set_muted`: the listener hears silence.
+* **animate** — :meth:`hardware.robot.Robot.play`, refused while an e-stop is latched.
+* **estop** — :meth:`hardware.robot.Robot.estop`: the robot's one safety layer latches and
+  refuses every joint command (skills, animations, speech motion) until **clear**
+  (:meth:`~hardware.robot.Robot.clear_estop`); the turn being spoken is cut as by a stop
+  phrase.
+
+Each control is announced on the bus as a ``notice`` (so ``--json`` and the page see who did
+what). Calls may block briefly (stopping an animation joins its thread): the web server
+runs them in a worker thread. Failures raise :class:`ControlError` with an HTTP status.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from agent.events import Notice
+
+if TYPE_CHECKING:
+    from agent.pipeline import AgentCore, Bus, Pipeline
+
+log = logging.getLogger(__name__)
+
+MAX_TEXT = 500
+"""Longest typed message, characters."""
+
+
+class ControlError(Exception):
+    """A control that cannot be carried out.
+
+    Args:
+        status: HTTP status for the answer (400 bad input, 404 unknown, 409 not now).
+        message: What is wrong, for people.
+    """
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class Controls:
+    """The console's controls over one running agent.
+
+    Args:
+        core: The agent's parts (robot).
+        bus: Where notices are published.
+        pipeline: The running pipeline (typed turns, mute).
+    """
+
+    def __init__(self, core: AgentCore, bus: Bus, pipeline: Pipeline) -> None:
+        self.core, self.bus, self.pipeline = core, bus, pipeline
+
+    def _notice(self, text: str) -> None:
+        self.bus.publish(Notice(-1, f"console: {text}"))
+
+    def say(self, text: Any) -> dict[str, Any]:
+        """A typed user turn.
+
+        Raises:
+            ControlError: not a non-empty string of at most :data:`MAX_TEXT` characters.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ControlError(400, "say needs a non-empty 'text'")
+        if len(text) > MAX_TEXT:
+            raise ControlError(400, f"text is longer than {MAX_TEXT} characters")
+        self.pipeline.submit_text(text)
+        return {"ok": True}
+
+    def mute(self, muted: Any) -> dict[str, Any]:
+        """Mute (True) or unmute (False) the microphone.
+
+        Raises:
+            ControlError: ``muted`` is not a boolean, or the pipeline has no microphone.
+        """
+        if not isinstance(muted, bool):
+            raise ControlError(400, "mute needs 'muted': true or false")
+        if not self.pipeline.set_muted(muted):
+            raise ControlError(409, "this pipeline has no microphone to mute")
+        self._notice("microphone muted" if muted else "microphone on")
+        return {"ok": True, "muted": muted}
+
+    def animate(self, name: Any) -> dict[str, Any]:
+        """Play a named animation (it blends from the current pose).
+
+        Raises:
+            ControlError: unknown name (404) or an e-stop is latched (409).
+        """
+        if not isinstance(name, str) or not name:
+            raise ControlError(400, "animate needs a 'name'")
+        try:
+            self.core.robot.play(name)
+        except KeyError as e:
+            raise ControlError(404, str(e.args[0] if e.args else e)) from None
+        except RuntimeError as e:
+            raise ControlError(409, str(e)) from None
+        self._notice(f"playing animation {name}")
+        return {"ok": True, "playing": name}
+
+    def estop(self) -> dict[str, Any]:
+        """Latch the robot's emergency stop and cut the turn being spoken."""
+        self.core.robot.estop()
+        self.pipeline.interrupt("stop")
+        self._notice("EMERGENCY STOP latched; motors off until cleared")
+        return {"ok": True, "estopped": True}
+
+    def clear(self) -> dict[str, Any]:
+        """Release a latched emergency stop (torque back on)."""
+        self.core.robot.clear_estop()
+        self._notice("emergency stop cleared; motors on")
+        return {"ok": True, "estopped": False}

@@ -1,0 +1,172 @@
+"""Semantic end-of-turn (agent/live/end_of_turn.py) on real speech, real TTS and the real models.
+
+jfk.flac has three pauses of 0.64-1.12 s inside one sentence; silence-only endpointing at 500 ms
+made it four turns. A two-part command with a 0.8 s pause, made with the product's own voice, must
+be one turn with both tools called.
+"""
+
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rig import AgentRig
+
+from agent.accuracy import word_error_rate
+from agent.audio import decode_file
+from agent.config import load_config
+from agent.events import EndOfTurnCheck, Notice, Timing, ToolCall, Transcript
+from agent.live.end_of_turn import EndOfTurnJudge, TextEndOfTurn, ends_in_continuation
+from agent.live.smart_turn import SmartTurn
+from agent.live.turns import stop_command
+from agent.models import resolve_model
+from agent.pipeline.core import build_end_of_turn
+
+JFK = (
+    "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
+)
+
+
+@pytest.fixture(scope="module")
+def judge():
+    cfg = load_config()
+    text = TextEndOfTurn(resolve_model(cfg.turn.text_model), cfg.llm.system_prompt)
+    live = cfg.live
+    j = EndOfTurnJudge(
+        cfg.turn,
+        SmartTurn(),
+        text,
+        lambda t: stop_command(t, live.stop_phrases, live.stop_max_words) is not None,
+    )
+    yield j
+    j.close()
+
+
+@pytest.fixture(scope="module")
+def rig():
+    r = AgentRig(load_config())
+    yield r
+    r.close()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Turn your head to the left and then", True),
+        ("And so my fellow Americans,", True),
+        ("Put it on the", True),
+        ("Set a timer for 10 seconds.", False),
+        ("What do you see right now?", False),
+        ("", False),
+    ],
+)
+def test_continuations(text, expected):
+    assert ends_in_continuation(text) is expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What do you see right now?",
+        "Tell me a short joke.",
+        "Set a timer for 10 seconds.",
+        "What time is it?",
+    ],
+)
+def test_finished_commands_score_as_finished_text(judge, text):
+    assert judge.text.score(text) >= judge.cfg.text_complete
+
+
+@pytest.mark.parametrize(
+    "text", ["what time is", "tell me a short", "nod your head if", "and so my fellow americans"]
+)
+def test_cut_sentences_score_as_unfinished_text(judge, text):
+    assert judge.text.score(text) < judge.cfg.text_complete
+
+
+def test_jfk_first_pause_is_unfinished_although_smart_turn_says_complete(judge, fixtures_dir):
+    audio = decode_file(fixtures_dir / "audio" / "jfk.flac")
+    at_pause = np.concatenate([audio[: int(2.21 * 16000)], np.zeros(3200, np.float32)])  # + 200 ms
+    v = judge.judge(at_pause, "And so my fellow Americans.")
+    assert v.smart_turn > 0.5  # the audio model alone would end the turn here
+    assert not v.complete and v.rule == "unfinished", v
+
+
+def test_rules_in_order(judge):
+    silence = np.zeros(16000, np.float32)
+    assert judge.judge(silence, "").rule == "empty"
+    assert judge.judge(silence, "turn left and then").rule == "continuation"
+    v = judge.judge(silence, "Stop.")
+    assert v.complete and v.rule == "stop"
+    v = judge.judge(silence, "What do you see right now?")
+    assert v.complete and v.rule == "text" and v.ms < 2000
+
+
+def test_jfk_is_one_turn(rig, fixtures_dir):
+    evs = rig.listen(fixtures_dir / "audio" / "jfk.flac")
+    heard = [t.text for t in evs.of(Transcript)]
+    assert len(heard) == 1, heard
+    assert word_error_rate([JFK], [heard[0]]) <= 0.10, heard
+    checks = evs.of(EndOfTurnCheck)
+    assert [c.complete for c in checks] == [False] * (len(checks) - 1) + [True], checks
+    assert len(checks) >= 4  # every pause inside the sentence was judged and waited out
+    timing = evs.of(Timing)[0]
+    assert timing.endpoint_rule in ("text", "smart_turn")
+
+
+def _two_part_command(path: Path) -> Path:
+    """'Turn your head to the left and then' + 0.8 s + 'wave with your right hand.' in piper's voice."""
+    import soxr
+
+    from agent.tts import PiperTTS
+
+    tts = PiperTTS(resolve_model("packaged:piper-joe-medium"))
+
+    def say(text: str) -> np.ndarray:
+        chunks = list(tts.synthesize(text))
+        pcm = np.concatenate([c.audio for c in chunks]).astype(np.float32) / 32768
+        return soxr.resample(pcm, chunks[0].sample_rate, 16000).astype(np.float32)
+
+    first, second = say("Turn your head to the left and then"), say("wave with your right hand.")
+
+    def trim(x: np.ndarray) -> np.ndarray:
+        loud = np.nonzero(np.abs(x) > 0.01)[0]
+        return x[loud[0] : loud[-1] + 1]
+
+    gap = np.zeros(int(0.8 * 16000), np.float32)
+    pad = np.zeros(8000, np.float32)
+    audio = np.concatenate([pad, trim(first), gap, trim(second), pad])
+    with wave.open(str(path), "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(16000)
+        w.writeframes((np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes())
+    return path
+
+
+def test_two_part_command_with_a_pause_is_one_turn_with_both_tools(rig, tmp_path):
+    rig.core.conversation.history.clear()
+    evs = rig.listen(_two_part_command(tmp_path / "two_part.wav"))
+    heard = [t.text for t in evs.of(Transcript)]
+    assert len(heard) == 1, heard
+    assert "wave" in heard[0] and "left" in heard[0], heard
+    tools = {c.tool for c in evs.of(ToolCall)}
+    assert "wave" in tools and tools & {"look", "look_at"}, (heard, tools)
+
+
+def test_without_models_endpointing_is_silence_only_with_a_notice(tmp_path):
+    cfg = load_config()
+    cfg.turn.text_model = ""
+    cfg.turn.smart_turn_model = str(tmp_path / "missing.onnx")
+    notices: list = []
+    assert build_end_of_turn(cfg, notices.append) is None
+    text = " ".join(n.message for n in notices if isinstance(n, Notice))
+    assert "Smart Turn" in text and "silence only" in text and "500 ms" in text
+
+
+def test_silence_mode_is_off_by_config():
+    cfg = load_config()
+    cfg.turn.end_of_turn = "silence"
+    assert build_end_of_turn(cfg, lambda e: None) is None
