@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -21,6 +21,11 @@ from agent.events import Error
 from agent.printer import EventPrinter
 from agent.systemd import Watchdog, extend_timeout, notify
 
+if TYPE_CHECKING:
+    from agent.config import Config
+    from agent.console import Console
+    from agent.live.devices import SoundBackend
+
 log = logging.getLogger(__name__)
 
 
@@ -28,10 +33,18 @@ def run(
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    console_at: Annotated[
+        Optional[str],
+        typer.Option(
+            "--console",
+            metavar="[HOST:PORT]",
+            help="serve the live web console; alone: the config's console host and port (default "
+            "127.0.0.1:8080); any address but localhost needs the console token",
+        ),
+    ] = None,
 ) -> None:
     """Listen and talk in real time on the configured microphone and speaker (Ctrl-C stops)."""
     from agent.live.devices import DeviceError, SoundDeviceBackend, find_device
-    from agent.pipeline.pipeline import live_pipeline
 
     _setup_logging(verbose)
     cfg = _load(config)
@@ -53,13 +66,46 @@ def run(
         printer(Error(-1, str(e)))
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    console = None
+    if console_at is not None or cfg.console.enabled:  # imported only when asked for
+        try:
+            from agent.cli_console import start_console
+        except ModuleNotFoundError as e:
+            if e.name not in ("starlette", "uvicorn"):
+                raise
+            msg = (
+                f"the console needs {e.name}: BOLT_CONSOLE=1 bash launch/setup.sh run "
+                "(or pip install 'bolt-agent[console]')"
+            )
+            printer(Error(-1, msg))
+            typer.echo(f"error: {msg}", err=True)
+            raise typer.Exit(2) from None
+        console = start_console(cfg, console_at or "", printer)  # bound now: a busy port fails before loading
+    try:
+        _listen(cfg, printer, backend, console, verdict)
+    finally:
+        if console is not None:
+            console.close()
+    printer.note("stopped")
+
+
+def _listen(
+    cfg: Config, printer: EventPrinter, backend: SoundBackend, console: Console | None, verdict: Any
+) -> None:
+    """Load the models, open the devices and run the live pipeline until a signal."""
+    from agent.live.devices import DeviceError
+    from agent.pipeline.pipeline import live_pipeline
+
+    emit = console.tee(printer) if console is not None else printer  # the console sees every message
     with extend_timeout("loading models..."):  # systemd: a long first load is not a failed start
-        core, bus = build_agent(cfg, printer)  # loads and warms every model, emits "ready"
+        core, bus = build_agent(cfg, emit)  # loads and warms every model, emits "ready"
     # WATCHDOG=1 from the listener loop itself: if it hangs, the pings stop and systemd restarts us.
     pipeline = live_pipeline(core, bus, backend, heartbeat=Watchdog())
     try:
         with stop_on_signals(pipeline.stop):
             pipeline.start()
+            if console is not None:
+                console.attach(core, bus, pipeline, verdict)
             log.info("ready: listening")
             printer.note("listening (Ctrl-C stops)")
             notify("READY=1\nSTATUS=listening")  # systemd Type=notify: models are warm, devices open
@@ -75,7 +121,6 @@ def run(
         notify("STOPPING=1\nSTATUS=stopping: parking the robot")
         pipeline.close()
         core.close()
-    printer.note("stopped")
 
 
 def bench(
@@ -91,14 +136,17 @@ def bench(
         bool,
         typer.Option(
             "--accuracy",
-            help="measure tool-call accuracy on the spoken "
-            "commands (with and without ASR biasing) instead of latency",
+            help="measure tool-call accuracy and reply checks on the spoken "
+            "commands (with and without ASR biasing, and as one conversation) instead of latency",
         ),
     ] = False,
 ) -> None:
     """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
 
-    With ``--accuracy``: the fraction of spoken commands whose tool calls match the manifest.
+    Latency includes the floor (the unavoidable work at the model's measured raw speeds) and
+    voice-to-voice over it. With ``--accuracy``: the fraction of spoken commands whose tool
+    calls match the manifest, and of replies that fit (data passed on, no copy of the
+    previous reply, chat answered).
     """
     from agent.bench import format_report, run_bench
 

@@ -220,11 +220,16 @@ class Skipped(Event):
 
 @dataclass(frozen=True)
 class ReplyDelta(Event):
-    """Reply text as the model writes it (no markup), for the sentence chunker."""
+    """Reply text as the model writes it (no markup), for the sentence chunker.
+
+    ``flush``: the text so far is a finished utterance (a model round that spoke, with another
+    round to come): release it for synthesis now instead of waiting for the next sentence.
+    """
 
     name: ClassVar[str] = "reply_delta"
     public: ClassVar[bool] = False
     text: str = ""
+    flush: bool = False
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,14 @@ class Completions:
             pass
         return gen
 
+    def prefill(self, prompt: str) -> int:
+        """Evaluate ``prompt`` into the KV cache ahead of its turn, if this engine can.
+
+        The default does nothing and returns 0 (tokens evaluated): engines without a local
+        KV cache gain nothing from it.
+        """
+        return 0
+
     def warmup(self, prompt: str) -> float:
         """Evaluate a representative prompt once (fills the KV cache, pays first-batch costs); returns ms."""
         t0 = time.perf_counter()
@@ -194,6 +202,33 @@ class ChatModel(Completions):
                 break
             n += 1
         return n
+
+    def prefill(self, prompt: str) -> int:
+        """Evaluate a likely next prompt into the KV cache now (an early model start).
+
+        The next :meth:`stream` whose prompt starts with these tokens evaluates only the rest
+        (llama-cpp-python reuses the longest cached prefix); a prompt that differs (the user
+        went on speaking) shares at least the history before the user's turn, so a discard costs
+        nothing but the time already spent. Skipped when the model is busy generating.
+
+        Args:
+            prompt: A rendered prompt (from :meth:`render`).
+
+        Returns:
+            Tokens evaluated (0: skipped, already cached, or too long for ``n_ctx``).
+        """
+        tokens = self.tokenize(prompt)
+        if len(tokens) + 1 > self.n_ctx or not self._lock.acquire(blocking=False):
+            return 0
+        try:
+            keep = self._cached_prefix(tokens)
+            if keep >= len(tokens) - 1:
+                return 0
+            self.llm.n_tokens = keep
+            self.llm.eval(tokens[keep:])
+            return len(tokens) - keep
+        finally:
+            self._lock.release()
 
     # --- generation -------------------------------------------------------------------
     def stream(

@@ -6,9 +6,14 @@ schemas, so the output is always parseable and only names real tools::
 
     {"call": {"tool": "wave", "arguments": {"hand": "right"}}, "say": "Hello there!"}
 
-The call comes first so the model decides on an action before it talks; ``say`` is
-what the robot speaks. Measured here: with this grammar even the 135M model picks the right
-tool for simple commands. The tools are described in the system prompt in a compact,
+The call comes first so the model decides on an action before it talks (and the tool prior
+below acts on that choice); ``say`` is what the robot speaks. Only skills declared
+``follow_up=False`` (movements) carry ``say`` with their call, a short acknowledgement the
+model picks ("Sure!"): the call runs as soon as its object is complete
+(:class:`CallStreamer`), so the arm moves while the speech is still being written and
+synthesized. A data skill's call has no ``say``: its result is spoken in the
+next round. Measured here: with this grammar even the 135M model picks the right tool for
+simple commands. The tools are described in the system prompt in a compact,
 signature-like form (the template of such models has no tool slot).
 
 A 135M model still picks tools almost at random from names alone (measured on the command
@@ -27,24 +32,38 @@ from agent.skills import Skill
 
 NO_TOOL = "none"
 SAY_MAX_CHARS = 160
+ACKNOWLEDGEMENTS = ("Sure!", "Okay!", "All right!", "Of course!", "On it!", "Here I go!")
+"""What the robot may say with a call that needs no follow-up: the model picks one. Free text
+there wandered on SmolLM2-135M (measured: "Sure! Here's a little joke about your tool." while
+waving, "You can't do that!" while setting a timer); a short acknowledgement is always right
+and is a complete sentence after a couple of tokens, so its audio starts at once."""
 
 
-def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any]:
-    """JSON schema of one grammar-constrained reply: either one tool call, or speech.
+def reply_schema(
+    skills: list[Skill], allow_tools: bool = True, acks: tuple[str, ...] = ACKNOWLEDGEMENTS
+) -> dict[str, Any]:
+    """JSON schema of one grammar-constrained reply: a tool call, speech, or both.
 
-    ``{"call": {"tool": NAME, "arguments": {...}}}`` acts; ``{"call": {"tool": "none"},
-    "say": TEXT}`` speaks. Speech only after acting means what the robot says is grounded
-    in the tool's result (a 135M model otherwise announces a made-up time before
-    ``get_time`` has answered). One call per round keeps the choice simple; a multi-step
+    ``{"call": {"tool": NAME, "arguments": {...}}}`` calls a skill whose result needs a
+    spoken follow-up (``follow_up=True``: ``get_time``); the next round speaks about the
+    result, so what the robot says is grounded in it (a 135M model otherwise announces a
+    made-up time before ``get_time`` has answered). ``{"call": {"tool": NAME, "arguments":
+    {...}}, "say": ACK}`` calls a skill without follow-up (``wave``) and speaks in the same
+    round, after the call so the words follow the choice; ``ACK`` is one of
+    :data:`ACKNOWLEDGEMENTS`. ``{"call": {"tool": "none"},
+    "say": TEXT}`` only speaks. One call per round keeps the choice simple; a multi-step
     request ("turn, then wave") takes several rounds.
 
     Args:
         skills: Tools the model may call.
         allow_tools: False gives the speech-only variant, used on the last round.
+        acks: What a call without follow-up may say (a later round of a multi-step command
+            leaves out what an earlier one said, so the robot does not repeat itself).
 
     Returns:
         A JSON schema object for ``LlamaGrammar.from_json_schema``.
     """
+    say = {"type": "string", "minLength": 2, **({"maxLength": SAY_MAX_CHARS} if SAY_MAX_CHARS else {})}
     variants: list[dict[str, Any]] = []
     for s in skills if allow_tools else []:
         args = {k: v for k, v in s.parameters.items() if k in ("type", "properties", "required")}
@@ -54,17 +73,16 @@ def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any
             "properties": {"tool": {"const": s.name}, "arguments": args},
             "required": ["tool", "arguments"],
         }
-        variants.append({"type": "object", "properties": {"call": call}, "required": ["call"]})
+        if s.follow_up:
+            variants.append({"type": "object", "properties": {"call": call}, "required": ["call"]})
+        else:  # key order is the grammar's order: call first, then say
+            ack = {"type": "string", "enum": list(acks or ACKNOWLEDGEMENTS)}
+            variants.append(
+                {"type": "object", "properties": {"call": call, "say": ack}, "required": ["call", "say"]}
+            )
     speak = {"type": "object", "properties": {"tool": {"const": NO_TOOL}}, "required": ["tool"]}
     variants.append(
-        {
-            "type": "object",
-            "properties": {
-                "call": speak,
-                "say": {"type": "string", **({"maxLength": SAY_MAX_CHARS} if SAY_MAX_CHARS else {})},
-            },
-            "required": ["call", "say"],
-        }
+        {"type": "object", "properties": {"call": speak, "say": say}, "required": ["call", "say"]}
     )
     return variants[0] if len(variants) == 1 else {"anyOf": variants}
 
@@ -123,12 +141,69 @@ def parse_reply(text: str) -> tuple[str, list[dict[str, Any]], str]:
     if not isinstance(data, dict):
         return "", [], "reply was not a JSON object"
     say = data.get("say") if isinstance(data.get("say"), str) else ""
-    call = data.get("call") if isinstance(data.get("call"), dict) else {}
-    name = call.get("tool")
+    call = _call_of(data.get("call"))
+    return say.strip(), [call] if call else [], ""
+
+
+def _call_of(obj: Any) -> dict[str, Any] | None:
+    """The ``{"name", "arguments"}`` call of a reply's ``call`` object (None for ``"none"``)."""
+    if not isinstance(obj, dict):
+        return None
+    name = obj.get("tool")
     if not isinstance(name, str) or name == NO_TOOL:
-        return say.strip(), [], ""
-    args = call.get("arguments") if isinstance(call.get("arguments"), dict) else {}
-    return say.strip(), [{"name": name, "arguments": args}], ""
+        return None
+    args = obj.get("arguments") if isinstance(obj.get("arguments"), dict) else {}
+    return {"name": name, "arguments": args}
+
+
+class CallStreamer:
+    """Spot the end of the ``call`` object in a grammar-constrained reply while it is generated.
+
+    ``feed(piece)`` returns the call as ``{"name", "arguments"}`` once, on the piece that
+    closes the ``call`` object, so the tool can run while the model still writes ``say``
+    (the robot starts moving as it starts talking). ``"none"`` gives nothing. Works because
+    the grammar puts ``call`` first: the first object nested in the reply is the call.
+    """
+
+    def __init__(self) -> None:
+        self._buf = ""
+        self._depth = 0
+        self._in_str = False
+        self._esc = False
+        self._start = -1
+        self.done = False
+        """The call object is complete (whether or not it named a tool)."""
+
+    def feed(self, piece: str) -> dict[str, Any] | None:
+        """Add generated text; return the call when this piece completed it, else None."""
+        if self.done:
+            return None
+        start = len(self._buf)
+        self._buf += piece
+        for i in range(start, len(self._buf)):
+            ch = self._buf[i]
+            if self._in_str:  # braces inside strings are text, not structure
+                if self._esc:
+                    self._esc = False
+                elif ch == "\\":
+                    self._esc = True
+                elif ch == '"':
+                    self._in_str = False
+            elif ch == '"':
+                self._in_str = True
+            elif ch == "{":
+                self._depth += 1
+                if self._depth == 2 and self._start < 0:
+                    self._start = i
+            elif ch == "}":
+                self._depth -= 1
+                if self._depth == 1 and self._start >= 0:
+                    self.done = True
+                    try:
+                        return _call_of(json.loads(self._buf[self._start : i + 1]))
+                    except json.JSONDecodeError:
+                        return None
+        return None
 
 
 STOPWORDS = frozenset({"get", "set", "the", "and", "for", "you", "can", "your", "with", "make", "please"})
@@ -136,6 +211,15 @@ STOPWORDS = frozenset({"get", "set", "the", "and", "for", "you", "can", "your", 
 
 def _words(text: str) -> set[str]:
     return set(re.findall(r"[a-z]+", text.lower()))
+
+
+def name_words(name: str) -> set[str]:
+    """The words of a tool's name that the user must all say for a name match.
+
+    Split at ``_``, generic verbs (:data:`STOPWORDS`) left out, short words kept: ``look_at``
+    needs "look" *and* "at", so "please look to the left" names ``look``, not ``look_at``.
+    """
+    return {w for w in name.lower().split("_") if w and w not in STOPWORDS}
 
 
 def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float) -> dict[str, float]:
@@ -162,8 +246,8 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     text = " ".join(re.findall(r"[a-z]+", user_text.lower()))
     out: dict[str, float] = {}
     for s in skills:
-        parts = {w for w in s.name.lower().split("_") if len(w) > 2 and w not in STOPWORDS}
-        keys = parts | {k for k in s.keywords if " " not in k}
+        parts = name_words(s.name)
+        keys = {w for w in parts if len(w) > 2} | {k for k in s.keywords if " " not in k}
         phrase = any(f" {k} " in f" {text} " for k in s.keywords)  # keywords may be phrases ("look at")
         # The whole name said ("emergency stop" — not just "stop"), or one of its keywords.
         if (parts and parts <= said) or phrase:
@@ -178,6 +262,59 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     return out
 
 
+def tool_words(user_text: str, skill: Skill) -> set[str]:
+    """The user's words that point at ``skill``, as :func:`tool_prior` finds them (empty: none do).
+
+    Its name's words when all were said, the words of each keyword said, or, failing those,
+    the said words sharing a 4-letter stem with one of them ("dancing").
+    """
+    said = _words(user_text)
+    text = f" {' '.join(re.findall(r'[a-z]+', user_text.lower()))} "
+    parts = name_words(skill.name)
+    out = set(parts) if parts and parts <= said else set()
+    for k in skill.keywords:
+        if f" {k} " in text:
+            out |= set(k.split())
+    if not out:
+        keys = {w for w in parts if len(w) > 2} | {k for k in skill.keywords if " " not in k}
+        out = {w for w in said if len(w) >= 4 and any(len(k) >= 4 and k[:4] == w[:4] for k in keys)}
+    return out
+
+
+def tools_left(user_text: str, skills: list[Skill], called: set[str], bonus: float) -> dict[str, float]:
+    """:func:`tool_prior` for a later round of a turn: only tools the user's words still point at.
+
+    A tool not yet called keeps its bonus only when some of the words that point at it are
+    not explained by a tool already called: after ``look_at`` for "look to the left", ``look``
+    (pointed at by the same word) is not wanted too; after ``wave`` for "turn your head and
+    then wave", ``look`` (pointed at by "turn") still is.
+
+    Args:
+        user_text: What the user said this turn.
+        skills: Tools on offer.
+        called: Tool names already called this turn.
+        bonus: Logit bonus for a full match (0 disables the prior: returns ``{}``).
+
+    Returns:
+        Tool name → logit bonus, as :func:`tool_prior` (``"none"`` positive when nothing is left).
+    """
+    bonuses = tool_prior(user_text, skills, called, bonus)
+    if not bonuses:
+        return bonuses
+    by_name = {s.name: s for s in skills}
+    covered: set[str] = set()
+    for name in called:
+        if name in by_name:
+            covered |= tool_words(user_text, by_name[name])
+    out = {
+        n: b
+        for n, b in bonuses.items()
+        if n != NO_TOOL and b > 0 and not tool_words(user_text, by_name[n]) <= covered
+    }
+    out[NO_TOOL] = -bonus if out else bonus
+    return out
+
+
 class ToolChoicePrior:
     """llama.cpp logits processor that turns :func:`tool_prior` bonuses into a bias on whole tool names.
 
@@ -186,7 +323,8 @@ class ToolChoicePrior:
     the lowest bonus among the names that the written text ``w`` can still become, a piece that
     takes the written value from ``w`` to ``w'`` gets ``L(w') - L(w)``. Along any spelling of a
     name the pieces' biases add up to that name's bonus (minus one constant), so a bonus is never
-    counted twice; and a shared piece gets the *lowest* bonus of its names, because a small
+    counted twice; and a shared piece gets the *lowest* bonus of its names (unless it already
+    spells a whole name, which then counts as that name), because a small
     model that writes an ambiguous piece has usually already chosen: measured on SmolLM2-135M
     after "what do you see", "d" goes on to "ance" (logit 35.3) far more than to "escribe"
     (20.8), so a bonus on "d" for ``describe_scene`` made the robot dance. The favoured name
@@ -228,7 +366,13 @@ class ToolChoicePrior:
         return self._first[text]
 
     def _floor(self, written: str) -> float | None:
-        """``L(written)``: the lowest bonus among the names the written value can still become."""
+        """``L(written)``: the lowest bonus among the names the written value can still become.
+
+        A value that already spells a whole name counts as that name: "look" for ``look``
+        (favoured) is not held back by ``look_at``, which would still need "_at".
+        """
+        if written[1:] in self.bonuses and written.startswith('"'):
+            return self.bonuses[written[1:]]
         vals = [b for t, b in self._targets if t.startswith(written)]
         return min(vals) if vals else None
 
@@ -322,6 +466,8 @@ def as_grammar_messages(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if m.get("tool_calls"):
                 fn = m["tool_calls"][0]["function"]
                 reply = {"call": {"tool": fn["name"], "arguments": fn["arguments"]}}
+                if m.get("content"):  # a call without follow-up speaks in the same reply
+                    reply["say"] = m["content"]
             else:
                 reply = {"call": {"tool": NO_TOOL}, "say": m["content"]}
             out.append({"role": "assistant", "content": json.dumps(reply)})

@@ -122,6 +122,9 @@ class PiperTTS:
             < 1 faster. Must be > 0.
         speaker_id: Speaker index for multi-speaker voices; ``None`` = the voice's default.
             A single-speaker voice accepts only ``None`` or 0.
+        noise_scale: Piper's audio variation (the voice's ``.onnx.json`` default when None);
+            0 with ``noise_w_scale`` 0 makes the same text give the same audio every time.
+        noise_w_scale: Piper's phoneme-duration variation (default: the voice's).
 
     Raises:
         TTSError: the voice or its config is missing or unreadable, ``length_scale`` ≤ 0, or
@@ -129,7 +132,14 @@ class PiperTTS:
 
     """
 
-    def __init__(self, voice_path: Path, length_scale: float = 1.0, speaker_id: int | None = None) -> None:
+    def __init__(
+        self,
+        voice_path: Path,
+        length_scale: float = 1.0,
+        speaker_id: int | None = None,
+        noise_scale: float | None = None,
+        noise_w_scale: float | None = None,
+    ) -> None:
         voice_path = Path(voice_path).expanduser()
         config_path = Path(f"{voice_path}.json")
         if not voice_path.is_file():
@@ -160,7 +170,12 @@ class PiperTTS:
                 f"{n_speakers} speaker(s): use 0..{n_speakers - 1} or leave it unset"
             )
         self._voice = voice
-        self._syn_config = SynthesisConfig(speaker_id=speaker_id, length_scale=length_scale)
+        self._syn_config = SynthesisConfig(
+            speaker_id=speaker_id,
+            length_scale=length_scale,
+            noise_scale=noise_scale,
+            noise_w_scale=noise_w_scale,
+        )
         self._lock = threading.Lock()
         self.voice_path = voice_path
 

@@ -1,8 +1,11 @@
 """Built-in movement skills: wave, nod, dance, look, play_animation, stop, emergency_stop.
 
 Movements start an animation on the robot and return at once, so the robot can speak
-while it moves; ``stop`` cancels whatever is running and holds position. Results are short
-first-person sentences: small models repeat them almost word for word.
+while it moves; ``stop`` cancels whatever is running and holds position. They are
+``follow_up=False``: the model says its words in the same round as the call, while the arm
+starts to move, and no second round reads the result back. Results are short first-person
+sentences (the model sees them in the history). ``emergency_stop`` keeps its follow-up: the
+user must hear that a person has to clear it.
 
 ``play_animation``'s ``name`` enum lists the robot's animations: the parameter is
 ``Annotated[str, Choices(ANIMATIONS, ...)]``, and the registry turns it into a ``Literal``
@@ -20,7 +23,7 @@ from agent.skills import ANIMATIONS, Choices, SkillContext, skill
 from hardware.factory import BUILTIN_ANIMATIONS
 
 
-@skill(keywords=("wave", "waving", "hello", "hi", "bye", "goodbye"))
+@skill(follow_up=False, keywords=("wave", "waving", "hello", "hi", "bye", "goodbye"))
 def wave(ctx: SkillContext, hand: Literal["left", "right"] = "right") -> str:
     """Wave hello with one hand.
 
@@ -34,21 +37,21 @@ def wave(ctx: SkillContext, hand: Literal["left", "right"] = "right") -> str:
     return f"I am waving my {hand} hand."
 
 
-@skill(keywords=("nod", "nodding", "yes", "agree"))
+@skill(follow_up=False, keywords=("nod", "nodding", "yes", "agree"))
 def nod(ctx: SkillContext) -> str:
     """Nod the head yes."""
     ctx.robot.play("nod")
     return "I am nodding my head."
 
 
-@skill(keywords=("dance", "dancing", "boogie"))
+@skill(follow_up=False, keywords=("dance", "dancing", "boogie"))
 def dance(ctx: SkillContext) -> str:
     """Do a short dance with arms and head."""
     ctx.robot.play("dance")
     return "I am dancing for you."
 
 
-@skill(clamp=True, keywords=("look", "turn", "face", "glance"))
+@skill(clamp=True, follow_up=False, keywords=("look", "turn", "face", "glance"))
 def look(
     ctx: SkillContext,
     yaw_deg: Annotated[
@@ -63,7 +66,7 @@ def look(
     return f"I am looking {yaw_deg:g} degrees to the side and {pitch_deg:g} degrees up."
 
 
-@skill(keywords=("stop", "halt", "freeze", "quiet", "enough"))
+@skill(follow_up=False, keywords=("stop", "halt", "freeze", "quiet", "enough"))
 def stop(ctx: SkillContext) -> str:
     """Stop moving at once and hold still."""
     ctx.robot.stop()
@@ -80,7 +83,7 @@ def emergency_stop(ctx: SkillContext) -> str:
 PACKAGED_ANIMATIONS = tuple(sorted(p.stem for p in BUILTIN_ANIMATIONS.glob("*.json")))
 
 
-@skill(keywords=("animation", "play", "perform", "show"))
+@skill(follow_up=False, keywords=("animation", "play", "perform", "show"))
 def play_animation(
     ctx: SkillContext,
     name: Annotated[str, Choices(ANIMATIONS, default=PACKAGED_ANIMATIONS)],

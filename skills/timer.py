@@ -2,7 +2,9 @@
 
 ``set_timer`` is asynchronous: the call returns at once ("started"), the robot keeps
 talking, and when the time is up the result enters the conversation and the robot says
-so — also when the user is silent.
+so — also when the user is silent. Its immediate result ("started") holds nothing the model
+did not write itself, so it is ``follow_up=False``: the confirmation is spoken in the round
+that sets the timer; the real result gets a turn of its own.
 """
 
 from typing import Annotated
@@ -12,7 +14,7 @@ from pydantic import Field
 from agent.skills import SkillContext, skill
 
 
-@skill(background=True, keywords=("timer", "remind", "countdown", "alarm"))
+@skill(background=True, follow_up=False, keywords=("timer", "remind", "countdown", "alarm"))
 def set_timer(
     ctx: SkillContext,
     seconds: Annotated[float, Field(gt=0, le=86400, description="timer length in seconds")],

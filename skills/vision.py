@@ -1,7 +1,9 @@
 """Vision skills: describe what the camera sees, and turn the head toward someone.
 
 Both read the vision service from ``ctx.scene`` (None when the robot has no camera: the
-skill then fails with a message the model can pass on).
+skill then fails with a message the model can pass on). ``describe_scene`` is data (its result
+is read back in a follow-up round); ``look_at`` is a movement (``follow_up=False``: spoken while
+the head turns; a failed call still gets its follow-up round).
 """
 
 from typing import Literal
@@ -30,7 +32,7 @@ def describe_scene(ctx: SkillContext) -> dict:
     return out
 
 
-@skill(keywords=("look at", "face", "turn to", "watch"))
+@skill(follow_up=False, keywords=("look at", "face", "turn to", "watch"))
 def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right", "centre"] = "face") -> str:
     """Turn the head toward the nearest face or person, or to the left, right or centre.
 

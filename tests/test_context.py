@@ -112,3 +112,16 @@ def test_compaction_keeps_calls_with_results_and_summarizes():
     assert dropped2 >= 1 and "tool3" in again[0]["content"]  # the earlier summary is carried over
     tiny, _ = compact(history, size, target=10)
     assert tiny == history[-4:]  # nothing but the current turn fits: no summary line either
+
+
+def test_early_start_leaves_only_the_last_token_for_the_turn(ctx):
+    conv = make(4096, ctx)
+    conv.warmup()
+    conv.turn("Hello there.", 0)
+    evaluated = conv.prefill("Tell me a joke about robots.")
+    assert evaluated > 5  # the user's words (and the tail of the previous reply) were read early
+    assert conv.prefill("Tell me a joke about robots.") == 0  # already cached
+    history = list(conv.history)
+    res = conv.turn("Tell me a joke about robots.", 1)
+    assert conv.history[: len(history)] == history  # prefill changed nothing in the conversation
+    assert res.prompt_tokens <= 2, res.prompt_tokens  # llama.cpp re-evaluates the last token only

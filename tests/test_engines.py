@@ -193,9 +193,9 @@ def test_llama_server_engine_runs_a_grammar_tool_call_turn(server_model, robot):
     assert any(joint.endswith("_arm") and deg > 100 for joint, deg in commands), commands
     said = "".join(spoken)
     assert said.strip() and first.text and not any(c in said for c in "{}") and '"tool"' not in said
-    # the byte-stable prefix stays in the server's KV cache: the next turn evaluates far fewer tokens
+    # the byte-stable prefix stays in the server's KV cache: the next turn evaluates a fraction of it
     second = conv.turn("Thank you.", 2)
-    assert 0 < second.prompt_tokens < first.prompt_tokens
+    assert 0 < second.prompt_tokens < server_model.count_tokens(conv.render()) / 2
     assert first.tokens_per_s > 0 and first.draft_acceptance is None
     gen = server_model.complete(conv.render(allow_tools=False), max_tokens=16)
     assert gen.completion_tokens > 1 and gen.tokens_per_s > 0 and gen.draft_acceptance is None

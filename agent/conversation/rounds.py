@@ -2,13 +2,16 @@
 
 * :class:`GrammarRounds` — for models without a tool format (the embedded SmolLM2): the
   reply is JSON held to a grammar built from the skills' schemas (:mod:`agent.toolgrammar`),
-  tools already called this turn left out; the ``say`` field streams to speech as it is
-  written; a lexical *tool prior* biases the tool-name position toward tools the user named.
+  tools already called this turn left out; the call is handed out as soon as its JSON object
+  is complete (it runs while ``say`` is still written), the ``say`` field streams to speech
+  as it is written; a lexical *tool prior* biases the tool-name position toward tools the
+  user named.
 * :class:`NativeRounds` — Bolt / Gemma 4 and Hermes markup, parsed by the streaming parsers
   of :mod:`agent.toolparse` (markup and thinking never reach speech), with the thinking
   budget as a logits processor.
 
-Both return ``(speech, calls, problem)`` where ``calls`` are ``{"name", "arguments"}`` dicts.
+Both return ``(speech, calls, problem)`` where ``calls`` are ``{"name", "arguments"}`` dicts
+(in grammar mode including a call already handed to ``on_call`` during the round).
 """
 
 from __future__ import annotations
@@ -23,7 +26,15 @@ from agent.conversation.prompt import Prompter
 from agent.llm import ChatModel, Generation
 from agent.reasoning import ThinkingBudget, ThinkingStats, markers_for
 from agent.skills import SkillRegistry
-from agent.toolgrammar import NO_TOOL, SayStreamer, ToolChoicePrior, parse_reply, reply_schema
+from agent.toolgrammar import (
+    ACKNOWLEDGEMENTS,
+    NO_TOOL,
+    CallStreamer,
+    SayStreamer,
+    ToolChoicePrior,
+    parse_reply,
+    reply_schema,
+)
 
 RoundOutput = tuple[str, list[dict[str, Any]], str]
 
@@ -38,16 +49,19 @@ class GrammarRounds:
 
     def __init__(self, model: ChatModel, registry: SkillRegistry) -> None:
         self.model, self.registry = model, registry
-        self._grammars: dict[tuple[bool, frozenset[str]], Any] = {}
+        self._grammars: dict[tuple[bool, frozenset[str], tuple[str, ...]], Any] = {}
 
-    def grammar(self, allow_tools: bool, exclude: frozenset[str] = frozenset()) -> Any:
-        """Grammar for a round; tools in ``exclude`` (called this turn) are left out."""
-        key = (allow_tools, exclude)
+    def grammar(
+        self, allow_tools: bool, exclude: frozenset[str] = frozenset(), said: frozenset[str] = frozenset()
+    ) -> Any:
+        """Grammar for a round; tools in ``exclude`` and acknowledgements in ``said`` are left out."""
+        acks = tuple(a for a in ACKNOWLEDGEMENTS if a not in said) or ACKNOWLEDGEMENTS
+        key = (allow_tools, exclude, acks)
         if key not in self._grammars:
             from llama_cpp import LlamaGrammar
 
             skills = [s for s in self.registry.skills.values() if s.name not in exclude]
-            schema = reply_schema(skills, allow_tools and bool(skills))
+            schema = reply_schema(skills, allow_tools and bool(skills), acks)
             self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
         return self._grammars[key]
 
@@ -60,9 +74,32 @@ class GrammarRounds:
         cancel: threading.Event | None,
         bonuses: dict[str, float],
         done: frozenset[str],
+        on_call: Callable[[dict[str, Any]], None] | None = None,
+        barge_in: threading.Event | None = None,
+        said: frozenset[str] = frozenset(),
     ) -> RoundOutput:
-        """Generate one round; the ``say`` text streams to ``on_text`` while it is written."""
+        """Generate one round; the ``say`` text streams to ``on_text`` while it is written.
+
+        Args:
+            prompt: The rendered prompt.
+            gen: Receives the round's text and timings.
+            allow_tools: Offer the tool variants (else speech only).
+            on_text: Receives speech deltas.
+            cancel: Set when no more speech is wanted (sentence cap or barge-in); a tool
+                round still writes its call to the end first.
+            barge_in: Set to stop at once, call or not (the user interrupted).
+            said: What earlier rounds of the turn said (not offered again as an acknowledgement).
+            bonuses: Tool prior, tool name → logit bonus.
+            done: Tools called earlier this turn (left out of the grammar).
+            on_call: Receives the call the moment its JSON object is complete, before
+                ``say`` is written; None: the caller runs the returned calls after the round.
+
+        Returns:
+            ``(speech, calls, problem)``; ``calls`` holds the call handed to ``on_call`` too.
+        """
         streamer = SayStreamer()
+        spotter = CallStreamer()
+        early: dict[str, Any] | None = None
         llm = self.model.llm
 
         def prior(n_prompt: int) -> ToolChoicePrior:
@@ -75,17 +112,44 @@ class GrammarRounds:
                 names,
             )
 
+        # A multi-step command's later round may start with the sentence cap already spent:
+        # its call still counts, so the cap stops it only once the call is written.
+        stop = _StopAfterCall(cancel, barge_in, spotter) if allow_tools else cancel
         for piece in self.model.stream(
             prompt,
             gen,
-            grammar=self.grammar(allow_tools, done),
-            cancel=cancel,
+            grammar=self.grammar(allow_tools, done, said),
+            cancel=stop,
             logits_processor=prior if allow_tools and bonuses else None,
         ):
+            if not spotter.done:
+                call = spotter.feed(piece)
+                if call is not None and on_call is not None:
+                    early = call
+                    on_call(call)
             delta = streamer.feed(piece)
             if delta and on_text:
                 on_text(delta)
-        return parse_reply(gen.text)
+        say, calls, problem = parse_reply(gen.text)
+        if early is not None:  # the call ran; only its speech can have been cut short
+            calls = [early]
+            problem = (
+                "reply was cut off after its tool call ran; its speech may be incomplete" if problem else ""
+            )
+        return say, calls, problem
+
+
+class _StopAfterCall:
+    """Event-like stop for a tool round: a barge-in stops it at once, ``speech_done`` only after the call."""
+
+    def __init__(self, speech_done: Any, barge_in: Any, spotter: CallStreamer) -> None:
+        self.speech_done, self.barge_in, self.spotter = speech_done, barge_in, spotter
+
+    def is_set(self) -> bool:
+        """Whether generation should stop now."""
+        if self.barge_in is not None and self.barge_in.is_set():
+            return True
+        return self.speech_done is not None and self.speech_done.is_set() and self.spotter.done
 
 
 class NativeRounds:

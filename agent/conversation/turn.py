@@ -2,7 +2,11 @@
 
 A turn is at most ``max_tool_rounds`` model rounds; each round's tool calls run (validated,
 never raising) and their results go back to the model. The last allowed round offers no
-tools, so every turn ends in speech. Guards: identical repeated calls are answered with a
+tools, so every turn ends in speech. In grammar mode a call runs the moment its JSON object
+is complete, while the model still writes the words it says with it; a round whose calls
+all went to skills without follow-up (``@skill(follow_up=False)``: movements), all
+succeeded, and that spoke, ends the turn, unless the user's words still point at a tool not
+yet called ("turn left and then wave"). Guards: identical repeated calls are answered with a
 warning after 3 and stop the turn after 5; unknown tools and bad arguments become error
 results the model sees; calls after the round budget are not run. Speech streams out
 through ``on_text`` (after conversational mode's sentence cap); tool calls and results go
@@ -11,6 +15,7 @@ out as messages through ``emit``.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
@@ -28,7 +33,7 @@ from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.llm import ChatModel, Generation
 from agent.sentences import SentenceCap, limit_sentences
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
-from agent.toolgrammar import NO_TOOL, tool_prior
+from agent.toolgrammar import NO_TOOL, tool_prior, tools_left
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +80,28 @@ class TurnResult:
     def draft_acceptance(self) -> float | None:
         """Accepted share of drafted tokens, 0..1; None without a drafter."""
         return self.draft_accepted / self.draft_tokens if self.draft_tokens else None
+
+
+def _last_turn_speech(history: list[dict[str, Any]]) -> list[str]:
+    """What the assistant said in the newest turn of ``history``, one entry per round that spoke."""
+    out: list[str] = []
+    for msg in reversed(history):
+        if msg["role"] == "user":
+            break
+        if msg["role"] == "assistant" and msg.get("content"):
+            out.append(msg["content"].strip())
+    return out
+
+
+@dataclass
+class _RoundCalls:
+    """The calls one round ran (during generation or after it), with their tool messages in order."""
+
+    id_prefix: str
+    first: int  # index of the round's first call in ``TurnResult.calls``
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    stop: bool = False  # a repeated-call loop must stop the turn
 
 
 class Conversation:
@@ -126,6 +153,26 @@ class Conversation:
         finally:
             self.history.pop()
 
+    def prefill(self, text: str, state: str | None = None) -> int:
+        """Early model start: evaluate the first round's prompt for ``text`` before the turn starts.
+
+        Renders the prompt exactly as :meth:`turn` would for ``text`` (same ``state``) without
+        changing the history, and hands it to the model's KV cache. If the turn then starts
+        with the same words only the rest is evaluated; if the user went on, the history
+        before this turn is still cached, so a discard is cheap.
+
+        Args:
+            text: The transcript so far.
+            state: The app state line the turn would carry.
+
+        Returns:
+            Prompt tokens evaluated (0 when skipped: busy model or an engine without a cache).
+        """
+        content = f"{text}\n\n[{state}]" if state else text
+        msgs = [*self.history, {"role": "user", "content": content}]
+        allow_tools = bool(self.registry.skills)
+        return self.model.prefill(self.prompter.render(msgs, allow_tools, self.thinks(allow_tools)))
+
     def fit_context(self, allow_tools: bool = True, think: bool = False) -> int:
         """Compact the history when the next prompt leaves no room to answer; returns turns dropped."""
 
@@ -145,6 +192,7 @@ class Conversation:
         on_text: Callable[[str], None] | None = None,
         cancel: threading.Event | None = None,
         tools: bool = True,
+        on_pause: Callable[[], None] | None = None,
     ) -> TurnResult:
         """Run one user turn to the end.
 
@@ -156,11 +204,14 @@ class Conversation:
             on_text: Receives speech text deltas as they are generated.
             cancel: Set to stop generation (barge-in); the turn ends with what was produced.
             tools: Offer tools (False for turns that only report a background result).
+            on_pause: Called before a round when an earlier round spoke: what was said so
+                far is finished and can be synthesized without waiting for more text.
 
         Returns:
             The :class:`TurnResult`; never raises for model or tool problems.
         """
         content = f"{text}\n\n[{state}]" if state else text
+        before = _last_turn_speech(self.history)  # not acknowledged the same way twice in a row
         self.history.append({"role": "user", "content": content})
         res = TurnResult()
         cap = SentenceCap(
@@ -168,31 +219,44 @@ class Conversation:
         )
         seen: dict[str, int] = {}
         spoken: list[str] = []
+        skills = list(self.registry.skills.values())
         for rnd in range(self.cfg.max_tool_rounds):
             allow_tools = tools and rnd < self.cfg.max_tool_rounds - 1 and bool(self.registry.skills)
             bonuses: dict[str, float] = {}
+            done = frozenset(name for name, _, _ in res.calls)
             if self.format == "grammar" and allow_tools:
-                bonuses = tool_prior(
-                    text,
-                    list(self.registry.skills.values()),
-                    {name for name, _, _ in res.calls},
-                    self.cfg.tool_prior_bonus,
-                )
-                # After the first round a small model tends to repeat itself: offer tools again
-                # only when the user's words still point at one not yet called.
-                if rnd > 0 and self.cfg.tool_prior_bonus > 0 and bonuses.get(NO_TOOL, 0) > 0:
-                    allow_tools = False
+                prior = tool_prior if rnd == 0 else tools_left
+                bonuses = prior(text, skills, set(done), self.cfg.tool_prior_bonus)
+                # After the first round a small model tends to repeat itself or wander off:
+                # offer tools again only when the user's words still point at one not yet
+                # called, and then only those.
+                if rnd > 0 and self.cfg.tool_prior_bonus > 0:
+                    if bonuses.get(NO_TOOL, 0) > 0:
+                        allow_tools = False
+                    else:
+                        done = frozenset(n for n in self.registry.skills if n not in bonuses)
+            if spoken and on_pause is not None:
+                on_pause()
             res.rounds += 1
             gen = Generation()
+            ran = _RoundCalls(f"t{turn_id}r{rnd}c", len(res.calls))
+            run_now = functools.partial(self._run_call, ran, turn_id, seen, res)
             try:
                 say, calls, problem = self._round(
-                    allow_tools, gen, cap, bonuses, frozenset(name for name, _, _ in res.calls)
+                    allow_tools,
+                    gen,
+                    cap,
+                    bonuses,
+                    done,
+                    run_now if allow_tools else None,
+                    frozenset(spoken + before),
                 )
             except Exception as e:  # a model failure must not lose the conversation
                 log.exception("turn %d: model round failed", turn_id)
                 res.problems.append(f"model error: {e}")
                 say, calls, problem = SORRY, [], ""
                 cap.feed(say)
+            calls = ran.calls + calls[len(ran.calls) :]  # a call that ran stays, even if the round failed
             cap.flush()
             self._account(res, gen, rnd)
             if problem and not cap.cancel.is_set():  # output cut by the cap or a barge-in is expected
@@ -207,13 +271,49 @@ class Conversation:
             self.history.append(
                 hist.assistant_message(say, calls, gen.text if self.format == "grammar" else "")
             )
+            for call in calls[len(ran.calls) :]:  # calls not handed out during the round run now
+                run_now(call)
+            self.history.extend(ran.messages)  # tool results after the assistant message that called
             if not calls or cap.user_cancelled():
                 break
-            if self._run_calls(calls, turn_id, rnd, seen, res):
+            if ran.stop:
                 res.problems.append("stopped a repeated tool call loop")
+                break
+            if not self._needs_next_round(text, say, res, ran.first, rnd, tools, not cap.cancel.is_set()):
                 break
         res.text = limit_sentences(hist.join_unique(spoken), cap.limit)
         return res
+
+    def _needs_next_round(
+        self,
+        text: str,
+        say: str,
+        res: TurnResult,
+        first: int,
+        rnd: int,
+        tools: bool,
+        may_speak: bool,
+    ) -> bool:
+        """After a round with calls: whether the model takes another round.
+
+        Always in native formats. In grammar mode: when the round's calls need words (a
+        skill with follow-up, a failed call, or a round that said nothing) and the sentence
+        cap leaves room for them; otherwise only when the user's words still point at a
+        tool not yet called and the next round could still call it.
+        """
+        if self.format != "grammar":
+            return True
+        needs_words = not say.strip()
+        for name, _, outcome in res.calls[first:]:
+            sk = self.registry.skills.get(name)
+            needs_words |= sk is None or sk.follow_up or not outcome.ok
+        if needs_words and may_speak:
+            return True
+        if not tools or rnd + 1 >= self.cfg.max_tool_rounds - 1:  # the next round could only talk
+            return False
+        called = {name for name, _, _ in res.calls}
+        left = tools_left(text, list(self.registry.skills.values()), called, self.cfg.tool_prior_bonus)
+        return any(v > 0 for name, v in left.items() if name != NO_TOOL)
 
     def _round(
         self,
@@ -222,12 +322,23 @@ class Conversation:
         cap: SentenceCap,
         bonuses: dict[str, float],
         done: frozenset[str],
+        on_call: Callable[[dict[str, Any]], None] | None,
+        said: frozenset[str],
     ) -> RoundOutput:
         think = self.thinks(allow_tools)
         gen.extra["dropped_turns"] = self.fit_context(allow_tools, think)
         if self.format == "grammar":
             return self._grammar_rounds.run(
-                self.render(allow_tools), gen, allow_tools, cap.feed, cap.cancel, bonuses, done
+                self.render(allow_tools),
+                gen,
+                allow_tools,
+                cap.feed,
+                cap.cancel,
+                bonuses,
+                done,
+                on_call,
+                cap.user_cancel,
+                said,
             )
         return self._native_rounds.run(self.render(allow_tools, think), gen, think, cap.feed, cap.cancel)
 
@@ -246,44 +357,44 @@ class Conversation:
         if rnd == 0:
             res.ttft_ms = gen.ttft_ms
 
-    def _run_calls(
-        self, calls: list[dict[str, Any]], turn_id: int, rnd: int, seen: dict[str, int], res: TurnResult
-    ) -> bool:
-        """Run one round's calls; True when a repeated-call loop must stop the turn."""
+    def _run_call(
+        self, ran: _RoundCalls, turn_id: int, seen: dict[str, int], res: TurnResult, call: dict[str, Any]
+    ) -> None:
+        """Run one call of a round (repeat guards included), report it, keep its tool message in ``ran``."""
+        call_id = f"{ran.id_prefix}{len(ran.calls)}"
+        key = json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
+        seen[key] = seen.get(key, 0) + 1
+        self.emit(ToolCall(turn_id, call["name"], call["arguments"], call_id))
         stop_turn = False
-        for i, call in enumerate(calls):
-            key = json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
-            seen[key] = seen.get(key, 0) + 1
-            call_id = f"t{turn_id}r{rnd}c{i}"
-            self.emit(ToolCall(turn_id, call["name"], call["arguments"], call_id))
-            if seen[key] >= REPEAT_STOP:
-                outcome = ToolOutcome(
-                    False, f"{call['name']} was called {seen[key]} times with the same arguments; stopped"
-                )
-                stop_turn = True
-            elif seen[key] >= REPEAT_WARN:
-                outcome = ToolOutcome(
-                    False,
-                    f"{call['name']} already ran {seen[key] - 1} times with these "
-                    f"arguments this turn; do not call it again, answer the user",
-                )
-            else:
-                outcome = self.registry.call(
-                    call["name"], call["arguments"], self.ctx, self.background.callback(call["name"], call_id)
-                )
-            self.emit(ToolResult(turn_id, call["name"], outcome.ok, outcome.result, call_id))
-            res.calls.append((call["name"], call["arguments"], outcome))
-            self.history.append(
-                {
-                    "role": "tool",
-                    "name": call["name"],
-                    "tool_call_id": call_id,
-                    "content": json.dumps(outcome.result, default=str)
-                    if outcome.ok
-                    else f"ERROR: {outcome.result}",
-                }
+        if seen[key] >= REPEAT_STOP:
+            outcome = ToolOutcome(
+                False, f"{call['name']} was called {seen[key]} times with the same arguments; stopped"
             )
-        return stop_turn
+            stop_turn = True
+        elif seen[key] >= REPEAT_WARN:
+            outcome = ToolOutcome(
+                False,
+                f"{call['name']} already ran {seen[key] - 1} times with these "
+                f"arguments this turn; do not call it again, answer the user",
+            )
+        else:
+            outcome = self.registry.call(
+                call["name"], call["arguments"], self.ctx, self.background.callback(call["name"], call_id)
+            )
+        self.emit(ToolResult(turn_id, call["name"], outcome.ok, outcome.result, call_id))
+        res.calls.append((call["name"], call["arguments"], outcome))
+        ran.calls.append(call)
+        ran.messages.append(
+            {
+                "role": "tool",
+                "name": call["name"],
+                "tool_call_id": call_id,
+                "content": json.dumps(outcome.result, default=str)
+                if outcome.ok
+                else f"ERROR: {outcome.result}",
+            }
+        )
+        ran.stop |= stop_turn
 
     # --- background results and history surgery ------------------------------------------------------
     @property

@@ -128,6 +128,9 @@ class TurnDriver:
         def on_text(delta: str) -> None:
             self.speech.put(ReplyDelta(tid, delta))
 
+        def on_pause() -> None:  # a round spoke and another follows: speak what was said now
+            self.speech.put(ReplyDelta(tid, "", flush=True))
+
         t0 = time.perf_counter()
         conv = self.core.conversation
         result: TurnResult | None
@@ -135,7 +138,9 @@ class TurnDriver:
             if background is not None:
                 result = conv.background_turn(background, tid, on_text=on_text, cancel=cancel)
             else:
-                result = conv.turn(text, tid, state=state, on_text=on_text, cancel=cancel, tools=tools)
+                result = conv.turn(
+                    text, tid, state=state, on_text=on_text, cancel=cancel, tools=tools, on_pause=on_pause
+                )
         except Exception as e:  # never lose the turn: apologise
             log.exception("turn %d failed", tid)
             self.publish(Error(tid, f"model error: {e}"))

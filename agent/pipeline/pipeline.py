@@ -105,6 +105,7 @@ class Pipeline:
             judge=core.end_of_turn,
             on_verdict=self.listener.verdict,
             wants=self.listener.wants,
+            prefill=self._prefill,
         )
         self.driver = TurnDriver(
             core, self.driver_q, self.speech_q, self.gate, bus.publish, self._may_speak_up, self._turn_started
@@ -303,6 +304,12 @@ class Pipeline:
             and not self._busy()
             and not self.sink.busy
         )
+
+    def _prefill(self, text: str) -> None:
+        """Early model start for a turn that may end at this pause (only while nothing else runs)."""
+        if not self._busy() and not self.sink.busy:
+            n = self.core.conversation.prefill(text, self.core.state_line())
+            log.debug("early start: %d prompt tokens evaluated for %r", n, text)
 
     def _turn_started(self, turn: UserTurn, unprompted: bool) -> None:
         self.bus.book.open(

@@ -97,10 +97,11 @@ class SpeechStage:
         tid = msg.turn_id
         if isinstance(msg, ReplyDelta):
             if not self.streaming:
-                self._whole.setdefault(tid, []).append(msg.text)
+                # A flush ends a round: the next round's words are a new sentence, not glued on.
+                self._whole.setdefault(tid, []).append(msg.text + (" " if msg.flush else ""))
                 return
             stream = self._streams.setdefault(tid, SentenceStream(self.clause_chars))
-            for piece in stream.feed(msg.text):
+            for piece in stream.feed(msg.text) + (stream.flush() if msg.flush else []):
                 self._piece(tid, piece)
         elif isinstance(msg, ReplyEnd):
             if self.streaming:

@@ -32,7 +32,10 @@ from agent.skills import SkillContext, skill
 
 # keywords: words people say when they want this skill; they help the speech recognizer
 # and small models pick it. clamp=True clamps numbers into range instead of rejecting them.
-@skill(keywords=("{name}",), clamp=True)
+# follow_up=False: the result only confirms an action, so the robot speaks while it moves and
+# the result is not read back. Leave it out (default True) when the user wants to hear the
+# result (a reading, a lookup): the model then takes a second round to say it.
+@skill(keywords=("{name}",), clamp=True, follow_up=False)
 def {name}(
     ctx: SkillContext,  # the robot and clock; not shown to the model
     mode: Literal["gentle", "big"] = "gentle",  # Literal -> the model picks one of these
@@ -41,7 +44,7 @@ def {name}(
     """Say in one line what this skill does (the model reads this)."""
     # Move the robot: joint names come from the config, degrees are clamped to joint limits.
     ctx.robot.move({{"head_pitch": angle_deg if mode == "big" else angle_deg / 2}}, duration_ms=500)
-    # Return a short first-person sentence: the model repeats it to the user.
+    # Return a short first-person sentence: the model sees it (and reads it back when follow_up).
     return f"I did {name} ({{mode}}, {{angle_deg:g}} degrees)."
 '''
 

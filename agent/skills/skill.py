@@ -86,6 +86,7 @@ class _Marker:
     background: bool
     clamp: bool
     keywords: tuple[str, ...] = ()
+    follow_up: bool = True
 
 
 def skill(
@@ -95,6 +96,7 @@ def skill(
     background: bool = False,
     clamp: bool = False,
     keywords: tuple[str, ...] | list[str] = (),
+    follow_up: bool = True,
 ) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
@@ -105,6 +107,11 @@ def skill(
         clamp: Numbers outside a parameter's ``ge``/``le`` range are clamped instead of rejected.
         keywords: Words a user says when they want this skill ("freeze" for stop); they bias
             ASR and the tool choice of small models.
+        follow_up: The result must be spoken: after the call the model takes another round
+            that reads it ("get_time"). False for actions whose result only confirms them
+            (wave, nod): the model speaks in the same round as the call, while the robot
+            moves, and the turn ends unless the user asked for more. Default True: a result
+            is never silently dropped.
 
     Returns:
         The same function, with a marker attribute the loader looks for.
@@ -112,7 +119,7 @@ def skill(
     """
 
     def mark(f: Callable) -> Callable:
-        setattr(f, _MARK, _Marker(name, background, clamp, tuple(w.lower() for w in keywords)))
+        setattr(f, _MARK, _Marker(name, background, clamp, tuple(w.lower() for w in keywords), follow_up))
         return f
 
     return mark(fn) if fn is not None else mark
@@ -150,6 +157,7 @@ class Skill:
         clamp: Out-of-range numbers are clamped rather than rejected.
         wants_context: The function's first parameter takes a :class:`SkillContext`.
         keywords: Words users say for this skill (lower case).
+        follow_up: Its result needs a spoken follow-up round (see :func:`skill`).
         choices: Keys of the :class:`Choices` lists its schema was built from.
 
     """
@@ -165,6 +173,7 @@ class Skill:
     wants_context: bool = False
     keywords: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
+    follow_up: bool = True
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -272,5 +281,6 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         clamp=marker.clamp,
         wants_context=wants_context,
         keywords=marker.keywords,
+        follow_up=marker.follow_up,
         choices=tuple(dict.fromkeys(used.values())),
     )

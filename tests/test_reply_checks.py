@@ -1,0 +1,167 @@
+"""Reply checks of ``bench --accuracy`` and the history helpers behind replies that fit (no models)."""
+
+from __future__ import annotations
+
+from agent.accuracy import (
+    _turn_rows,
+    answers_chat,
+    carries_result,
+    repeats,
+    reply_check,
+    spoken_words,
+)
+from agent.config import LLMConfig
+from agent.conversation.history import repeats_previous_reply, same_words, without_say
+from agent.conversation.prompt import CHAT_EXAMPLE, Prompter
+from agent.events import BackgroundDone, Reply, ToolCall, ToolResult, Transcript
+from agent.skills import load_registry
+
+TIME = "It is 06:49 on Tuesday 01 December 2026."
+TIMER_DONE = "Time is up: the timer for 10 seconds is done."
+
+
+def test_spoken_words_spell_numbers_and_times():
+    assert spoken_words("It is 6:49!") == ["it", "is", "six", "forty", "nine"]
+
+
+def test_a_clock_time_is_carried_in_any_spoken_form():
+    assert carries_result("It is 06:49.", TIME)
+    assert carries_result("It's 6:49 now", TIME)
+    assert carries_result("It is six forty-nine.", TIME)
+    assert not carries_result("It is 05:24 on Tuesday 2026.", TIME)  # a stale time copied from earlier
+    assert not carries_result("Time is up: the timer is done.", TIME)
+
+
+def test_numbers_and_words_of_other_results():
+    assert carries_result("Your ten seconds are over.", TIMER_DONE)
+    assert carries_result("The 10 second timer is done.", TIMER_DONE)
+    assert not carries_result("It is 10:59.", TIMER_DONE)  # a 10 inside a clock time is not the 10 seconds
+    assert carries_result("I see two people.", {"people": 2, "light": "bright"})
+    no_camera = "describe_scene failed: RuntimeError: I have no camera, so I cannot see"
+    assert carries_result("I am not able to see anything.", no_camera)
+    assert not carries_result("I am dancing for you.", no_camera)
+
+
+def test_repeats_ignore_case_punctuation_and_number_forms():
+    assert repeats("It is 06:49.", "it is six forty-nine")
+    assert not repeats("It is 06:50.", "It is 06:49.")
+    assert not repeats("", "")
+
+
+def test_chat_answers_and_what_is_not_one():
+    ask = "Tell me a short joke."
+    assert answers_chat(ask, "Why did the robot go on holiday? It needed to recharge.")
+    for bad in (
+        "I am telling you a joke.",
+        "No, no, no!",
+        "You can tell me a joke if you want to.",
+        "I'm not sure what to do.",
+        "It is not a joke, it's a lie.",
+        "I'm a joke!",
+        "Ha.",
+    ):
+        assert not answers_chat(ask, bad), bad
+    assert answers_chat("How are you?", "I am fine, thank you.")  # a question: only refusals fail
+
+
+def test_reply_check_combines_the_checks():
+    assert reply_check("It is 06:49.", "", [("get_time", TIME)]) == (True, "")
+    copied = reply_check(
+        "Time is up: the timer is done.", "Time is up: the timer is done.", [("get_time", TIME)]
+    )
+    assert copied == (False, "repeats the previous reply")
+    assert (
+        reply_check("It is 05:24.", "Hello there.", [("get_time", TIME)])[1]
+        == "does not carry the result of get_time"
+    )
+    # The same time asked twice in a minute may get the same words; "Sure!" may follow "Sure!".
+    assert reply_check("It is 06:49.", "It is 06:49.", [("get_time", TIME)])[0]
+    assert reply_check("Sure!", "Sure!")[0]
+    assert not reply_check("I am waving my hand.", "I am waving my hand.")[0]
+    assert reply_check("I am telling you a joke.", "", chat_request="Tell me a joke.")[1] == (
+        "does not answer the chat request"
+    )
+    assert reply_check(None, "", expect_reply=False) == (True, "")  # stop: silence is right
+    assert reply_check("", "") == (False, "no reply")
+
+
+def test_turn_rows_check_every_turn_against_the_one_before():
+    evs = [
+        BackgroundDone(3, "set_timer", True, TIMER_DONE, "c1"),
+        Reply(3, "Time is up: the timer for 10 seconds is done."),
+        Transcript(4, "what time is it"),
+        ToolCall(4, "get_time", {}, "c2"),
+        ToolResult(4, "get_time", True, TIME, "c2"),
+        Reply(4, "Time is up: the timer for 10 seconds is done."),
+    ]
+    item = {"text": "What time is it?", "expect_any": ["time"], "intent": "skill"}
+    rows, last = _turn_rows(evs, item, {"get_time"}, "Sure!")
+    assert [r["reply_ok"] for r in rows] == [True, False]
+    assert rows[0]["background"] == "set_timer" and rows[1]["tools"] == ["get_time"]
+    assert rows[1]["reply_why"] == "repeats the previous reply" and last == rows[1]["reply"]
+
+
+def test_without_say_keeps_the_call_and_its_exact_prefix():
+    raw = '{ "call": {"tool": "none"}, "say": "It is \\"fine\\" now."}'
+    assert without_say(raw) == '{ "call": {"tool": "none"}}'
+    wave = '{"call": {"tool": "wave", "arguments": {"hand": "right"}}, "say": "Sure!"}'
+    assert without_say(wave) == '{"call": {"tool": "wave", "arguments": {"hand": "right"}}}'
+    assert (
+        without_say('{"call": {"tool": "get_time", "arguments": {}}}')
+        == '{"call": {"tool": "get_time", "arguments": {}}}'
+    )
+    cut = '{"call": {"tool": "none"}, "say": "I was cut off by the tok'
+    assert without_say(cut) == '{"call": {"tool": "none"}'
+    # The KV cache reuses everything before the say: the stripped text is a prefix of the raw one.
+    assert raw.startswith(without_say(raw)[:-1])
+
+
+def test_repeat_guard_function_for_the_turn_loop():
+    history = [
+        {"role": "user", "content": "Set a timer."},
+        {"role": "assistant", "content": "Time is up: the timer is done."},
+        {"role": "user", "content": "What time is it?"},
+        {"role": "tool", "name": "get_time", "content": TIME},
+    ]
+    assert repeats_previous_reply(history, "Time is up: the timer is done!")
+    assert not repeats_previous_reply(history, "It is 06:49.")
+    history[1]["content"] = "It is 06:49 on Tuesday."
+    assert not repeats_previous_reply(history, "It is 06:49 on Tuesday.", results=TIME)  # still true
+    history[1]["content"] = "Sure!"
+    assert not repeats_previous_reply(history, "Sure!")  # acknowledgements may repeat
+    assert same_words("Hi, there!", "hi there") and not same_words("", "")
+
+
+class TemplateModel:
+    """Renders messages as ``role: content`` lines (what the prompt shows, no model)."""
+
+    template = ""
+
+    def render(self, messages, tools=None, **kwargs):
+        return "\n".join(f"{m['role']}: {m['content']}" for m in messages)
+
+
+def test_grammar_prompt_shows_earlier_replies_without_their_words():
+    registry = load_registry([], entry_points=False)
+    prompter = Prompter(TemplateModel(), registry, LLMConfig(), "grammar")
+    history = [
+        {"role": "user", "content": "What time is it?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "raw": '{"call": {"tool": "get_time", "arguments": {}}}',
+            "tool_calls": [{"type": "function", "function": {"name": "get_time", "arguments": {}}}],
+        },
+        {"role": "tool", "name": "get_time", "tool_call_id": "c", "content": f'"{TIME}"'},
+        {
+            "role": "assistant",
+            "content": "It is 06:49.",
+            "raw": '{"call": {"tool": "none"}, "say": "It is 06:49."}',
+        },
+        {"role": "user", "content": "Tell me a joke."},
+    ]
+    prompt = prompter.render(history)
+    assert '"say": "It is 06:49."' not in prompt and 'assistant: {"call": {"tool": "none"}}' in prompt
+    assert TIME in prompt  # the tool result stays: it is what the next reply passes on
+    assert prompt.count('"say"') == prompter.system_prompt().count('"say"')  # only the system prompt's
+    assert CHAT_EXAMPLE in prompter.system_prompt()

@@ -1,0 +1,42 @@
+"""Replies that fit, on the embedded SmolLM2-135M: no copy of the previous reply, data passed on, a joke."""
+
+from __future__ import annotations
+
+import pytest
+from rig import AgentRig
+
+from agent.accuracy import reply_check
+from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
+
+
+@pytest.fixture(scope="module")
+def agent():
+    rig = AgentRig()
+    yield rig
+    rig.close()
+
+
+def _reply(evs, turn_id=None) -> str:
+    return next((e.text for e in evs.of(Reply, turn_id)), "")
+
+
+def test_time_after_a_finished_timer_is_read_from_get_time_then_a_joke_is_told(agent):
+    agent.core.conversation.history.clear()
+    evs = agent.text("Set a timer for 1 second.", wait_background=60.0)
+    done = evs.of(BackgroundDone)
+    assert len(done) == 1 and done[0].ok, [type(e).__name__ for e in evs]
+    previous = _reply(evs, done[0].turn_id)
+    assert previous  # the robot said the timer is done
+
+    evs = agent.text("What time is it?")
+    assert [c.tool for c in evs.of(ToolCall)] == ["get_time"]
+    result = evs.of(ToolResult)[0].result
+    reply = _reply(evs)
+    # The reply carries the clock time of get_time's result and is not the timer message again.
+    assert reply_check(reply, previous, [("get_time", result)]) == (True, ""), (previous, result, reply)
+
+    evs = agent.text("Tell me a short joke.")
+    assert not evs.of(ToolCall)
+    joke = _reply(evs)
+    # An answer: not a refusal, not "I am telling you a joke", not a statement about jokes.
+    assert reply_check(joke, reply, chat_request="Tell me a short joke.") == (True, ""), joke

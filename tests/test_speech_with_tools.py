@@ -1,0 +1,222 @@
+"""Speech before the tool round: a movement is said and done in one model round, data takes two.
+
+Grammar mode (the embedded SmolLM2-135M): a call to a skill without follow-up
+(``@skill(follow_up=False)``: wave, nod, look) carries a short acknowledgement in the same
+round, and the call runs as soon as its JSON object is complete, so the reply's first audio
+starts while the arm moves; a data skill (``get_time``) takes a second round whose speech
+carries the result. The unit tests need no model; the rest run the real embedded models
+through the one pipeline (:mod:`rig`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+
+import pytest
+from rig import AgentRig
+
+from agent.events import PlaybackStarted, Reply, RobotCommand, Timing, ToolCall, ToolResult, Transcript
+from agent.skills import build_skill, load_registry, new_skill_file, skill
+from agent.toolgrammar import (
+    ACKNOWLEDGEMENTS,
+    NO_TOOL,
+    CallStreamer,
+    as_grammar_messages,
+    parse_reply,
+    reply_schema,
+    tools_left,
+)
+
+MOTION = ("wave", "nod", "dance", "look", "look_at", "stop", "play_animation")
+DATA = ("get_time", "describe_scene", "emergency_stop")
+
+
+# --- the skill field and the schema (no model) -----------------------------------------------------
+def test_follow_up_is_declared_per_skill_and_defaults_to_true(tmp_path):
+    @skill
+    def plain() -> str:
+        """A skill that says nothing about follow-up."""
+        return "x"
+
+    @skill(follow_up=False)
+    def quiet() -> str:
+        """A skill that only confirms an action."""
+        return "x"
+
+    assert build_skill(plain).follow_up and not build_skill(quiet).follow_up
+    reg = load_registry([], entry_points=False)
+    assert all(not reg.skills[n].follow_up for n in MOTION)
+    assert all(reg.skills[n].follow_up for n in DATA)
+    new_skill_file("greet_guest", tmp_path)  # the template moves the robot: no follow-up
+    assert not load_registry([tmp_path], entry_points=False).skills["greet_guest"].follow_up
+
+
+def _variants(schema):
+    out = {}
+    for v in schema["anyOf"]:
+        out[v["properties"]["call"]["properties"]["tool"]["const"]] = v
+    return out
+
+
+def test_schema_gives_movements_speech_after_the_call_and_data_none():
+    from llama_cpp import LlamaGrammar
+
+    skills = list(load_registry([], entry_points=False).skills.values())
+    schema = reply_schema(skills)
+    variants = _variants(schema)
+    assert set(variants) == {s.name for s in skills} | {NO_TOOL}
+    wave, get_time, speak = variants["wave"], variants["get_time"], variants[NO_TOOL]
+    # call first (the choice is grounded and the tool prior still acts on the name), then say
+    assert list(wave["properties"]) == ["call", "say"] and wave["required"] == ["call", "say"]
+    assert wave["properties"]["say"]["enum"] == list(ACKNOWLEDGEMENTS)
+    assert wave["properties"]["call"]["properties"]["arguments"]["properties"]["hand"]["enum"] == [
+        "left",
+        "right",
+    ]
+    assert list(get_time["properties"]) == ["call"] and get_time["required"] == ["call"]
+    assert list(speak["properties"]) == ["call", "say"] and "enum" not in speak["properties"]["say"]
+    # a later round of a multi-step command offers the acknowledgements not yet said
+    later = _variants(reply_schema(skills, acks=("Sure!",)))["nod"]
+    assert later["properties"]["say"]["enum"] == ["Sure!"]
+    # speech only on the last round; every variant compiles to a llama.cpp grammar
+    assert reply_schema(skills, allow_tools=False) == speak
+    LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+
+
+def test_call_is_spotted_the_moment_its_object_closes():
+    reply = '{"call": {"tool": "wave", "arguments": {"hand": "right", "x": "a}\\"{"}}, "say": "Sure!"}'
+    spot = CallStreamer()
+    got = [(i, c) for i, ch in enumerate(reply) if (c := spot.feed(ch)) is not None]
+    closes = reply.index('}}, "say"') + 1  # the brace that closes "call", not one inside a string
+    assert got == [(closes, {"name": "wave", "arguments": {"hand": "right", "x": 'a}"{'}})]
+    assert spot.done and spot.feed("}") is None
+    assert parse_reply(reply) == (
+        "Sure!",
+        [{"name": "wave", "arguments": {"hand": "right", "x": 'a}"{'}}],
+        "",
+    )
+    speak = CallStreamer()
+    assert speak.feed('{"call": {"tool": "none"}, "say": "Hi"}') is None and speak.done
+    cut = CallStreamer()
+    assert cut.feed('{"call": {"tool": "nod", "argum') is None and not cut.done
+
+
+def test_only_tools_the_words_still_point_at_are_left():
+    skills = list(load_registry([], entry_points=False).skills.values())
+    left = tools_left("Turn your head to the left and then wave.", skills, {"wave"}, 6.0)
+    assert left == {"look": 6.0, NO_TOOL: -6.0}
+    # "look" points at look and look_at alike: one of them answers it
+    assert tools_left("Please look to the left.", skills, {"look_at"}, 6.0) == {NO_TOOL: 6.0}
+    assert tools_left("Wave your hand.", skills, {"wave"}, 6.0) == {NO_TOOL: 6.0}
+    assert tools_left("Wave your hand.", skills, set(), 0.0) == {}
+
+
+def test_history_without_raw_text_keeps_speech_and_call_together():
+    history = [
+        {"role": "user", "content": "Wave."},
+        {
+            "role": "assistant",
+            "content": "Sure!",
+            "tool_calls": [{"type": "function", "function": {"name": "wave", "arguments": {"hand": "left"}}}],
+        },
+        {"role": "tool", "name": "wave", "tool_call_id": "t1r0c0", "content": '"I am waving"'},
+    ]
+    msgs = as_grammar_messages(history)
+    assert json.loads(msgs[1]["content"]) == {
+        "call": {"tool": "wave", "arguments": {"hand": "left"}},
+        "say": "Sure!",
+    }
+    assert msgs[2] == {"role": "user", "content": 'Result of wave: "I am waving"'}
+
+
+# --- the real models -----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def agent(tmp_path_factory):
+    rig = AgentRig(out=tmp_path_factory.mktemp("replies"))
+    stamped: list[tuple[float, object]] = []
+    emit = rig.bus.emit
+
+    def stamp(ev):  # when each public message arrived (robot commands carry only robot time)
+        stamped.append((time.perf_counter(), ev))
+        emit(ev)
+
+    rig.bus.emit = stamp
+    rig.stamped = stamped
+    conv = rig.core.conversation
+    rounds = conv._round
+
+    def counting(*args, **kwargs):
+        rig.rounds += 1
+        return rounds(*args, **kwargs)
+
+    conv._round = counting
+    yield rig
+    rig.close()
+
+
+def _run(agent, fn, *args):
+    agent.core.robot.wait_idle(10)
+    agent.core.conversation.history.clear()  # each command on its own, as in bench --accuracy
+    agent.rounds = 0
+    start = len(agent.stamped)
+    evs = fn(*args)
+    return evs, agent.stamped[start:]
+
+
+def _assert_spoken_while_moving(evs, stamped, tool):
+    turn = evs.of(Transcript)[-1].turn_id
+    assert [c.tool for c in evs.of(ToolCall, turn)] == [tool]
+    assert all(r.ok for r in evs.of(ToolResult, turn))
+    reply = evs.of(Reply, turn)[0]
+    assert reply.text in ACKNOWLEDGEMENTS and reply.audio
+    first_audio = min(e.t for e in evs.of(PlaybackStarted, turn))
+    moves = [t for t, e in stamped if isinstance(e, RobotCommand) and e.turn_id == turn]
+    assert moves, "the skill moved nothing"
+    assert first_audio < moves[-1], (
+        f"first audio {1000 * (first_audio - moves[0]):.0f} ms after the first joint command, "
+        f"animation done at {1000 * (moves[-1] - moves[0]):.0f} ms"
+    )
+    assert evs.of(Timing, turn)[0].first_audio_ms > 0
+
+
+def test_typed_motion_command_speaks_in_one_round_while_the_arm_moves(agent):
+    evs, stamped = _run(agent, agent.text, "Wave your right hand.")
+    assert agent.rounds == 1
+    _assert_spoken_while_moving(evs, stamped, "wave")
+    assert any(e.joint == "right_arm" and e.deg > 90 for e in evs.of(RobotCommand))
+    # the history holds the speech and the call in one assistant message, then the result
+    hist = agent.core.conversation.history
+    assert [m["role"] for m in hist] == ["user", "assistant", "tool"]
+    assert (
+        hist[1]["content"] == evs.of(Reply)[0].text and hist[1]["tool_calls"][0]["function"]["name"] == "wave"
+    )
+    assert json.loads(hist[1]["raw"])["say"] == hist[1]["content"] and hist[2]["name"] == "wave"
+    # the next turn reuses the KV cache: only the new messages are evaluated
+    conv = agent.core.conversation
+    res = conv.turn("Thank you.", 99)
+    assert res.text and 0 < res.prompt_tokens < conv.model.count_tokens(conv.render()) / 2
+
+
+def test_spoken_motion_command_speaks_in_one_round_while_the_arm_moves(agent, fixtures_dir):
+    evs, stamped = _run(agent, agent.listen, fixtures_dir / "commands" / "wave_right.wav")
+    assert len(evs.of(Transcript)) == 1 and agent.rounds == 1
+    _assert_spoken_while_moving(evs, stamped, "wave")
+
+
+def test_data_command_takes_a_second_round_that_says_the_result(agent):
+    evs, _ = _run(agent, agent.text, "What time is it?")
+    assert agent.rounds == 2 and [c.tool for c in evs.of(ToolCall)] == ["get_time"]
+    result = evs.of(ToolResult)[0]
+    assert result.ok
+    hhmm = re.search(r"\d\d:\d\d", result.result).group(0)
+    assert hhmm in evs.of(Reply)[0].text
+
+
+def test_multi_step_command_calls_both_tools(agent):
+    evs, _ = _run(agent, agent.text, "Turn your head to the left and then wave.")
+    assert sorted(c.tool for c in evs.of(ToolCall)) == ["look", "wave"] and agent.rounds == 2
+    assert all(r.ok for r in evs.of(ToolResult))
+    said = evs.of(Reply)[0].text
+    assert said and all(p.strip() in ACKNOWLEDGEMENTS for p in re.findall(r"[^!]+!", said))
