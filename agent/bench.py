@@ -14,10 +14,11 @@ Before the runs the model's raw speeds are measured on the same loaded model
 (:func:`measure_model_speed`, about two seconds): unconstrained decoding (no grammar) and
 prompt evaluation (prefill), best of three. The **floor** of a turn is what the work that
 cannot be avoided costs at those speeds (:func:`turn_floor`): the endpoint rule's minimum
-silence (:func:`endpoint_min_silence_ms`) + ASR of the final tail (``asr_done_ms -
-endpoint_ms``) + prefill of the turn's new prompt tokens + the first spoken sentence's tokens
-at raw decode speed + piper's first chunk of that sentence (synthesized again after the run,
-on a quiet machine). Tool rounds, grammar overhead and scheduling are not in it.
+silence (:func:`endpoint_min_silence_ms`) + ASR of the final transcript (``asr_ms``: with
+semantic end-of-turn it runs after the short silence, before the endpoint) + prefill of the
+turn's new prompt tokens + the first spoken sentence's tokens at raw decode speed + piper's
+first chunk of that sentence (synthesized again after the run, on a quiet machine).
+Tool rounds, grammar overhead and scheduling are not in it.
 
 Reported (ms, p50/p95 over turns):
 
@@ -187,7 +188,7 @@ def turn_floor(
 
     Args:
         min_silence_ms: The endpoint rule's minimum silence (:func:`endpoint_min_silence_ms`).
-        asr_tail_ms: ASR after the endpoint (``asr_done_ms - endpoint_ms``).
+        asr_tail_ms: ASR of the final transcript after the minimum silence (``Timing.asr_ms``).
         new_tokens: Prompt tokens the turn adds (its user message, as rendered).
         sentence_tokens: Tokens of the first spoken sentence.
         tts_first_chunk_ms: Piper's time to the first audio of that sentence.
@@ -351,7 +352,9 @@ def _report(done: list[_Turn], turns: list[int], speed: ModelSpeed, min_silence_
     per_turn: list[dict[str, Any]] = []
     for d in done:
         t = d.timing
-        tail = t.asr_done_ms - t.endpoint_ms if t.asr_done_ms >= 0 and t.endpoint_ms >= 0 else t.asr_ms
+        # The transcript that ended the turn was made after the minimum silence: at the pause
+        # (semantic end-of-turn, before the endpoint) or after it (silence only).
+        tail = t.asr_ms
         parts = turn_floor(min_silence_ms, tail, d.new_tokens, d.sentence_tokens, d.tts_first_ms, speed)
         floor = parts.pop("floor")
         per_turn.append(

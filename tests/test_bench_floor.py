@@ -119,13 +119,13 @@ def _turn(file, v2v, endpoint=250, asr_done=280, sentence="Sure!", base=1500.0):
 
 
 def test_report_has_the_floor_per_turn_and_in_summary():
-    r = _report([_turn("a.wav", 900), _turn("b.wav", 700, asr_done=-1)], [1, 1], SPEED, 200)
-    # a: 200 + 30 + 25/500 s + 5/100 s + 50 = 200 + 30 + 50 + 50 + 50 = 380
+    r = _report([_turn("a.wav", 900), _turn("b.wav", 1300, asr_done=-1)], [1, 1], SPEED, 200)
+    # 200 + 300 (the final transcript's ASR, wherever it ran) + 25/500 s + 5/100 s + 50 = 650
     a, b = r["per_turn"]
-    assert a["floor_ms"] == 380 and a["floor_ratio"] == round(900 / 380, 3)
-    assert b["parts_ms"]["asr_tail"] == 300  # no endpoint mark: the whole ASR time
-    assert r["floor_ms"]["p50"] == pytest.approx((380 + 650) / 2)
-    assert r["floor_ratio"] == pytest.approx((900 / 380 + 700 / 650) / 2, abs=1e-3)
+    assert a["floor_ms"] == 650 and a["floor_ratio"] == round(900 / 650, 3)
+    assert a["parts_ms"]["asr_tail"] == b["parts_ms"]["asr_tail"] == 300
+    assert r["floor_ms"]["p50"] == pytest.approx(650)
+    assert r["floor_ratio"] == pytest.approx((900 / 650 + 1300 / 650) / 2, abs=1e-3)
     assert r["floor_parts_ms"]["min_silence"] == 200
     assert r["model_speed"] == {"decode_tokens_per_s": 100.0, "prefill_tokens_per_s": 500.0, "probe_ms": 0.0}
     assert r["turns_per_file"] == [1, 1] and r["turns"] == 2
