@@ -77,6 +77,7 @@ class GrammarRounds:
         on_call: Callable[[dict[str, Any]], None] | None = None,
         barge_in: threading.Event | None = None,
         said: frozenset[str] = frozenset(),
+        temperature: float | None = None,
     ) -> RoundOutput:
         """Generate one round; the ``say`` text streams to ``on_text`` while it is written.
 
@@ -89,6 +90,7 @@ class GrammarRounds:
                 round still writes its call to the end first.
             barge_in: Set to stop at once, call or not (the user interrupted).
             said: What earlier rounds of the turn said (not offered again as an acknowledgement).
+            temperature: Sampling temperature for this round (None: the configured one).
             bonuses: Tool prior, tool name → logit bonus.
             done: Tools called earlier this turn (left out of the grammar).
             on_call: Receives the call the moment its JSON object is complete, before
@@ -121,6 +123,7 @@ class GrammarRounds:
             grammar=self.grammar(allow_tools, done, said),
             cancel=stop,
             logits_processor=prior if allow_tools and bonuses else None,
+            temperature=temperature,
         ):
             if not spotter.done:
                 call = spotter.feed(piece)
