@@ -221,14 +221,40 @@ class ChatModel(Completions):
         if len(tokens) + 1 > self.n_ctx or not self._lock.acquire(blocking=False):
             return 0
         try:
-            keep = self._cached_prefix(tokens)
-            if keep >= len(tokens) - 1:
+            if self._cached_prefix(tokens) >= len(tokens) - 1:
                 return 0
-            self.llm.n_tokens = keep
-            self.llm.eval(tokens[keep:])
-            return len(tokens) - keep
+            return self._eval_uncached(tokens)
         finally:
             self._lock.release()
+
+    def next_token_logits(self, prompt: str) -> Any:
+        """Logits of the token that would follow ``prompt`` (the cached prefix is reused).
+
+        Args:
+            prompt: Text in this model's format (special tokens parsed).
+
+        Returns:
+            ``(n_vocab,)`` float32 logits, a copy.
+
+        Raises:
+            LLMError: the prompt does not fit in ``n_ctx``.
+        """
+        import numpy as np
+
+        tokens = self.tokenize(prompt)
+        if len(tokens) + 1 > self.n_ctx:
+            raise LLMError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
+        with self._lock:
+            self._eval_uncached(tokens)
+            # Only the last position has logits (logits_all is off): llama.cpp's output row 0.
+            return np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).copy()
+
+    def _eval_uncached(self, tokens: list[int]) -> int:
+        """Evaluate what of ``tokens`` the KV cache lacks (at least the last token); caller holds the lock."""
+        keep = min(self._cached_prefix(tokens), len(tokens) - 1)
+        self.llm.n_tokens = keep
+        self.llm.eval(tokens[keep:])
+        return len(tokens) - keep
 
     # --- generation -------------------------------------------------------------------
     def stream(

@@ -78,6 +78,10 @@ class ChatEngine(Protocol):
         """Generate text pieces for a rendered prompt, filling ``gen``."""
         ...
 
+    def prefill(self, prompt: str) -> int:
+        """Evaluate a likely next prompt into the KV cache now; returns tokens evaluated (0: skipped)."""
+        ...
+
     def warmup(self, prompt: str) -> float:
         """Evaluate a prompt once; returns ms."""
         ...

@@ -37,7 +37,6 @@ from __future__ import annotations
 import logging
 import math
 import re
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -56,6 +55,9 @@ CONTINUATIONS = frozenset(
 )
 """Last words after which an English sentence is not over (conjunctions, articles, prepositions,
 possessives, fillers)."""
+
+MAX_WORDS = 48
+"""Words of the transcript the text model reads (its last ones), so any turn fits its 512-token context."""
 
 _SENTINEL = "\u2063TURN\u2063"  # invisible separator: never in a transcript
 
@@ -133,7 +135,6 @@ class TextEndOfTurn:
         self._ends = sorted(
             {*marker, *(t for p in (".", "?", "!") for t in llm.tokenize(p.encode(), add_bos=False)[:1])}
         )
-        self._lock = threading.Lock()
         self.score("hello")  # fills the KV cache with the system prompt
 
     def score(self, text: str) -> float:
@@ -144,21 +145,13 @@ class TextEndOfTurn:
 
         Returns:
             A value <= 0 (about -0.1 for a finished command, below -3 after "and then").
+
+        Raises:
+            agent.llm.LLMError: the system prompt alone does not fit the 512-token context.
         """
         words = re.sub(r"[\s.?!,;:…]+$", "", text.strip()).lower()
-        toks = self.model.tokenize(self._prefix + words)
-        llm = self.model.llm
-        with self._lock:
-            # Reuse the KV cache for the common prefix (the system prompt), evaluate the rest.
-            have = llm.input_ids[: llm.n_tokens].tolist()
-            keep = 0
-            for a, b in zip(have, toks[:-1], strict=False):
-                if a != b:
-                    break
-                keep += 1
-            llm.n_tokens = keep
-            llm.eval(toks[keep:])
-            logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),)).astype(np.float64)
+        words = " ".join(words.split()[-MAX_WORDS:])  # the end decides; keeps a 30 s turn in n_ctx
+        logits = self.model.next_token_logits(self._prefix + words).astype(np.float64)
         logits -= logits.max()
         p = np.exp(logits[self._ends]).sum() / np.exp(logits).sum()
         return float(math.log10(max(p, 1e-12)))
