@@ -176,11 +176,6 @@ class EndOfTurnJudge:
     ) -> None:
         self.cfg, self.smart_turn, self.text, self.is_stop = cfg, smart_turn, text, is_stop
 
-    @property
-    def usable(self) -> bool:
-        """At least one of the two models is there."""
-        return self.smart_turn is not None or self.text is not None
-
     def judge(self, audio: np.ndarray, transcript: str) -> Verdict:
         """Judge one pause.
 

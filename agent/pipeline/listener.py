@@ -242,7 +242,8 @@ class Listener:
             self._verdict_ready.clear()
             self.asr_inbox.put(PauseCheck(-1, upd.pause_id, upd.audio))
             if not self.source.realtime:  # files as fast as possible: the verdict decides before more audio
-                self._verdict_ready.wait(30.0)
+                while not self._verdict_ready.wait(0.1) and not self.control.stopping:
+                    pass
         transcript = None
         v = self._verdict
         if v is not None and self.semantic:
