@@ -32,7 +32,8 @@ from agent.llm import Generation, LLMError
 from agent.messages import normalize_for_template
 from agent.models import resolve_model
 from agent.skills import SkillContext, load_registry
-from agent.toolgrammar import NO_TOOL, ToolChoicePrior, tool_prior
+from agent.toolgrammar import NO_TOOL
+from agent.toolprior import ToolChoicePrior, tool_prior
 from hardware.factory import build_robot
 
 BINARY = find_binary()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from rig import AgentRig
 
-from agent.accuracy import reply_check
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
+from agent.reply_checks import reply_check
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,8 @@ from agent.toolgrammar import (
     as_grammar_messages,
     parse_reply,
     reply_schema,
-    tools_left,
 )
+from agent.toolprior import tools_left
 
 MOTION = ("wave", "nod", "dance", "look", "look_at", "stop", "play_animation")
 DATA = ("get_time", "describe_scene", "emergency_stop")

@@ -31,10 +31,10 @@ from agent.toolgrammar import (
     NO_TOOL,
     CallStreamer,
     SayStreamer,
-    ToolChoicePrior,
     parse_reply,
     reply_schema,
 )
+from agent.toolprior import ToolChoicePrior
 
 RoundOutput = tuple[str, list[dict[str, Any]], str]
 

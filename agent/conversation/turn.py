@@ -33,7 +33,8 @@ from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.llm import ChatModel, Generation
 from agent.sentences import SentenceCap, limit_sentences
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
-from agent.toolgrammar import NO_TOOL, tool_prior, tools_left
+from agent.toolgrammar import NO_TOOL
+from agent.toolprior import tool_prior, tools_left
 
 log = logging.getLogger(__name__)
 

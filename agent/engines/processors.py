@@ -28,7 +28,7 @@ def prior_logit_bias(proc: Any) -> dict[int, float] | None:
     are spelled with a leading space). Measured on SmolLM2's vocabulary: "wave" and "wav" are
     kept, "w" and "wa" dropped.
     """
-    from agent.toolgrammar import ToolChoicePrior
+    from agent.toolprior import ToolChoicePrior
 
     if not isinstance(proc, ToolChoicePrior):
         return None

@@ -21,7 +21,7 @@ Logits processors cannot cross HTTP. The thinking budget (:class:`agent.reasonin
 becomes llama-server's own reasoning budget (``reasoning_budget_tokens`` with the template's
 thinking markers; its sampler forces the end marker), and the millisecond budget a
 ``reasoning_end`` control request (``POST /v1/chat/completions/control``, armed by
-``reasoning_control``). The grammar-mode tool prior (:class:`agent.toolgrammar.ToolChoicePrior`)
+``reasoning_control``). The grammar-mode tool prior (:class:`agent.toolprior.ToolChoicePrior`)
 becomes a ``logit_bias`` on the token pieces that spell the start of a favoured tool's name where
 a JSON string opens (:func:`agent.engines.processors.prior_logit_bias`), so the bias lands on the
 tool-name position almost only, as it does embedded. Anything else is dropped with one logged notice.

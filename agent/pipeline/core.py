@@ -104,7 +104,7 @@ def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> lis
     Verbs such as "get"/"set" are left out: as hotwords they leak into transcripts. With a
     wake phrase (``[live] attention = "wake"``) the phrases come first.
     """
-    from agent.toolgrammar import STOPWORDS
+    from agent.toolprior import STOPWORDS
 
     words: list[str] = []
     for name in [*registry.names(), *animations]:
