@@ -196,9 +196,6 @@ def test_page_shows_a_typed_turn_its_tool_call_and_the_joints_moving(live, page,
     until(drv, lambda d: progressed(d) and len(seen[arm]) >= 4, 10, f"the {arm} bar did not move")
     assert any(j == arm for _, j, _ in driver_log[n0:]), f"the simulated driver got no {arm} command"
     shot(drv, tmp_path, "02-waving")
-    assert any(j == "right_arm" for _, j, _ in driver_log[n0:]), (
-        "the simulated driver got no right_arm command"
-    )
     assert live.log.wait_for(lambda e: isinstance(e, Transcript) and "wave" in e.text, start, 1)
     wait_turn(live, start)
     until(drv, lambda d: d.find_elements(By.CSS_SELECTOR, "#waterfall .wf-row"), 10, "no latency waterfall")
