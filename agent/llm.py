@@ -17,6 +17,7 @@ small CPU (measured here, see NOTES.md); :meth:`ChatModel.warmup` pays it at sta
 
 from __future__ import annotations
 
+import codecs
 import logging
 import threading
 import time
@@ -25,6 +26,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from agent.config import LLMConfig
 
@@ -87,8 +90,8 @@ class Completions:
             pass
         return gen
 
-    def prefill(self, prompt: str) -> int:
-        """Evaluate ``prompt`` into the KV cache ahead of its turn, if this engine can.
+    def prefill(self, prompt: str, prefix: str = "") -> int:
+        """Evaluate ``prompt`` and the known output ``prefix`` into the KV cache ahead of a turn, if it can.
 
         The default does nothing and returns 0 (tokens evaluated): engines without a local
         KV cache gain nothing from it.
@@ -157,6 +160,7 @@ class ChatModel(Completions):
         self.eos_text = self._piece(self.llm.token_eos())
         self._formatter = Jinja2ChatFormatter(self.template, eos_token=self.eos_text, bos_token=self.bos_text)
         self._lock = threading.Lock()
+        self._rounds = 0  # varies the sampling seed from round to round, reproducibly
 
     def _piece(self, token: int) -> str:
         if token < 0:
@@ -203,7 +207,7 @@ class ChatModel(Completions):
             n += 1
         return n
 
-    def prefill(self, prompt: str) -> int:
+    def prefill(self, prompt: str, prefix: str = "") -> int:
         """Evaluate a likely next prompt into the KV cache now (an early model start).
 
         The next :meth:`stream` whose prompt starts with these tokens evaluates only the rest
@@ -213,11 +217,12 @@ class ChatModel(Completions):
 
         Args:
             prompt: A rendered prompt (from :meth:`render`).
+            prefix: What the output will start with (``stream``'s ``prefix``), evaluated too.
 
         Returns:
             Tokens evaluated (0: skipped, already cached, or too long for ``n_ctx``).
         """
-        tokens = self.tokenize(prompt)
+        tokens = self.tokenize(prompt) + self._forced(prefix)
         if len(tokens) + 1 > self.n_ctx or not self._lock.acquire(blocking=False):
             return 0
         try:
@@ -239,15 +244,31 @@ class ChatModel(Completions):
         Raises:
             LLMError: the prompt does not fit in ``n_ctx``.
         """
-        import numpy as np
-
         tokens = self.tokenize(prompt)
         if len(tokens) + 1 > self.n_ctx:
             raise LLMError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
         with self._lock:
             self._eval_uncached(tokens)
-            # Only the last position has logits (logits_all is off): llama.cpp's output row 0.
-            return np.ctypeslib.as_array(self.llm._ctx.get_logits(), shape=(self.llm.n_vocab(),)).copy()
+            return self._last_logits().copy()
+
+    def _forced(self, prefix: str) -> list[int]:
+        """Tokens of an output prefix (plain text: no BOS, no special tokens)."""
+        return self.llm.tokenize(prefix.encode(), add_bos=False, special=False) if prefix else []
+
+    def _last_logits(self) -> Any:
+        """The newest position's logits as a writable float32 view of llama.cpp's buffer, ``(n_vocab,)``.
+
+        llama-cpp-python has no public call for this without ``logits_all`` (vendor boundary).
+        """
+        import llama_cpp
+
+        ptr = llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1)
+        return np.ctypeslib.as_array(ptr, shape=(self.llm.n_vocab(),))
+
+    def _is_eog(self, token: int) -> bool:
+        import llama_cpp
+
+        return bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token))
 
     def _eval_uncached(self, tokens: list[int]) -> int:
         """Evaluate what of ``tokens`` the KV cache lacks (at least the last token); caller holds the lock."""
@@ -268,6 +289,7 @@ class ChatModel(Completions):
         cancel: threading.Event | None = None,
         temperature: float | None = None,
         logits_processor: Callable[[int], Callable[[Any, Any], Any]] | None = None,
+        prefix: str = "",
     ) -> Iterator[str]:
         """Generate text pieces for a rendered prompt.
 
@@ -281,58 +303,87 @@ class ChatModel(Completions):
             temperature: Override of the configured temperature.
             logits_processor: Factory called with the prompt length in tokens, returning a
                 llama.cpp logits processor ``(input_ids, scores) -> scores``.
+            prefix: Text the output is known to start with (what a grammar forces first, such
+                as ``{"call": {"tool": "``): evaluated in one batch with the prompt instead of
+                one decode step per token, then yielded as the first piece. The grammar must
+                accept it.
 
         Yields:
             Text pieces (whole UTF-8 characters), in order.
 
         Raises:
-            LLMError: the prompt does not fit in ``n_ctx``.
+            LLMError: the prompt does not fit in ``n_ctx``, or the grammar rejects ``prefix``.
         """
-        from llama_cpp import LogitsProcessorList, StoppingCriteriaList
+        from agent.sampling import TokenSampler
 
         tokens = self.tokenize(prompt)
+        forced = self._forced(prefix)
         limit = max_tokens or self.cfg.max_tokens
-        if len(tokens) + 1 > self.n_ctx:
-            raise LLMError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
-        limit = min(limit, self.n_ctx - len(tokens))
-        stop_ev = cancel or threading.Event()
+        if len(tokens) + len(forced) + 1 > self.n_ctx:
+            raise LLMError(f"prompt of {len(tokens) + len(forced)} tokens does not fit n_ctx={self.n_ctx}")
+        limit = min(limit, self.n_ctx - len(tokens) - len(forced))
+        stops = [s for s in (stop or []) if s]
         with self._lock:
             t0 = time.perf_counter()
-            gen.prompt_tokens += len(tokens) - self._cached_prefix(tokens)
-            it = self.llm.create_completion(
-                tokens,
-                max_tokens=limit,
+            gen.prompt_tokens += self._eval_uncached(tokens + forced)
+            processor = logits_processor(len(tokens)) if logits_processor else None
+            sampler = TokenSampler(
+                self.llm,
                 temperature=self.cfg.temperature if temperature is None else temperature,
                 top_p=self.cfg.top_p,
                 repeat_penalty=self.cfg.repeat_penalty,
-                stop=stop or [],
-                stream=True,
+                seed=self.cfg.seed + self._rounds,
                 grammar=grammar,
-                stopping_criteria=StoppingCriteriaList([_StopOn(stop_ev)]),
-                logits_processor=LogitsProcessorList([logits_processor(len(tokens))])
-                if logits_processor
-                else None,
             )
+            self._rounds += 1
+            text = _TextStream(stops)
             n0, t_first = gen.completion_tokens, 0.0
             try:
-                for chunk in it:
-                    choice = chunk["choices"][0]
-                    piece = choice.get("text", "")
+                for token in forced:
+                    if not sampler.allowed(token):
+                        raise LLMError(f"the grammar does not allow the forced prefix {prefix!r}")
+                    sampler.accept(token)
+                if prefix:
+                    gen.text += prefix
+                    yield prefix
+                for _ in range(limit):
+                    if cancel is not None and cancel.is_set():
+                        gen.cancelled = True
+                        break
+                    logits = self._last_logits()
+                    unbiased = None
+                    if processor is not None:
+                        unbiased = logits.copy() if grammar is not None else None
+                        logits[:] = processor(self.llm.input_ids[: self.llm.n_tokens], logits)
+                    token = sampler.sample(logits, unbiased)
                     gen.completion_tokens += 1
                     if not t_first:
                         t_first = time.perf_counter()
-                    if choice.get("finish_reason"):
-                        gen.finish_reason = choice["finish_reason"]
+                    if self._is_eog(token):
+                        gen.finish_reason = "stop"
+                        break
+                    piece, stopped = text.feed(self.llm.detokenize([token]))
                     if piece:
                         if not gen.ttft_ms:
                             gen.ttft_ms = (time.perf_counter() - t0) * 1000.0
                         gen.text += piece
                         yield piece
-                    if stop_ev.is_set():
-                        gen.cancelled = True
+                    if stopped:
+                        gen.finish_reason = "stop"
                         break
+                    self.llm.eval([token])
+                else:
+                    gen.finish_reason = "length"
+                tail = text.flush()
+                if tail:
+                    gen.text += tail
+                    yield tail
             finally:
-                it.close()
+                if grammar is not None:
+                    gen.extra["grammar_full_passes"] = (
+                        gen.extra.get("grammar_full_passes", 0) + sampler.full_passes
+                    )
+                sampler.close()
                 now = time.perf_counter()
                 gen.total_ms += (now - t0) * 1000.0
                 n = gen.completion_tokens - n0
@@ -379,14 +430,37 @@ def _lazy_per_layer_embd(on: bool) -> Iterator[None]:
             low.llama_model_default_params = base
 
 
-class _StopOn:
-    """llama.cpp stopping criterion that watches a threading.Event."""
+class _TextStream:
+    """Generated bytes → text pieces: whole UTF-8 characters, held back where a stop string may start."""
 
-    def __init__(self, ev: threading.Event) -> None:
-        self.ev = ev
+    def __init__(self, stops: list[str]) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")
+        self._stops = stops
+        self._held = ""
+        self.stopped = False
 
-    def __call__(self, input_ids: Any, logits: Any) -> bool:
-        return self.ev.is_set()
+    def feed(self, data: bytes) -> tuple[str, bool]:
+        """Add one token's bytes; return ``(text to emit, whether a stop string was reached)``."""
+        self._held += self._decoder.decode(data)
+        if not self._stops:
+            out, self._held = self._held, ""
+            return out, False
+        cut = min((i for i in (self._held.find(s) for s in self._stops) if i >= 0), default=-1)
+        if cut >= 0:
+            self.stopped = True
+            out, self._held = self._held[:cut], ""
+            return out, True
+        # Keep back the longest tail that could still grow into a stop string.
+        keep = max(
+            (k for s in self._stops for k in range(1, len(s)) if self._held.endswith(s[:k])), default=0
+        )
+        out, self._held = self._held[: len(self._held) - keep], self._held[len(self._held) - keep :]
+        return out, False
+
+    def flush(self) -> str:
+        """What is still held back (nothing after a stop string)."""
+        out, self._held = ("" if self.stopped else self._held + self._decoder.decode(b"", final=True)), ""
+        return out
 
 
 # ChatML, for GGUFs that carry no template (e.g. base models).

@@ -7,14 +7,15 @@ schemas, so the output is always parseable and only names real tools::
     {"call": {"tool": "wave", "arguments": {"hand": "right"}}, "say": "Hello there!"}
 
 The call comes first so the model decides on an action before it talks (and the tool prior
-below acts on that choice); ``say`` is what the robot speaks. Only skills declared
-``follow_up=False`` (movements) carry ``say`` with their call, a short acknowledgement the
-model picks ("Sure!"): the call runs as soon as its object is complete
-(:class:`CallStreamer`), so the arm moves while the speech is still being written and
-synthesized. A data skill's call has no ``say``: its result is spoken in the
-next round. Measured here: with this grammar even the 135M model picks the right tool for
-simple commands. The tools are described in the system prompt in a compact,
-signature-like form (the template of such models has no tool slot).
+below acts on that choice); ``say`` is what the robot speaks, in a reply that calls nothing
+(``"tool": "none"``). A tool reply is the call alone. For a skill declared ``follow_up=False``
+(a movement) the robot says a short acknowledgement ("Sure!", :data:`ACKNOWLEDGEMENTS`) the
+moment the tool's *name* is written (:class:`ToolNameSpotter`), while the model is still
+writing the arguments, and the call runs as soon as its object is complete
+(:class:`CallStreamer`): speech starts a few tokens into the round and the arm moves with it.
+A data skill's result is spoken in the next round. Measured here: with this grammar even the
+135M model picks the right tool for simple commands. The tools are described in the system
+prompt in a compact, signature-like form (the template of such models has no tool slot).
 
 A 135M model still picks tools almost at random from names alone (measured on the command
 fixtures: 4 of 10). :class:`~agent.toolprior.ToolChoicePrior` adds a logit bonus, only at the position where
@@ -34,32 +35,26 @@ from agent.skills import Skill
 NO_TOOL = "none"
 SAY_MAX_CHARS = 160
 ACKNOWLEDGEMENTS = ("Sure!", "Okay!", "All right!", "Of course!", "On it!", "Here I go!")
-"""What the robot may say with a call that needs no follow-up: the model picks one. Free text
-there wandered on SmolLM2-135M (measured: "Sure! Here's a little joke about your tool." while
-waving, "You can't do that!" while setting a timer); a short acknowledgement is always right
-and is a complete sentence after a couple of tokens, so its audio starts at once."""
+"""What the robot says with a call that needs no follow-up. Free text there wandered on
+SmolLM2-135M (measured: "Sure! Here's a little joke about your tool." while waving, "You can't
+do that!" while setting a timer); a short acknowledgement is always right. When the model
+picked one from a grammar enum it cost ~10 more tokens before the first audio, and the choice
+carried no meaning, so the turn loop picks it (:meth:`ToolNameSpotter.feed`)."""
 
 
-def reply_schema(
-    skills: list[Skill], allow_tools: bool = True, acks: tuple[str, ...] = ACKNOWLEDGEMENTS
-) -> dict[str, Any]:
-    """JSON schema of one grammar-constrained reply: a tool call, speech, or both.
+def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any]:
+    """JSON schema of one grammar-constrained reply: a tool call, or speech.
 
-    ``{"call": {"tool": NAME, "arguments": {...}}}`` calls a skill whose result needs a
-    spoken follow-up (``follow_up=True``: ``get_time``); the next round speaks about the
-    result, so what the robot says is grounded in it (a 135M model otherwise announces a
-    made-up time before ``get_time`` has answered). ``{"call": {"tool": NAME, "arguments":
-    {...}}, "say": ACK}`` calls a skill without follow-up (``wave``) and speaks in the same
-    round, after the call so the words follow the choice; ``ACK`` is one of
-    :data:`ACKNOWLEDGEMENTS`. ``{"call": {"tool": "none"},
-    "say": TEXT}`` only speaks. One call per round keeps the choice simple; a multi-step
-    request ("turn, then wave") takes several rounds.
+    ``{"call": {"tool": NAME, "arguments": {...}}}`` calls a skill. For a skill with follow-up
+    (``get_time``) the next round speaks about the result, so what the robot says is grounded
+    in it (a 135M model otherwise announces a made-up time before ``get_time`` has answered);
+    for one without (``wave``) the turn loop says an acknowledgement as soon as the name is
+    written. ``{"call": {"tool": "none"}, "say": TEXT}`` only speaks. One call per round keeps
+    the choice simple; a multi-step request ("turn, then wave") takes several rounds.
 
     Args:
         skills: Tools the model may call.
         allow_tools: False gives the speech-only variant, used on the last round.
-        acks: What a call without follow-up may say (a later round of a multi-step command
-            leaves out what an earlier one said, so the robot does not repeat itself).
 
     Returns:
         A JSON schema object for ``LlamaGrammar.from_json_schema``.
@@ -74,13 +69,7 @@ def reply_schema(
             "properties": {"tool": {"const": s.name}, "arguments": args},
             "required": ["tool", "arguments"],
         }
-        if s.follow_up:
-            variants.append({"type": "object", "properties": {"call": call}, "required": ["call"]})
-        else:  # key order is the grammar's order: call first, then say
-            ack = {"type": "string", "enum": list(acks or ACKNOWLEDGEMENTS)}
-            variants.append(
-                {"type": "object", "properties": {"call": call, "say": ack}, "required": ["call", "say"]}
-            )
+        variants.append({"type": "object", "properties": {"call": call}, "required": ["call"]})
     speak = {"type": "object", "properties": {"tool": {"const": NO_TOOL}}, "required": ["tool"]}
     variants.append(
         {"type": "object", "properties": {"call": speak, "say": say}, "required": ["call", "say"]}
@@ -129,13 +118,15 @@ def parse_reply(text: str) -> tuple[str, list[dict[str, Any]], str]:
         malformed (what could be recovered is still returned).
     """
     try:
-        data = json.loads(text)
+        # strict=False: llama.cpp's JSON-schema grammar lets raw control characters (a newline)
+        # into strings (its ``char ::= [^"\\]``), which strict JSON refuses.
+        data = json.loads(text, strict=False)
     except json.JSONDecodeError:
         m = _SAY.search(text)
         say = ""
         if m:
             try:
-                say = json.loads(f'"{m.group(1)}"')
+                say = json.loads(f'"{m.group(1)}"', strict=False)
             except json.JSONDecodeError:
                 say = ""
         return say.strip(), [], "reply was cut off before it was complete JSON; its tool call was not run"
@@ -201,10 +192,47 @@ class CallStreamer:
                 if self._depth == 1 and self._start >= 0:
                     self.done = True
                     try:
-                        return _call_of(json.loads(self._buf[self._start : i + 1]))
+                        return _call_of(json.loads(self._buf[self._start : i + 1], strict=False))
                     except json.JSONDecodeError:
                         return None
         return None
+
+
+class Acknowledgements:
+    """Picks what the robot says with a movement: :data:`ACKNOWLEDGEMENTS` in turn, skipping what was said."""
+
+    def __init__(self, choices: tuple[str, ...] = ACKNOWLEDGEMENTS) -> None:
+        self.choices = choices
+        self.given = 0
+
+    def next(self, said: frozenset[str] = frozenset()) -> str:
+        """The next acknowledgement not in ``said`` (any, when all were said)."""
+        fresh = [a for a in self.choices if a not in said] or list(self.choices)
+        self.given += 1
+        return fresh[(self.given - 1) % len(fresh)]
+
+
+class ToolNameSpotter:
+    """Spot the tool's name in a grammar-constrained reply the moment its closing quote is written.
+
+    ``feed(text)`` takes the reply so far and returns the name once (``"none"`` included), on
+    the first call that sees ``"tool": "NAME"`` complete; None before and after.
+    """
+
+    _NAME = re.compile(r'"tool"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+
+    def feed(self, text: str) -> str | None:
+        """Look at the whole reply so far; the name when it has just become complete."""
+        if self.name is not None:
+            return None
+        m = self._NAME.search(text)
+        if m is None:
+            return None
+        self.name = m.group(1)
+        return self.name
 
 
 class SayStreamer:

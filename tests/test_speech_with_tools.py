@@ -22,7 +22,9 @@ from agent.skills import build_skill, load_registry, new_skill_file, skill
 from agent.toolgrammar import (
     ACKNOWLEDGEMENTS,
     NO_TOOL,
+    Acknowledgements,
     CallStreamer,
+    ToolNameSpotter,
     as_grammar_messages,
     parse_reply,
     reply_schema,
@@ -60,7 +62,7 @@ def _variants(schema):
     return out
 
 
-def test_schema_gives_movements_speech_after_the_call_and_data_none():
+def test_schema_gives_every_tool_a_call_alone_and_speech_to_none():
     from llama_cpp import LlamaGrammar
 
     skills = list(load_registry([], entry_points=False).skills.values())
@@ -68,21 +70,32 @@ def test_schema_gives_movements_speech_after_the_call_and_data_none():
     variants = _variants(schema)
     assert set(variants) == {s.name for s in skills} | {NO_TOOL}
     wave, get_time, speak = variants["wave"], variants["get_time"], variants[NO_TOOL]
-    # call first (the choice is grounded and the tool prior still acts on the name), then say
-    assert list(wave["properties"]) == ["call", "say"] and wave["required"] == ["call", "say"]
-    assert wave["properties"]["say"]["enum"] == list(ACKNOWLEDGEMENTS)
+    # a tool reply is the call alone: a movement's acknowledgement is the turn loop's, not the model's
+    for v in (wave, get_time):
+        assert list(v["properties"]) == ["call"] and v["required"] == ["call"]
     assert wave["properties"]["call"]["properties"]["arguments"]["properties"]["hand"]["enum"] == [
         "left",
         "right",
     ]
-    assert list(get_time["properties"]) == ["call"] and get_time["required"] == ["call"]
     assert list(speak["properties"]) == ["call", "say"] and "enum" not in speak["properties"]["say"]
-    # a later round of a multi-step command offers the acknowledgements not yet said
-    later = _variants(reply_schema(skills, acks=("Sure!",)))["nod"]
-    assert later["properties"]["say"]["enum"] == ["Sure!"]
     # speech only on the last round; every variant compiles to a llama.cpp grammar
     assert reply_schema(skills, allow_tools=False) == speak
     LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+
+
+def test_tool_name_is_spotted_when_its_closing_quote_is_written():
+    reply = '{"call": {"tool": "look_at", "arguments": {"target": "face"}}}'
+    spot = ToolNameSpotter()
+    got = [(i, n) for i in range(len(reply) + 1) if (n := spot.feed(reply[:i])) is not None]
+    assert got == [(reply.index('look_at"') + len('look_at"'), "look_at")]  # not at "look"
+    assert spot.feed(reply) is None and spot.name == "look_at"
+
+
+def test_acknowledgements_take_turns_and_skip_what_was_said():
+    acks = Acknowledgements()
+    assert [acks.next() for _ in ACKNOWLEDGEMENTS] == list(ACKNOWLEDGEMENTS)
+    assert all(acks.next(frozenset({"Sure!", "Okay!"})) not in ("Sure!", "Okay!") for _ in range(8))
+    assert acks.next(frozenset(ACKNOWLEDGEMENTS)) in ACKNOWLEDGEMENTS  # all said: any again
 
 
 def test_call_is_spotted_the_moment_its_object_closes():
@@ -134,24 +147,13 @@ def test_history_without_raw_text_keeps_speech_and_call_together():
 # --- the real models -----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def agent(tmp_path_factory):
-    rig = AgentRig(out=tmp_path_factory.mktemp("replies"))
     stamped: list[tuple[float, object]] = []
-    emit = rig.bus.emit
 
     def stamp(ev):  # when each public message arrived (robot commands carry only robot time)
         stamped.append((time.perf_counter(), ev))
-        emit(ev)
 
-    rig.bus.emit = stamp
+    rig = AgentRig(out=tmp_path_factory.mktemp("replies"), observe=stamp)
     rig.stamped = stamped
-    conv = rig.core.conversation
-    rounds = conv._round
-
-    def counting(*args, **kwargs):
-        rig.rounds += 1
-        return rounds(*args, **kwargs)
-
-    conv._round = counting
     yield rig
     rig.close()
 
@@ -159,10 +161,15 @@ def agent(tmp_path_factory):
 def _run(agent, fn, *args):
     agent.core.robot.wait_idle(10)
     agent.core.conversation.history.clear()  # each command on its own, as in bench --accuracy
-    agent.rounds = 0
     start = len(agent.stamped)
     evs = fn(*args)
     return evs, agent.stamped[start:]
+
+
+def _rounds(evs):
+    """Model rounds of the run's (one) user turn, as its ``Timing`` reports them."""
+    turn = evs.of(Transcript)[-1].turn_id
+    return evs.of(Timing, turn)[0].llm_rounds
 
 
 def _assert_spoken_while_moving(evs, stamped, tool):
@@ -183,7 +190,7 @@ def _assert_spoken_while_moving(evs, stamped, tool):
 
 def test_typed_motion_command_speaks_in_one_round_while_the_arm_moves(agent):
     evs, stamped = _run(agent, agent.text, "Wave your right hand.")
-    assert agent.rounds == 1
+    assert _rounds(evs) == 1
     _assert_spoken_while_moving(evs, stamped, "wave")
     assert any(e.joint == "right_arm" and e.deg > 90 for e in evs.of(RobotCommand))
     # the history holds the speech and the call in one assistant message, then the result
@@ -192,7 +199,8 @@ def test_typed_motion_command_speaks_in_one_round_while_the_arm_moves(agent):
     assert (
         hist[1]["content"] == evs.of(Reply)[0].text and hist[1]["tool_calls"][0]["function"]["name"] == "wave"
     )
-    assert json.loads(hist[1]["raw"])["say"] == hist[1]["content"] and hist[2]["name"] == "wave"
+    raw = json.loads(hist[1]["raw"])  # exactly what the model wrote: the call alone
+    assert raw["call"]["tool"] == "wave" and "say" not in raw and hist[2]["name"] == "wave"
     # the next turn reuses the KV cache: only the new messages are evaluated
     conv = agent.core.conversation
     res = conv.turn("Thank you.", 99)
@@ -201,13 +209,13 @@ def test_typed_motion_command_speaks_in_one_round_while_the_arm_moves(agent):
 
 def test_spoken_motion_command_speaks_in_one_round_while_the_arm_moves(agent, fixtures_dir):
     evs, stamped = _run(agent, agent.listen, fixtures_dir / "commands" / "wave_right.wav")
-    assert len(evs.of(Transcript)) == 1 and agent.rounds == 1
+    assert len(evs.of(Transcript)) == 1 and _rounds(evs) == 1
     _assert_spoken_while_moving(evs, stamped, "wave")
 
 
 def test_data_command_takes_a_second_round_that_says_the_result(agent):
     evs, _ = _run(agent, agent.text, "What time is it?")
-    assert agent.rounds == 2 and [c.tool for c in evs.of(ToolCall)] == ["get_time"]
+    assert _rounds(evs) == 2 and [c.tool for c in evs.of(ToolCall)] == ["get_time"]
     result = evs.of(ToolResult)[0]
     assert result.ok
     hhmm = re.search(r"\d\d:\d\d", result.result).group(0)
@@ -216,7 +224,7 @@ def test_data_command_takes_a_second_round_that_says_the_result(agent):
 
 def test_multi_step_command_calls_both_tools(agent):
     evs, _ = _run(agent, agent.text, "Turn your head to the left and then wave.")
-    assert sorted(c.tool for c in evs.of(ToolCall)) == ["look", "wave"] and agent.rounds == 2
+    assert sorted(c.tool for c in evs.of(ToolCall)) == ["look", "wave"] and _rounds(evs) == 2
     assert all(r.ok for r in evs.of(ToolResult))
     said = evs.of(Reply)[0].text
     assert said and all(p.strip() in ACKNOWLEDGEMENTS for p in re.findall(r"[^!]+!", said))

@@ -31,8 +31,8 @@ CHAT_EXAMPLE = (
 seeds, after a timer and a time question): without it "Tell me a short joke" got "I'm not a
 joke, I am a joke." or "It's a joke about the moon." six times in six; with it and earlier
 says hidden, a question-and-answer joke six times (often this one). Movements speak from their
-own list of acknowledgements in the grammar; the one copy seen elsewhere was the reply to a
-failed ``describe_scene``."""
+own list of acknowledgements (:data:`agent.toolgrammar.ACKNOWLEDGEMENTS`); the one copy seen
+elsewhere was the reply to a failed ``describe_scene``."""
 
 
 def resolve_format(cfg_format: str, model: ChatModel) -> str:

@@ -2,10 +2,10 @@
 
 * :class:`GrammarRounds` — for models without a tool format (the embedded SmolLM2): the
   reply is JSON held to a grammar built from the skills' schemas (:mod:`agent.toolgrammar`),
-  tools already called this turn left out; the call is handed out as soon as its JSON object
-  is complete (it runs while ``say`` is still written), the ``say`` field streams to speech
-  as it is written; a lexical *tool prior* biases the tool-name position toward tools the
-  user named.
+  tools already called this turn left out; a movement's acknowledgement is spoken as soon as
+  its tool name is written, the call is handed out as soon as its JSON object is complete,
+  a reply without a call streams its ``say`` to speech as it is written; a lexical *tool
+  prior* biases the tool-name position toward tools the user named.
 * :class:`NativeRounds` — Bolt / Gemma 4 and Hermes markup, parsed by the streaming parsers
   of :mod:`agent.toolparse` (markup and thinking never reach speech), with the thinking
   budget as a logits processor.
@@ -27,16 +27,21 @@ from agent.llm import ChatModel, Generation
 from agent.reasoning import ThinkingBudget, ThinkingStats, markers_for
 from agent.skills import SkillRegistry
 from agent.toolgrammar import (
-    ACKNOWLEDGEMENTS,
     NO_TOOL,
+    Acknowledgements,
     CallStreamer,
     SayStreamer,
+    ToolNameSpotter,
     parse_reply,
     reply_schema,
 )
 from agent.toolprior import ToolChoicePrior
 
 RoundOutput = tuple[str, list[dict[str, Any]], str]
+
+REPLY_OPENING = '{"call": {"tool": "'
+"""How every grammar reply starts (the schema's fixed opening, spaced as ``json.dumps`` spaces the
+replies in the history): evaluated with the prompt in one batch, not token by token."""
 
 
 class GrammarRounds:
@@ -49,19 +54,17 @@ class GrammarRounds:
 
     def __init__(self, model: ChatModel, registry: SkillRegistry) -> None:
         self.model, self.registry = model, registry
-        self._grammars: dict[tuple[bool, frozenset[str], tuple[str, ...]], Any] = {}
+        self._grammars: dict[tuple[bool, frozenset[str]], Any] = {}
+        self.acks = Acknowledgements()
 
-    def grammar(
-        self, allow_tools: bool, exclude: frozenset[str] = frozenset(), said: frozenset[str] = frozenset()
-    ) -> Any:
-        """Grammar for a round; tools in ``exclude`` and acknowledgements in ``said`` are left out."""
-        acks = tuple(a for a in ACKNOWLEDGEMENTS if a not in said) or ACKNOWLEDGEMENTS
-        key = (allow_tools, exclude, acks)
+    def grammar(self, allow_tools: bool, exclude: frozenset[str] = frozenset()) -> Any:
+        """Grammar for a round; tools in ``exclude`` are left out."""
+        key = (allow_tools, exclude)
         if key not in self._grammars:
             from llama_cpp import LlamaGrammar
 
             skills = [s for s in self.registry.skills.values() if s.name not in exclude]
-            schema = reply_schema(skills, allow_tools and bool(skills), acks)
+            schema = reply_schema(skills, allow_tools and bool(skills))
             self._grammars[key] = LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
         return self._grammars[key]
 
@@ -78,6 +81,7 @@ class GrammarRounds:
         barge_in: threading.Event | None = None,
         said: frozenset[str] = frozenset(),
         temperature: float | None = None,
+        on_utterance: Callable[[], None] | None = None,
     ) -> RoundOutput:
         """Generate one round; the ``say`` text streams to ``on_text`` while it is written.
 
@@ -95,12 +99,17 @@ class GrammarRounds:
             done: Tools called earlier this turn (left out of the grammar).
             on_call: Receives the call the moment its JSON object is complete, before
                 ``say`` is written; None: the caller runs the returned calls after the round.
+            on_utterance: Called after a movement's acknowledgement went to ``on_text``: it is
+                a whole utterance, to be spoken now (a sentence chunker otherwise holds a
+                sentence until the next one begins).
 
         Returns:
             ``(speech, calls, problem)``; ``calls`` holds the call handed to ``on_call`` too.
         """
         streamer = SayStreamer()
         spotter = CallStreamer()
+        names = ToolNameSpotter()
+        ack = ""
         early: dict[str, Any] | None = None
         llm = self.model.llm
 
@@ -120,11 +129,21 @@ class GrammarRounds:
         for piece in self.model.stream(
             prompt,
             gen,
-            grammar=self.grammar(allow_tools, done, said),
+            grammar=self.grammar(allow_tools, done),
             cancel=stop,
             logits_processor=prior if allow_tools and bonuses else None,
             temperature=temperature,
+            prefix=REPLY_OPENING,
         ):
+            if allow_tools and names.name is None:
+                name = names.feed(gen.text)
+                skill = self.registry.skills.get(name or "")
+                if skill is not None and not skill.follow_up:  # a movement: say so while it starts
+                    ack = self.acks.next(said)
+                    if on_text:
+                        on_text(ack)
+                    if on_utterance:
+                        on_utterance()
             if not spotter.done:
                 call = spotter.feed(piece)
                 if call is not None and on_call is not None:
@@ -134,6 +153,7 @@ class GrammarRounds:
             if delta and on_text:
                 on_text(delta)
         say, calls, problem = parse_reply(gen.text)
+        say = say or ack
         if early is not None:  # the call ran; only its speech can have been cut short
             calls = [early]
             problem = (

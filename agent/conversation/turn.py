@@ -28,7 +28,7 @@ from agent.context import fit_history
 from agent.conversation import history as hist
 from agent.conversation.background import BackgroundCalls
 from agent.conversation.prompt import Prompter, resolve_format
-from agent.conversation.rounds import GrammarRounds, NativeRounds, RoundOutput
+from agent.conversation.rounds import REPLY_OPENING, GrammarRounds, NativeRounds, RoundOutput
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.llm import ChatModel, Generation
 from agent.sentences import SentenceCap, limit_sentences
@@ -92,6 +92,13 @@ def _last_turn_speech(history: list[dict[str, Any]]) -> list[str]:
         if msg["role"] == "assistant" and msg.get("content"):
             out.append(msg["content"].strip())
     return out
+
+
+def _release(cap: SentenceCap, on_pause: Callable[[], None] | None) -> None:
+    """A whole utterance went through ``cap`` (an acknowledgement): count it and have it spoken now."""
+    cap.flush()
+    if on_pause is not None:
+        on_pause()
 
 
 @dataclass
@@ -172,7 +179,8 @@ class Conversation:
         content = f"{text}\n\n[{state}]" if state else text
         msgs = [*self.history, {"role": "user", "content": content}]
         allow_tools = bool(self.registry.skills)
-        return self.model.prefill(self.prompter.render(msgs, allow_tools, self.thinks(allow_tools)))
+        opening = REPLY_OPENING if self.format == "grammar" else ""
+        return self.model.prefill(self.prompter.render(msgs, allow_tools, self.thinks(allow_tools)), opening)
 
     def fit_context(self, allow_tools: bool = True, think: bool = False) -> int:
         """Compact the history when the next prompt leaves no room to answer; returns turns dropped."""
@@ -255,6 +263,7 @@ class Conversation:
                     run_now if allow_tools else None,
                     frozenset(spoken + before),
                     0.0 if greedy else None,
+                    functools.partial(_release, cap, on_pause),
                 )
             except Exception as e:  # a model failure must not lose the conversation
                 log.exception("turn %d: model round failed", turn_id)
@@ -330,6 +339,7 @@ class Conversation:
         on_call: Callable[[dict[str, Any]], None] | None,
         said: frozenset[str],
         temperature: float | None = None,
+        on_utterance: Callable[[], None] | None = None,
     ) -> RoundOutput:
         think = self.thinks(allow_tools)
         gen.extra["dropped_turns"] = self.fit_context(allow_tools, think)
@@ -346,6 +356,7 @@ class Conversation:
                 cap.user_cancel,
                 said,
                 temperature,
+                on_utterance,
             )
         return self._native_rounds.run(self.render(allow_tools, think), gen, think, cap.feed, cap.cancel)
 

@@ -74,12 +74,13 @@ class ChatEngine(Protocol):
         cancel: threading.Event | None = None,
         temperature: float | None = None,
         logits_processor: Callable[[int], Any] | None = None,
+        prefix: str = "",
     ) -> Iterator[str]:
         """Generate text pieces for a rendered prompt, filling ``gen``."""
         ...
 
-    def prefill(self, prompt: str) -> int:
-        """Evaluate a likely next prompt into the KV cache now; returns tokens evaluated (0: skipped)."""
+    def prefill(self, prompt: str, prefix: str = "") -> int:
+        """Evaluate a likely next prompt and output ``prefix`` now; returns tokens evaluated (0: skipped)."""
         ...
 
     def warmup(self, prompt: str) -> float:

@@ -1,0 +1,174 @@
+"""In-process sampling: the lazy grammar check gives what llama.cpp's full grammar pass gives.
+
+The embedded SmolLM2-135M with the product's own reply grammar (:mod:`agent.toolgrammar`):
+greedy output through :meth:`ChatModel.stream` (:class:`agent.sampling.TokenSampler`) must be
+token for token what llama-cpp-python's ``create_completion`` (grammar over the whole
+vocabulary at every step) writes, and the grammar must still hold where the model's own
+first choice breaks it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from agent.config import load_config
+from agent.conversation.rounds import REPLY_OPENING
+from agent.llm import ChatModel, Generation, LLMError, _TextStream
+from agent.models import resolve_model
+from agent.skills import load_registry
+from agent.toolgrammar import parse_reply, reply_schema, tools_prompt
+
+COMMANDS = ("wave your right hand", "what time is it", "look to the left", "tell me a short joke")
+
+
+@pytest.fixture(scope="module")
+def model():
+    cfg = load_config().llm.model_copy(update={"temperature": 0.0, "threads": 2})
+    return ChatModel(resolve_model(cfg.model), cfg)
+
+
+@pytest.fixture(scope="module")
+def grammar():
+    from llama_cpp import LlamaGrammar
+
+    skills = list(load_registry([], entry_points=False).skills.values())
+    schema = reply_schema(skills)
+    return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False), tools_prompt(skills)
+
+
+def _prompt(model, tools, text):
+    return model.render(
+        [{"role": "system", "content": "You are a robot.\n" + tools}, {"role": "user", "content": text}]
+    )
+
+
+def _reference(model, prompt, grammar, max_tokens=80):
+    """What llama-cpp-python's own create_completion writes: grammar over the whole vocabulary."""
+    out = []
+    for chunk in model.llm.create_completion(
+        model.tokenize(prompt),
+        max_tokens=max_tokens,
+        temperature=0.0,
+        repeat_penalty=model.cfg.repeat_penalty,
+        stream=True,
+        grammar=grammar,
+    ):
+        out.append(chunk["choices"][0]["text"])
+    return "".join(out)
+
+
+@pytest.mark.parametrize("text", COMMANDS)
+def test_greedy_lazy_grammar_equals_the_full_grammar_pass(model, grammar, text):
+    g, tools = grammar
+    prompt = _prompt(model, tools, text)
+    t0 = time.perf_counter()
+    ref = _reference(model, prompt, g)
+    t_ref = time.perf_counter() - t0
+    gen = Generation()
+    t0 = time.perf_counter()
+    ours = "".join(model.stream(prompt, gen, grammar=g, max_tokens=80, temperature=0.0))
+    t_ours = time.perf_counter() - t0
+    assert ours == ref
+    say, calls, problem = parse_reply(ours)
+    assert not problem and (say or calls)
+    # the slow path is the exception: most tokens are the model's own first choice
+    assert gen.extra["grammar_full_passes"] < gen.completion_tokens / 2, (gen.extra, gen.completion_tokens)
+    ms = f"full grammar {t_ref * 1000:.0f} ms, lazy {t_ours * 1000:.0f} ms"
+    print(f"{text!r}: {gen.completion_tokens} tokens, {ms}")
+
+
+def test_forced_opening_is_evaluated_with_the_prompt_and_yielded_first(model, grammar):
+    g, tools = grammar
+    prompt = _prompt(model, tools, "wave your right hand")
+    gen = Generation()
+    pieces = list(model.stream(prompt, gen, grammar=g, max_tokens=80, temperature=0.0, prefix=REPLY_OPENING))
+    assert pieces[0] == REPLY_OPENING
+    text = "".join(pieces)
+    assert text == gen.text and text.startswith(REPLY_OPENING)
+    say, calls, problem = parse_reply(text)
+    assert not problem and (say or calls), text
+    # the opening was evaluated with the prompt, not generated token by token
+    n_opening = len(model.llm.tokenize(REPLY_OPENING.encode(), add_bos=False, special=False))
+    n_text = len(model.llm.tokenize(text.encode(), add_bos=False, special=False))
+    assert gen.prompt_tokens >= n_opening
+    assert gen.completion_tokens <= n_text - n_opening + 2  # +2: re-tokenizing may merge differently
+
+
+def test_a_prefix_the_grammar_rejects_is_an_error(model, grammar):
+    g, tools = grammar
+    with pytest.raises(LLMError, match="forced prefix"):
+        list(model.stream(_prompt(model, tools, "hi"), Generation(), grammar=g, prefix='["not an object'))
+
+
+def test_the_grammar_wins_over_a_processor_that_masks_everything_it_allows(model, grammar):
+    """A thinking budget forcing its closing marker where the grammar wants JSON gives way."""
+    g, tools = grammar
+    # Two newlines in one token: JSON's whitespace here is one optional space, and a string
+    # ends at the next quote — the reply grammar allows this token nowhere... except inside
+    # a string (raw control characters are allowed there), so the mask is held to the start.
+    nl = model.llm.tokenize(b"\n\n", add_bos=False, special=False)
+    assert len(nl) == 1
+    allowed_nowhere = nl[0]
+
+    def force(n_prompt):
+        def proc(input_ids, scores):
+            if len(input_ids) > n_prompt:  # only the first token: it must open the JSON object
+                return scores
+            out = np.full_like(scores, -np.inf)
+            out[allowed_nowhere] = 0.0
+            return out
+
+        return proc
+
+    gen = Generation()
+    text = "".join(
+        model.stream(
+            _prompt(model, tools, "nod"),
+            gen,
+            grammar=g,
+            max_tokens=80,
+            temperature=0.0,
+            logits_processor=force,
+        )
+    )
+    assert text.lstrip().startswith("{") and not parse_reply(text)[2], text
+    assert gen.extra["grammar_full_passes"] >= 1
+
+
+def test_sampling_at_a_temperature_stays_inside_the_grammar(model, grammar):
+    g, tools = grammar
+    for seed_text in COMMANDS:
+        gen = Generation()
+        text = "".join(
+            model.stream(_prompt(model, tools, seed_text), gen, grammar=g, max_tokens=300, temperature=0.8)
+        )
+        assert gen.finish_reason == "stop", text
+        assert not parse_reply(text)[2], text
+
+
+def test_a_raw_newline_in_say_is_still_a_reply():
+    """The grammar lets raw control characters into strings; strict JSON would drop the reply."""
+    say, calls, problem = parse_reply('{"call": {"tool": "none"}, "say": "One.\n\nTwo."}')
+    assert not problem and say == "One.\n\nTwo." and calls == []
+
+
+def test_stop_strings_end_the_text_and_are_not_emitted():
+    ts = _TextStream(["</s>", "User:"])
+    out = []
+    for piece in ["Hello", " Us", "e", "r", ":", " more"]:
+        text, stopped = ts.feed(piece.encode())
+        out.append(text)
+        if stopped:
+            break
+    assert "".join(out) == "Hello " and ts.stopped and ts.flush() == ""
+    ts = _TextStream(["User:"])
+    assert ts.feed(b"a Us") == ("a ", False)
+    assert ts.flush() == "Us"  # a partial stop string at the end is text after all
+    # bytes of one character split over two tokens come out whole
+    ts = _TextStream([])
+    e = "é".encode()
+    assert ts.feed(e[:1]) == ("", False) and ts.feed(e[1:]) == ("é", False)
