@@ -18,7 +18,7 @@ setup-test: .venv/.ready-test
 	bash launch/setup.sh run
 	touch $@
 
-.venv/.ready-test: pyproject.toml launch/setup.sh
+.venv/.ready-test: pyproject.toml launch/setup.sh launch/build_llama_server.sh
 	bash launch/setup.sh test
 	touch $@ .venv/.ready-run
 

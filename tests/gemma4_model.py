@@ -8,8 +8,9 @@ shared-KV layers, exactly as llama.cpp's ``gemma4`` loader expects.
 
 * :func:`tiny_gemma4` — 9 layers (pattern sliding, sliding, global), hidden 64, window 128,
   the last 3 layers reuse earlier KV, double-wide FFN on those, per-layer embeddings of
-  width 32; random weights (seeded), Q8_0 / F16 / F32 tensors. About 62 MB (the 262144-token
-  vocabulary dominates). llama.cpp loads and runs it.
+  width 32; random weights (seeded), Q8_0 / F16 / F32 tensors. About 115 MB: the 262144-token
+  vocabulary dominates (token and per-layer embedding tables ~98 MB, the tokenizer ~16 MB).
+  llama.cpp loads and runs it.
 * :func:`e4b_sparse` — Bolt E4B's published shape with Q4_K_M tensor types: the header is
   exact, the tensor data are a hole (a sparse file: ~5 GB apparent, a few MB on disk).
   llama.cpp maps it and reports its buffer sizes without reading the data.

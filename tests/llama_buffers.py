@@ -3,8 +3,10 @@
 llama.cpp writes ``... model buffer size = X MiB``, ``... KV buffer size = X MiB``,
 ``... compute buffer size = X MiB`` and ``... output buffer size = X MiB`` to file
 descriptor 2 from C code; the child process points fd 2 at a file before constructing
-``llama_cpp.Llama(verbose=True)``, and this module parses that file. A subprocess keeps
-the C library's log handler and memory out of the test process.
+``llama_cpp.Llama(verbose=True)``, and this module parses that file (:func:`parse_report`).
+A subprocess keeps the C library's log handler and memory out of the test process.
+llama-server writes the same lines to its log for the chat model and then for a draft model
+(:func:`server_reports` splits them).
 """
 
 from __future__ import annotations
@@ -80,6 +82,25 @@ def measure(model_path: Path, **llama_args) -> Reported:
         text = log.read_text(errors="replace") if log.exists() else ""
     if proc.returncode != 0:
         raise RuntimeError(f"llama.cpp failed ({proc.returncode}): {text[-2000:]}{proc.stderr[-2000:]}")
+    return parse_report(text)
+
+
+def server_reports(text: str) -> tuple[Reported, Reported | None]:
+    """The chat model's and the draft model's buffer reports in one llama-server log.
+
+    llama-server loads the target model and its context first, then logs ``loading draft
+    model`` (common/speculative.cpp) and loads the drafter and its context; the log is split
+    there. Returns ``(target, draft)``; ``draft`` is None when no drafter was loaded.
+    """
+    text = text[max(text.rfind("--- bolt-agent starts:"), 0) :]  # the last start of the server only
+    at = text.find("loading draft model")
+    if at < 0:
+        return parse_report(text), None
+    return parse_report(text[:at]), parse_report(text[at:])
+
+
+def parse_report(text: str) -> Reported:
+    """Buffer sizes in a llama.cpp log, MiB (compute: the last report per buffer name)."""
     rep = Reported(log=text)
     seen_compute: dict[str, float] = {}
     for m in _BUF.finditer(text):

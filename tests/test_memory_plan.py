@@ -4,37 +4,50 @@ For SmolLM2-135M (llama), Gemma 3 270M (sliding-window layers) and the tiny rand
 (per-layer embeddings, sliding-window and shared-KV layers, per-layer KV head counts and
 head sizes), llama.cpp is constructed in a child process with ``verbose=True`` and the
 model, KV and compute buffer sizes it logs are compared with the plan (±10 %). Bolt E4B's
-published shape is checked at full scale through a header-exact sparse GGUF.
+published shape is checked at full scale through a header-exact sparse GGUF. The drafter
+llama-server loads (SmolLM2 drafting for itself) is compared with the buffers the server
+logs for it, and the end-of-turn text scorer with llama.cpp's report at its own settings.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from gemma4_model import TINY, TINY_TYPES, e4b_sparse, tiny_gemma4
-from llama_buffers import measure
+from llama_buffers import measure, server_reports
 from typer.testing import CliRunner
 
 from agent.config import LLMConfig, load_config
+from agent.engines.server_process import LlamaServerProcess, find_binary, server_args
 from agent.memplan import (
     PROFILES,
+    DeviceProfile,
     LLMSettings,
     check_budget,
     get_device,
     llm_memory,
     plan_config,
     plan_json,
+    plan_table,
     read_gguf_shape,
     resolve_n_ctx,
     this_machine,
 )
+from agent.memplan.components import SMART_TURN_FILE_BYTES, SMART_TURN_SESSION_MIB
+from agent.memplan.draft import DRAFT_ESTIMATES
 from agent.memplan.gemma4 import BOLT_E4B, gemma4_shape, gemma4_tensors, q4_k_m_types
+from agent.memplan.llm import LAZY_RESIDENT_SHARE
 from agent.memplan.plan import FIT_MIN_CTX
+from agent.models import resolve_model
 
 MiB = 1024**2
+GiB = 1024**3
 ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE = 0.10
 
@@ -340,3 +353,206 @@ def test_run_refuses_to_start_over_budget_with_one_fix(tmp_path):
     assert len(errors) == 1 and "over budget" in errors[0] and "lazy_per_layer_embd = true" in errors[0], (
         r.stderr
     )
+
+
+# --- the drafter, the end-of-turn models, lazy per-layer embeddings, "fit" through the CLI ----------------
+SMOLLM2_REF = "packaged:smollm2-135m"
+
+
+def _cpu_box(budget: int) -> DeviceProfile:
+    """A CPU-only device with exactly ``budget`` bytes for bolt-agent (no repacking)."""
+    return DeviceProfile("test", "test box", budget, 0, True, False, 0, frozenset(), "test")
+
+
+def _server_cfg(draft: str = SMOLLM2_REF, spec_type: str = "draft-simple", **llm):
+    """The desktop config on the llama-server engine, SmolLM2 drafting for itself by default."""
+    cfg = load_config()
+    srv = cfg.llm.server.model_copy(update={"draft_model": draft, "spec_type": spec_type})
+    update = {"engine": "llama-server", "server": srv, **llm}
+    return cfg.model_copy(update={"llm": cfg.llm.model_copy(update=update)})
+
+
+def test_drafter_is_planned_from_its_gguf_at_the_chat_models_context():
+    cfg = _server_cfg(n_ctx=8192, cache_type_k="q8_0", cache_type_v="q8_0", flash_attn=True)
+    plan = plan_config(cfg, _cpu_box(64 * GiB))
+    d = plan.draft
+    assert d is not None and d.model is not None and d.memory is not None and d.spec_type == "draft-simple"
+    assert d.model.source == str(resolve_model(SMOLLM2_REF))
+    # llama-server: the draft context holds as many tokens as the target's; bolt-agent passes the
+    # chat model's cache types with -ctkd/-ctvd
+    assert (d.settings.n_ctx, d.settings.cache_type_k, d.settings.cache_type_v) == (8192, "q8_0", "q8_0")
+    args = server_args(cfg.llm, Path("m.gguf"), Path("d.gguf"), "127.0.0.1", 9000)
+    assert args[args.index("-ctkd") + 1] == args[args.index("-ctvd") + 1] == "q8_0"
+    # drafting for itself: the same buffers again, but the file's mapped pages only once
+    assert d.memory.kv_bytes == plan.llm.kv_bytes and d.memory.weights == plan.llm.weights
+    assert d.shared == plan.llm.weights_host > 0
+    assert all(line in plan.lines for line in d.lines) and all(
+        ln.component.startswith("drafter") for ln in d.lines
+    )
+    kv_row = next(ln for ln in d.lines if ln.component.endswith("KV cache"))
+    assert kv_row.bytes == plan.llm.kv_bytes and kv_row.basis == "llama.cpp"
+    plain = _server_cfg(draft="", spec_type="auto", n_ctx=8192, cache_type_k="q8_0", cache_type_v="q8_0",
+                        flash_attn=True)  # fmt: skip
+    without = plan_config(plain, _cpu_box(64 * GiB))
+    assert without.draft is None and plan.total == without.total + d.total
+    assert d.total == d.memory.total - d.shared
+    data = plan_json(plan)
+    assert data["draft"]["kv"] == d.memory.kv_bytes and data["draft"]["total"] == d.total
+    assert data["draft"]["shared_with_model"] == d.shared and not data["draft"]["estimated"]
+    table = plan_table(plan)
+    assert "drafter: packaged:smollm2-135m (draft-simple" in table and "KV cache" in table
+    # the embedded engine has no drafter: the key is ignored there
+    embedded = cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"engine": "embedded"})})
+    assert plan_config(embedded, _cpu_box(64 * GiB)).draft is None
+
+
+def test_drafter_without_its_file_is_a_labelled_estimate():
+    for spec, key in [("draft-dflash", "other"), ("draft-mtp", "draft-mtp")]:
+        cfg = _server_cfg(draft="hf:someone/absent/drafter.gguf", spec_type=spec)
+        plan = plan_config(cfg, "orin-nano-8gb")
+        d = plan.draft
+        assert d is not None and d.model is None and d.memory is None
+        assert {ln.basis for ln in d.lines} == {"estimate"}
+        weights = next(ln for ln in d.lines if ln.component.endswith("weights"))
+        assert weights.bytes == DRAFT_ESTIMATES[key][0] and "not on this machine" in weights.detail
+        assert plan_json(plan)["draft"]["estimated"] and "[estimated]" in plan_table(plan)
+    assert "1B parameters" in DRAFT_ESTIMATES["other"][1]
+
+
+def test_a_drafter_that_does_not_fit_is_the_fix_and_fit_makes_room_for_it():
+    q8 = {"cache_type_k": "q8_0", "cache_type_v": "q8_0", "flash_attn": True}
+    cfg = _server_cfg(**q8)
+    full = plan_config(cfg, _cpu_box(64 * GiB))
+    box = _cpu_box(full.total - full.draft.total // 2)  # room for the chat model, not for the drafter
+    verdict = check_budget(cfg, box)
+    assert not verdict.fits
+    assert (
+        'Fix: set [llm.server] draft_model = "" and spec_type = "auto" (drop the drafter).' in verdict.message
+    )
+    # n_ctx = "fit" plans the drafter's KV cache too: less context fits with it than without
+    with_draft = _server_cfg(n_ctx="fit", **q8)
+    room = _cpu_box(plan_config(with_draft, _cpu_box(64 * GiB), n_ctx=4096).total + MiB)
+    n = resolve_n_ctx(with_draft, room)
+    assert 4096 <= n < 8192 and plan_config(with_draft, room, n_ctx=n).fits
+    alone = _server_cfg(draft="", spec_type="auto", n_ctx="fit", **q8)
+    assert resolve_n_ctx(alone, room) == 8192  # SmolLM2's training context: the most "fit" gives
+
+
+@pytest.mark.skipif(find_binary() is None, reason="llama-server not built: run launch/build_llama_server.sh")
+@pytest.mark.parametrize(
+    "llm",
+    [{"n_ctx": 4096}, {"n_ctx": 2048, "cache_type_k": "q8_0", "cache_type_v": "q8_0", "flash_attn": True}],
+    ids=["f16", "q8_0"],
+)
+def test_drafter_plan_within_ten_percent_of_llama_servers_report(tmp_path, llm):
+    """llama-server with SmolLM2 drafting for itself: what it logs for the draft model's buffers."""
+    cfg = _server_cfg(threads=2, **llm)
+    path = resolve_model(SMOLLM2_REF)
+    log = tmp_path / "server.log"
+    proc = LlamaServerProcess(
+        find_binary(),
+        lambda port: [*server_args(cfg.llm, path, path, "127.0.0.1", port), "-v"],  # -v: the buffer report
+        log_file=str(log),
+    )
+    proc.start()
+    proc.stop()
+    target, draft = server_reports(log.read_text(errors="replace"))
+    assert draft is not None, log.read_text()[-3000:]
+    plan = plan_config(cfg, "this")
+    d, m = plan.draft.memory, plan.llm
+    figures = (
+        f"draft: model {d.weights / MiB:.2f}/{draft.model:.2f} MiB, "
+        f"KV {d.kv_bytes / MiB:.2f}/{draft.kv:.2f}, "
+        f"compute {d.compute / MiB:.2f}/{draft.compute:.2f}, output {d.output / MiB:.2f}/{draft.output:.2f}; "
+        f"target: model {m.weights / MiB:.2f}/{target.model:.2f}, KV {m.kv_bytes / MiB:.2f}/{target.kv:.2f}, "
+        f"compute {m.compute / MiB:.2f}/{target.compute:.2f} (planned/llama-server)"
+    )
+    print(figures)
+    assert _close(d.weights, draft.model) and _close(d.kv_bytes, draft.kv), figures
+    assert _close(d.compute, draft.compute), figures
+    assert _close(m.weights, target.model) and _close(m.kv_bytes, target.kv), figures
+    assert _close(m.compute, target.compute), figures  # llama-server reserves 1 + 16 outputs, not 256
+
+
+def test_semantic_end_of_turn_models_are_planned():
+    cfg = load_config()
+    assert cfg.turn.end_of_turn == "semantic" and cfg.turn.text_model == cfg.llm.model == SMOLLM2_REF
+    dev = this_machine()
+    plan = plan_config(cfg, dev)
+    scorer = next(ln for ln in plan.lines if ln.component.startswith("end-of-turn text scorer"))
+    smart = next(ln for ln in plan.lines if ln.component.startswith("end-of-turn Smart Turn"))
+    # the scorer: its GGUF at TextEndOfTurn's settings (n_ctx 512, CPU), as llama.cpp sizes it
+    path = resolve_model(SMOLLM2_REF)
+    m = llm_memory(read_gguf_shape(path), LLMSettings(n_ctx=512, n_batch=256), repack_types=dev.repack_types)
+    rep = measure(path, n_ctx=512, n_batch=256)
+    assert _close(m.weights, rep.model) and _close(m.kv_bytes, rep.kv) and _close(m.compute, rep.compute)
+    # here the scorer is the chat model's own file: its mapped weights are shared, counted once
+    assert scorer.basis == "GGUF" and scorer.bytes == m.total - m.weights_host
+    assert "shared with the chat model" in scorer.detail
+    # on the Jetson the scorer is SmolLM2 next to Bolt: counted whole
+    jetson = plan_config(load_config(ROOT / "jetson" / "robot.toml"), "orin-nano-8gb")
+    jet_scorer = next(ln for ln in jetson.lines if ln.component.startswith("end-of-turn text scorer"))
+    assert (
+        jet_scorer.bytes
+        == llm_memory(
+            read_gguf_shape(path),
+            LLMSettings(n_ctx=512, n_batch=256),
+            repack_types=PROFILES["orin-nano-8gb"].repack_types,
+        ).total
+    )
+    # Smart Turn: the ONNX file + the onnxruntime session, labelled an estimate
+    from agent.live.smart_turn import find_smart_turn_model
+
+    onnx = find_smart_turn_model()
+    size = onnx.stat().st_size if onnx is not None else SMART_TURN_FILE_BYTES
+    assert smart.basis == "estimate" and smart.bytes == size + SMART_TURN_SESSION_MIB * MiB
+    # silence-only endpointing loads neither
+    silent = cfg.model_copy(update={"turn": cfg.turn.model_copy(update={"end_of_turn": "silence"})})
+    quiet = plan_config(silent, dev)
+    assert not any(ln.component.startswith("end-of-turn") for ln in quiet.lines)
+    assert quiet.total == plan.total - scorer.bytes - smart.bytes
+
+
+def test_lazy_per_layer_embeddings_count_the_published_resident_share():
+    # llama.cpp PR 27794 on E4B: peak 7.37 -> 6.16 GB of a ~1.9 GB tensor: ~36 % stays resident
+    assert LAZY_RESIDENT_SHARE == pytest.approx(1 - (7.37 - 6.16) / 1.9)
+    assert 0.3 < LAZY_RESIDENT_SHARE < 0.4
+    shape = gemma4_shape(BOLT_E4B, q4_k_m_types(), source="published")
+    m = llm_memory(shape, LLMSettings(n_ctx=16384, lazy_per_layer_embd=True))
+    ple = shape.tensor("per_layer_token_embd.weight").nbytes
+    assert m.weights_lazy == ple and m.lazy_working_set == round(ple * LAZY_RESIDENT_SHARE)
+    plan = plan_config(load_config(ROOT / "jetson" / "robot.toml"), "orin-nano-8gb")
+    row = next(ln for ln in plan.lines if "read on demand" in ln.component)
+    assert row.bytes == m.lazy_working_set and row.basis == "estimate" and "PR 27794" in row.detail
+    assert "estimate" in plan_table(plan, markdown=True).split("read on demand")[1].split("\n")[0]
+
+
+def test_cli_load_resolves_fit_in_a_real_process(tmp_path):
+    """``_load`` (every command that runs the agent) turns ``n_ctx = "fit"`` into the planner's number."""
+    text = (ROOT / "jetson" / "robot.toml").read_text()
+    assert "n_ctx = 16384" in text
+    cfg = tmp_path / "fit.toml"
+    cfg.write_text(text.replace("n_ctx = 16384", 'n_ctx = "fit"'))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+
+    code = (
+        "import sys; from pathlib import Path; from agent.cli import _load; "
+        "n = _load(Path(sys.argv[1])).llm.n_ctx; print(type(n).__name__, n)"
+    )
+    loaded = run(sys.executable, "-c", code, str(cfg))
+    assert loaded.returncode == 0, loaded.stderr[-2000:]
+    kind, n = loaded.stdout.split()
+    budget = run(sys.executable, "-m", "agent", "budget", "--config", str(cfg), "--json")
+    assert budget.returncode == 0, budget.stderr[-2000:]
+    planned = json.loads(budget.stdout)["settings"]["n_ctx"]
+    assert kind == "int" and int(n) == planned and int(n) % 256 == 0 and FIT_MIN_CTX <= int(n) <= 65536
+    # a command that goes through _load accepts the config; with a remote model "fit" is refused
+    ok = run(sys.executable, "-m", "agent", "skills", "list", "--config", str(cfg), "--json")
+    assert ok.returncode == 0 and '"name": "wave"' in ok.stdout, ok.stderr[-2000:]
+    remote = tmp_path / "remote.toml"
+    remote.write_text(cfg.read_text().replace("[llm]\n", '[llm]\nengine = "openai"\n', 1))
+    refused = run(sys.executable, "-m", "agent", "skills", "list", "--config", str(remote))
+    assert refused.returncode == 2 and 'n_ctx = "fit"' in refused.stderr and "openai" in refused.stderr

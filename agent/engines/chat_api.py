@@ -23,7 +23,7 @@ from agent.llm import LLMError
 
 if TYPE_CHECKING:
     from agent.config import LLMConfig
-    from agent.reasoning import ThinkingBudget
+    from agent.reasoning import ThinkingBudget, ThinkingMarkers
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,7 @@ class ChatDeltas:
     deltas become ``<tool_call>{json}</tool_call>`` once complete, content passes as is.
     """
 
-    def __init__(self, markers: Any, watch: ThinkWatch | None) -> None:
+    def __init__(self, markers: ThinkingMarkers, watch: ThinkWatch | None) -> None:
         self.markers, self.watch = markers, watch
         self.calls = _ToolCallCollector()
         self.thinking = False

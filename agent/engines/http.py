@@ -107,7 +107,7 @@ class EventStream:
         body: dict[str, Any],
         headers: dict[str, str] | None = None,
         timeout_s: float = 60.0,
-        cancel: Any = None,
+        cancel: threading.Event | None = None,
     ) -> None:
         self.url = base_url + path
         self._conn, prefix = _connection(base_url, timeout_s)

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import Any
 
 from agent.reasoning import ThinkingBudget, ThinkingStats
 
 
-def prior_logit_bias(proc: Any) -> dict[int, float] | None:
+def prior_logit_bias(proc: object) -> dict[int, float] | None:
     """The ``logit_bias`` that stands in for a grammar-mode tool prior, or None for other processors.
 
     The prior is asked what it would add at the tool-name position, before and after the

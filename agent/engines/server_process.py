@@ -102,7 +102,9 @@ def server_args(cfg: LLMConfig, model: Path, draft: Path | None, host: str, port
     lazy per-layer embeddings ``-lzm``, ``--jinja`` (the GGUF's template for
     ``/v1/chat/completions``), ``--fit off`` (the memory plan chose the context; the server must
     not shrink it silently), no web UI; with a draft model ``-md``, ``--spec-type``,
-    ``--spec-draft-n-max`` and ``-ngld``.
+    ``--spec-draft-n-max``, ``-ngld``, ``-td`` and the draft KV cache types ``-ctkd``/``-ctvd``
+    (the chat model's; llama-server's own default is f16), as the memory plan counts them
+    (:mod:`agent.memplan.draft`).
 
     Args:
         cfg: ``[llm]`` (with ``[llm.server]``); ``n_ctx`` must already be a number.
@@ -146,7 +148,7 @@ def server_args(cfg: LLMConfig, model: Path, draft: Path | None, host: str, port
     if draft is not None:
         dngl = ngl if srv.draft_gpu_layers < 0 else str(srv.draft_gpu_layers)
         args += ["-md", str(draft), "--spec-draft-n-max", str(srv.draft_n_max), "-ngld", dngl]
-        args += ["-td", str(cfg.threads)]
+        args += ["-td", str(cfg.threads), "-ctkd", cfg.cache_type_k, "-ctvd", cfg.cache_type_v]
     if spec != "none":
         args += ["--spec-type", spec]
     return args + list(srv.extra_args)

@@ -2,7 +2,8 @@
 
 Split by concern: :mod:`.shape` (reading a GGUF header), :mod:`.gemma4` (Gemma 4 tensor
 layouts and Bolt E4B's published shape), :mod:`.llm` (llama.cpp's weights / KV / compute
-sizing), :mod:`.components` (Python, ASR, TTS, vision), :mod:`.devices` (board profiles and
+sizing), :mod:`.components` (Python, ASR, TTS, end-of-turn models, vision), :mod:`.draft` (the
+speculative-decoding drafter), :mod:`.devices` (board profiles and
 the unified-memory rule), :mod:`.plan` (totals, verdict, fixes, ``n_ctx = "fit"``) and
 :mod:`.report` (table and JSON). Everything is pure computation on headers and config; no
 weights are loaded.
@@ -12,6 +13,7 @@ says the config does not fit) and :func:`resolve_n_ctx` (turns ``n_ctx = "fit"``
 """
 
 from agent.memplan.devices import PROFILES, DeviceProfile, UnknownDeviceError, get_device, this_machine
+from agent.memplan.draft import DraftPlan
 from agent.memplan.llm import LLMMemory, LLMSettings, llm_memory
 from agent.memplan.plan import (
     BudgetVerdict,
@@ -30,6 +32,7 @@ __all__ = [
     "PROFILES",
     "BudgetVerdict",
     "DeviceProfile",
+    "DraftPlan",
     "LLMMemory",
     "LLMSettings",
     "ModelShape",

@@ -12,7 +12,9 @@ always stay on the CPU ("there is very little benefit to offloading the input la
 output (no ``output.weight``) is ``token_embd`` again (``TENSOR_DUPLICATED``): on the GPU
 that is a second copy; on the CPU it is the same mapped bytes. ``per_layer_token_embd`` is
 ``TENSOR_READ_LAZY`` (src/models/gemma4.cpp): with ``lazy_mode = ON`` it is read from the file
-on demand instead of being resident. CPU matrix weights of some types are also copied into
+on demand instead of being mapped whole; the rows read stay in the page cache, and the plan
+counts :data:`LAZY_RESIDENT_SHARE` of the tensor as resident (an estimate from the peak saving
+llama.cpp PR 27794 published for Gemma 4 E4B). CPU matrix weights of some types are also copied into
 a repacked buffer (``CPU_REPACK``; ggml-cpu/repack.cpp ``ggml_repack_get_optimal_repack_type``).
 
 KV cache (src/llama-kv-cache.cpp, src/llama-kv-cache-iswa.cpp, src/llama-context.cpp):
@@ -26,9 +28,13 @@ base one with ``kv_size`` cells for full-attention layers and an SWA one with
 (llama.cpp's library default, and so llama-cpp-python's).
 
 Compute buffer (src/llama-context.cpp ``sched_reserve``): the graph is reserved for
-``n_tokens = min(n_ctx, n_ubatch)`` tokens with as many outputs, and ggml-alloc keeps the
-peak of live tensors. The planner takes the larger of two phases: the output phase
-(logits ``n_vocab * n_tokens`` f32 plus two hidden-state rows) and the attention phase
+``n_tokens = min(n_ctx, n_ubatch)`` tokens with as many outputs (llama-cpp-python), or with
+``min(n_tokens, n_outputs_max)`` outputs where the caller caps them: llama-server 11434
+reserves ``n_parallel * (1 + draft length)`` outputs for the chat model
+(tools/server/server-context.cpp ``server_output_limits``) and one per slot for a drafter
+(common/speculative.cpp ``common_base_params_to_speculative``; ``LLMSettings.n_outputs``).
+ggml-alloc keeps the peak of live tensors. The planner takes the larger of two phases: the
+output phase (logits ``n_vocab * outputs`` f32 plus two hidden-state rows) and the attention phase
 (the ``KQ`` matrix ``n_kv * n_tokens * n_head`` f32 of the widest layer when flash attention
 is off, the masks, Q and the residual stream, and Gemma's per-layer inputs). The output
 buffer holds ``n_vocab`` logits per sequence (``llama_context::output_reserve``).
@@ -40,7 +46,7 @@ from dataclasses import dataclass, field
 
 from agent.memplan.shape import ModelShape, TensorInfo, type_size
 
-__all__ = ["KVCache", "LLMMemory", "LLMSettings", "llm_memory"]
+__all__ = ["LAZY_RESIDENT_SHARE", "KVCache", "LLMMemory", "LLMSettings", "llm_memory"]
 
 MiB = 1024 * 1024
 F32 = 4
@@ -49,6 +55,15 @@ F32 = 4
 # (ggml-cpu/repack.cpp ggml_repack_get_optimal_repack_type; rows must be a multiple of 8 / 4).
 REPACK_X86_AVX2 = frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"})
 REPACK_ARM_DOTPROD = frozenset({"Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "MXFP4", "Q8_0"})
+# llama.cpp PR 27794 (lazy per-layer embeddings, ``--lazy-mode on``): Gemma 4 E4B's peak memory
+# fell from 7.37 GB to 6.16 GB, i.e. 1.21 GB saved of a ~1.9 GB ``per_layer_token_embd`` tensor
+# (../shared/NOTES.md). The rest, ~0.69 GB or 36 % of the tensor, stays resident: the page-cache
+# working set of the rows a conversation reads. Applied as a share of the tensor in the file.
+LAZY_PEAK_BEFORE_GB = 7.37
+LAZY_PEAK_AFTER_GB = 6.16
+LAZY_PLE_TENSOR_GB = 1.9
+LAZY_RESIDENT_SHARE = 1.0 - (LAZY_PEAK_BEFORE_GB - LAZY_PEAK_AFTER_GB) / LAZY_PLE_TENSOR_GB
+"""Share of a lazily read per-layer embedding tensor counted as resident (0..1; ~0.36, an estimate)."""
 _INPUT_TENSORS = (
     "token_embd.weight",
     "per_layer_token_embd.weight",
@@ -83,6 +98,8 @@ class LLMSettings:
         swa_full: Full-size cache for sliding-window layers.
         lazy_per_layer_embd: Read ``per_layer_token_embd`` from the file on demand.
         n_seq: Parallel sequences (1 for bolt-agent).
+        n_outputs: Outputs (logit rows) the compute graph is reserved for; 0 = every token of
+            the ubatch (llama-cpp-python), else ``min(ubatch, n_outputs)`` (llama-server).
 
     """
 
@@ -96,6 +113,12 @@ class LLMSettings:
     swa_full: bool = True
     lazy_per_layer_embd: bool = False
     n_seq: int = 1
+    n_outputs: int = 0
+
+    @property
+    def outputs(self) -> int:
+        """Logit rows in the reserved graph: the ubatch, or ``n_outputs`` when smaller and set."""
+        return min(self.ubatch, self.n_outputs) if self.n_outputs > 0 else self.ubatch
 
     @property
     def kv_size(self) -> int:
@@ -141,7 +164,8 @@ class LLMMemory:
         weights_gpu: Weights in GPU buffers (layers and output on the GPU, tied-output copy).
         weights_host: Weights resident in host memory (CPU layers, input tensors; mapped).
         weights_lazy: Weights read on demand from the file (not resident).
-        lazy_working_set: Estimate of lazily read rows resident for a full context.
+        lazy_working_set: Estimate of the lazily read tensor's resident part (page cache):
+            :data:`LAZY_RESIDENT_SHARE` of ``weights_lazy``.
         repack: Host copies of CPU weights repacked for the CPU's matrix kernels.
         kv: The caches.
         kv_on_gpu: Whether the caches live in GPU buffers (each layer's cache is on its layer's
@@ -223,15 +247,19 @@ def _compute_peak(
 
     Two terms are empirical, fitted to llama.cpp's reports on the GGUFs here (tests/test_memory_plan.py):
     ggml-alloc's best-fit placement leaves part of the KQ masks and Gemma's per-layer inputs
-    below the logits block (a quarter of the masks covers every case measured), and about four
-    hidden-state rows (residual, normed input, K, V) are live next to the KQ matrix.
+    below the logits block (a quarter of the masks covers every case measured), about four
+    hidden-state rows (residual, normed input, K, V) are live next to the KQ matrix, and about
+    five next to the feed-forward block's three ``n_ff``-wide rows (up, gate and their
+    SwiGLU product; llama-server's few-output graphs of SmolLM2 with flash attention show it).
     """
     t = s.ubatch
     hidden = shape.n_embd * t * F32
     per_layer_inp = shape.n_embd_per_layer * shape.n_layer * t * F32
     cells = {c.name: c.cells for c in kv}
     masks = sum(n * t * (2 if s.flash_attn else F32) for n in cells.values()) if with_layers else 0
-    out_phase = shape.n_vocab * t * F32 + 2 * hidden + masks // 4 + per_layer_inp if with_output else 0
+    out_phase = (
+        shape.n_vocab * s.outputs * F32 + 2 * hidden + masks // 4 + per_layer_inp if with_output else 0
+    )
     if not with_layers:
         return out_phase
     attn = 0
@@ -240,8 +268,8 @@ def _compute_peak(
         q = shape.n_head[il] * shape.head_k[il] * t * F32
         kq = 0 if s.flash_attn else n_kv * t * shape.n_head[il] * F32
         attn = max(attn, kq + q)
-    ffn = 2 * max(shape.n_ff or (0,)) * t * F32
-    layer_phase = masks + per_layer_inp + 4 * hidden + max(attn, ffn)
+    ffn = 3 * max(shape.n_ff or (0,)) * t * F32
+    layer_phase = masks + per_layer_inp + max(4 * hidden + attn, 5 * hidden + ffn)
     return max(out_phase, layer_phase)
 
 
@@ -302,12 +330,7 @@ def llm_memory(
     if shape.tied_output and out_gpu and emb is not None:
         gpu += emb.nbytes
         notes.append(f"tied output: token_embd ({emb.nbytes / MiB:.0f} MiB) is also copied to the GPU")
-    working = 0
-    if lazy:
-        ple = shape.tensor("per_layer_token_embd.weight")
-        assert ple is not None
-        row = ple.nbytes // max(ple.shape[1], 1)
-        working = min(ple.nbytes, s.kv_size * row)  # at most one row per distinct token in the context
+    working = round(lazy * LAZY_RESIDENT_SHARE)  # the page-cache working set (PR 27794's saving)
     kv = _kv_caches(shape, s)
     gpu_layers = max(0, shape.n_layer - first_gpu)
     on_gpu = has_gpu and gpu_layers > 0

@@ -5,30 +5,35 @@
 device's budget (:mod:`agent.memplan.devices`; on unified memory every byte counts against
 the one DRAM). When the plan is over budget, :func:`check_budget` re-plans with each fix
 applied, least harmful first (ASR on the CPU, lazy per-layer embeddings, a smaller batch,
-a q8_0 KV cache, a shorter context) and names the first fix, or the shortest run of fixes,
-that brings it under budget. Fewer GPU layers is not offered: on unified memory a layer
-moved to the CPU costs the same DRAM (and llama.cpp keeps the output layer on the GPU
+a q8_0 KV cache, dropping the drafter, a shorter context) and names the first fix, or the
+shortest run of fixes, that brings it under budget. Fewer GPU layers is not offered: on
+unified memory a layer moved to the CPU costs the same DRAM (and llama.cpp keeps the output layer on the GPU
 whenever ``n_gpu_layers >= 1``), and the planner models no discrete GPU.
 
 Which model is planned: the GGUF the config names when it is on this machine (a local path,
 a packaged model, or an ``hf:`` file already in the Hugging Face cache); nothing is
 downloaded. For Bolt E4B's reference, when the file is absent, the plan uses its published
-shape (:data:`agent.memplan.gemma4.BOLT_E4B`) and says so.
+shape (:data:`agent.memplan.gemma4.BOLT_E4B`) and says so. With ``engine = "llama-server"``
+and a drafter (``[llm.server] draft_model``) the drafter's weights, KV cache and buffers are
+planned too (:mod:`agent.memplan.draft`).
 """
 
 from __future__ import annotations
 
-import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from agent.memplan.components import Line, other_components
+from agent.memplan.components import Line, local_model, model_shape_at, other_components
 from agent.memplan.devices import DeviceProfile, get_device
+from agent.memplan.draft import DraftPlan, plan_draft, server_outputs
 from agent.memplan.gemma4 import BOLT_E4B, gemma4_shape, q4_k_m_types
-from agent.memplan.llm import LLMMemory, LLMSettings, llm_memory
-from agent.memplan.shape import ModelShape, ShapeError, read_gguf_shape
+from agent.memplan.llm import LAZY_RESIDENT_SHARE, LLMMemory, LLMSettings, llm_memory
+from agent.memplan.shape import ModelShape, ShapeError
 from agent.models import BOLT_E4B_REF
+
+if TYPE_CHECKING:
+    from agent.config import Config, LLMConfig
 
 __all__ = [
     "FIT_MAX_CTX",
@@ -65,6 +70,7 @@ class Plan:
         lines: Every row, LLM first.
         total: Sum of ``lines``.
         budget: What the device allows.
+        draft: The speculative-decoding drafter's part (its rows are in ``lines``), or None.
 
     """
 
@@ -75,6 +81,7 @@ class Plan:
     lines: tuple[Line, ...]
     total: int
     budget: int
+    draft: DraftPlan | None = None
 
     @property
     def fits(self) -> bool:
@@ -112,28 +119,6 @@ PUBLISHED = {
 }
 
 
-@functools.lru_cache(maxsize=16)
-def _read_cached(path: str, mtime: float, size: int) -> ModelShape:
-    return read_gguf_shape(path)
-
-
-def _local_model(ref: str) -> Path | None:
-    from agent.models import ModelNotFoundError, resolve_model
-
-    if ref.startswith("hf:"):
-        parts = ref[3:].split("/")
-        if len(parts) < 3:
-            return None
-        from huggingface_hub import try_to_load_from_cache
-
-        hit = try_to_load_from_cache("/".join(parts[:2]), "/".join(parts[2:]))
-        return Path(hit) if isinstance(hit, str) else None
-    try:
-        return resolve_model(ref, "LLM")
-    except ModelNotFoundError:
-        return None
-
-
 def load_model_shape(ref: str) -> ModelShape:
     """Read the ``[llm] model`` reference's shape: from its GGUF if local, else a published shape.
 
@@ -142,11 +127,10 @@ def load_model_shape(ref: str) -> ModelShape:
             cannot be read as GGUF.
 
     """
-    path = _local_model(ref)
+    path = local_model(ref)
     if path is not None and path.is_file():
-        st = path.stat()
         try:
-            return _read_cached(str(path), st.st_mtime, st.st_size)
+            return model_shape_at(path)
         except ShapeError as e:
             raise PlanError(str(e)) from None
     if ref in PUBLISHED:
@@ -158,11 +142,21 @@ def load_model_shape(ref: str) -> ModelShape:
     )
 
 
-def settings_from_config(llm: Any, n_ctx: int | None = None) -> LLMSettings:
-    """:class:`LLMSettings` from an ``[llm]`` section (``n_ctx`` overrides a ``"fit"`` value)."""
+def settings_from_config(llm: LLMConfig, n_ctx: int | None = None) -> LLMSettings:
+    """:class:`LLMSettings` from an ``[llm]`` section (``n_ctx`` overrides a ``"fit"`` value).
+
+    Lazy per-layer embeddings are on with ``lazy_per_layer_embd = true``, or with the
+    ``llama-server`` engine and ``[llm.server] lazy_mode = "on"`` (the server's ``-lzm on``).
+    llama-server reserves its compute graph for fewer outputs than llama-cpp-python
+    (:func:`~agent.memplan.draft.server_outputs`).
+    """
     ctx = n_ctx if n_ctx is not None else llm.n_ctx
     if not isinstance(ctx, int):
         ctx = FIT_MIN_CTX
+    srv = getattr(llm, "server", None)
+    lazy = getattr(llm, "lazy_per_layer_embd", False) or (
+        getattr(llm, "engine", "embedded") == "llama-server" and getattr(srv, "lazy_mode", "") == "on"
+    )
     return LLMSettings(
         n_ctx=ctx,
         n_batch=llm.n_batch,
@@ -172,7 +166,8 @@ def settings_from_config(llm: Any, n_ctx: int | None = None) -> LLMSettings:
         cache_type_v=getattr(llm, "cache_type_v", "f16"),
         flash_attn=getattr(llm, "flash_attn", False),
         swa_full=getattr(llm, "swa_full", True),
-        lazy_per_layer_embd=getattr(llm, "lazy_per_layer_embd", False),
+        lazy_per_layer_embd=lazy,
+        n_outputs=server_outputs(llm)[0] if getattr(llm, "engine", "embedded") == "llama-server" else 0,
     )
 
 
@@ -209,7 +204,8 @@ def _llm_lines(shape: ModelShape, s: LLMSettings, m: LLMMemory, kv_where: str) -
                 "disk",
                 m.lazy_working_set,
                 "estimate",
-                f"{m.weights_lazy / MiB:.0f} MiB in the file; counted: rows of {s.kv_size} tokens",
+                f"{m.weights_lazy / MiB:.0f} MiB in the file; counted: {LAZY_RESIDENT_SHARE:.0%} resident "
+                f"(page cache), from llama.cpp PR 27794's peak saving on E4B (7.37 -> 6.16 GB of ~1.9 GB)",
             )
         )
     for c in m.kv:
@@ -224,6 +220,8 @@ def _llm_lines(shape: ModelShape, s: LLMSettings, m: LLMMemory, kv_where: str) -
             )
         )
     detail = f"ubatch {s.ubatch} tokens, flash attention {'on' if s.flash_attn else 'off'}"
+    if s.n_outputs:  # llama-server reserves fewer logit rows than tokens
+        detail += f", {s.outputs} outputs"
     if m.compute_gpu:
         lines.append(Line("LLM compute buffer (GPU)", "GPU", m.compute_gpu, "llama.cpp", detail))
     lines.append(
@@ -240,7 +238,7 @@ def _llm_lines(shape: ModelShape, s: LLMSettings, m: LLMMemory, kv_where: str) -
 
 
 def plan_config(
-    cfg: Any,
+    cfg: Config,
     device: DeviceProfile | str | None = None,
     *,
     shape: ModelShape | None = None,
@@ -273,16 +271,22 @@ def plan_config(
     return _plan(cfg, device, shape, s)
 
 
-def _plan(cfg: Any, device: DeviceProfile, shape: ModelShape, s: LLMSettings) -> Plan:
+def _plan(cfg: Config, device: DeviceProfile, shape: ModelShape, s: LLMSettings) -> Plan:
     m = llm_memory(shape, s, has_gpu=device.has_gpu, repack_types=device.repack_types)
     lines = _llm_lines(shape, s, m, "GPU" if m.kv_on_gpu else "host")
-    if device.has_gpu and m.gpu_layers:
+    path = None if shape.estimated else local_model(cfg.llm.model)
+    draft = plan_draft(cfg.llm, device, s, path, m.weights_host, shape.n_vocab)
+    draft_on_gpu = draft is not None and any(line.where == "GPU" for line in draft.lines)
+    if device.has_gpu and (m.gpu_layers or draft_on_gpu):
         lines.append(Line("GPU runtime (CUDA context, cuBLAS)", "GPU", device.gpu_runtime, "estimate"))
-    lines += other_components(cfg)
-    return Plan(device, shape, s, m, tuple(lines), sum(line.bytes for line in lines), device.budget)
+    if draft is not None:
+        lines += draft.lines
+    lines += other_components(cfg, device.repack_types, path, m.weights_host)
+    total = sum(line.bytes for line in lines)
+    return Plan(device, shape, s, m, tuple(lines), total, device.budget, draft)
 
 
-def _fit(cfg: Any, device: DeviceProfile, shape: ModelShape) -> int:
+def _fit(cfg: Config, device: DeviceProfile, shape: ModelShape) -> int:
     """Largest context (multiple of 256, FIT_MIN_CTX..FIT_MAX_CTX and the training context) that fits."""
     hi = min(FIT_MAX_CTX, shape.n_ctx_train or FIT_MAX_CTX) // 256
     lo = FIT_MIN_CTX // 256
@@ -297,7 +301,7 @@ def _fit(cfg: Any, device: DeviceProfile, shape: ModelShape) -> int:
     return lo * 256
 
 
-def resolve_n_ctx(cfg: Any, device: DeviceProfile | str | None = None) -> int:
+def resolve_n_ctx(cfg: Config, device: DeviceProfile | str | None = None) -> int:
     """``[llm] n_ctx`` as an int: itself, or for ``"fit"`` the largest context that fits the device.
 
     Call it once after loading the config and before anything reads ``cfg.llm.n_ctx``
@@ -319,16 +323,16 @@ def resolve_n_ctx(cfg: Any, device: DeviceProfile | str | None = None) -> int:
         return 4096
 
 
-def _fixes(cfg: Any, shape: ModelShape, plan: Plan) -> list[tuple[str, Any]]:
+def _fixes(cfg: Config, shape: ModelShape, plan: Plan) -> list[tuple[str, Callable[[Config], Config]]]:
     """Candidate fixes, least harmful first: (config text, function cfg -> cfg)."""
     llm, out = cfg.llm, []
 
-    def upd(section: str, **kw: Any):
+    def upd(section: str, **kw: object) -> Callable[[Config], Config]:
         return lambda c: c.model_copy(update={section: getattr(c, section).model_copy(update=kw)})
 
     if getattr(cfg.asr, "device", "cpu") != "cpu":
         out.append(('[asr] device = "cpu"', upd("asr", device="cpu")))
-    if shape.n_embd_per_layer and not getattr(llm, "lazy_per_layer_embd", False):
+    if shape.n_embd_per_layer and not plan.settings.lazy_per_layer_embd:
         out.append(("[llm] lazy_per_layer_embd = true", upd("llm", lazy_per_layer_embd=True)))
     if llm.n_batch > 256 and plan.llm.compute > 128 * MiB:
         out.append(("[llm] n_batch = 256", upd("llm", n_batch=256)))
@@ -339,6 +343,15 @@ def _fixes(cfg: Any, shape: ModelShape, plan: Plan) -> list[tuple[str, Any]]:
                 upd("llm", cache_type_k="q8_0", cache_type_v="q8_0", flash_attn=True),
             )
         )
+    if plan.draft is not None:  # faster replies are worth less than a context that holds the conversation
+        drafting = any(t.startswith("draft-") for t in llm.server.spec_type.split(","))
+        spec = ' and spec_type = "auto"' if drafting else ""
+
+        def no_draft(c: Config) -> Config:
+            srv = c.llm.server.model_copy(update={"draft_model": "", "spec_type": "auto"})
+            return c.model_copy(update={"llm": c.llm.model_copy(update={"server": srv})})
+
+        out.append((f'[llm.server] draft_model = ""{spec} (drop the drafter)', no_draft))
     return out
 
 
@@ -346,7 +359,7 @@ def _gib(n: int) -> str:
     return f"{n / GiB:.2f} GiB"
 
 
-def check_budget(cfg: Any, device: DeviceProfile | str | None = None) -> BudgetVerdict:
+def check_budget(cfg: Config, device: DeviceProfile | str | None = None) -> BudgetVerdict:
     """Whether the config fits the device, with one message naming the fix when it does not.
 
     ``run`` calls it before loading any model and refuses to start when ``fits`` is False.

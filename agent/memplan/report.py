@@ -3,7 +3,8 @@
 Each row says where the bytes live (GPU buffer, host memory, or the model file read on
 demand) and how the figure was obtained: ``GGUF`` (tensor sizes from the file header),
 ``llama.cpp`` (llama.cpp's own sizing formula), ``measured`` (recorded on this kind of
-machine) or ``estimate``. A plan made from a published shape says so in its header.
+machine) or ``estimate``. A plan made from a published shape says so in its header; a
+speculative-decoding drafter gets rows of its own and a ``draft`` entry in the JSON.
 """
 
 from __future__ import annotations
@@ -49,6 +50,13 @@ def plan_table(plan: Plan, markdown: bool = False) -> str:
         f"{m.n_layer - m.n_layer_kv} share KV), vocabulary {m.n_vocab}",
         "settings: " + _settings_line(plan),
     ]
+    if plan.draft is not None:
+        d = plan.draft
+        src = d.model.source if d.model is not None else "file not on this machine [estimated]"
+        head.append(
+            f"drafter: {d.ref} ({d.spec_type}; {src}), context {d.settings.n_ctx}, "
+            f"KV {d.settings.cache_type_k}/{d.settings.cache_type_v}"
+        )
     verdict = f"total {plan.total / GiB:.2f} GiB of {plan.budget / GiB:.2f} GiB: " + (
         f"fits, {plan.headroom / GiB:.2f} GiB free"
         if plan.fits
@@ -76,8 +84,34 @@ def plan_table(plan: Plan, markdown: bool = False) -> str:
     return "\n".join(out)
 
 
+def _draft_json(plan: Plan) -> dict[str, Any] | None:
+    d = plan.draft
+    if d is None:
+        return None
+    m = d.memory
+    return {
+        "model": d.ref,
+        "spec_type": d.spec_type,
+        "estimated": m is None,
+        "n_ctx": d.settings.n_ctx,
+        "cache_type_k": d.settings.cache_type_k,
+        "cache_type_v": d.settings.cache_type_v,
+        "weights": m.weights if m is not None else None,
+        "kv": m.kv_bytes if m is not None else None,
+        "compute": m.compute if m is not None else None,
+        "output": m.output if m is not None else None,
+        "shared_with_model": d.shared,
+        "total": d.total,
+    }
+
+
 def plan_json(plan: Plan) -> dict[str, Any]:
-    """Render the plan as a JSON-ready dict (bytes as ints; ``fits``, ``total``, ``budget``, ``lines``)."""
+    """Render the plan as a JSON-ready dict (bytes as ints; ``fits``, ``total``, ``budget``, ``lines``).
+
+    ``draft`` is None without a drafter, else its model, speculative type, context, cache types
+    and bytes (``weights``, ``kv``, ``compute``, ``output``: None when estimated without its
+    file; ``total``: what its rows count).
+    """
     s = plan.settings
     return {
         "device": plan.device.name,
@@ -107,6 +141,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             "compute": plan.llm.compute,
             "output": plan.llm.output,
         },
+        "draft": _draft_json(plan),
         "lines": [
             {
                 "component": line.component,

@@ -20,7 +20,8 @@ How llama.cpp derives the numbers read here (vendored llama.cpp of llama-cpp-pyt
   ``sliding_window`` is present), gemma4 requires the array (src/models/gemma*.cpp).
 * shared KV: gemma3n/gemma4 set ``n_layer_kv_from_start = n_layer - shared_kv_layers``
   (src/models/gemma4.cpp ``load_arch_hparams``; gemma3n fixes it at 20); later layers reuse an
-  earlier layer's cache.
+  earlier layer's cache. Gemma 4's MTP drafter (``gemma4-assistant``, llama-server 11434's
+  src/models/gemma4-assistant.cpp) owns no cache at all: it attends to the target's.
 """
 
 from __future__ import annotations
@@ -340,6 +341,8 @@ def read_gguf_shape(path: str | Path) -> ModelShape:
         n_layer_kv = n_layer - int(meta.get(f"{arch}.attention.shared_kv_layers", 0) or 0)
     elif arch == "gemma3n":  # src/models/gemma3n.cpp: n_layer_kv_from_start = 20
         n_layer_kv = min(20, n_layer)
+    elif arch == "gemma4-assistant":  # the MTP drafter has no attn_k/attn_v: it reads the target's KV
+        n_layer_kv = 0  # (src/models/gemma4-assistant.cpp of llama-server 11434)
     from gguf.constants import GGMLQuantizationType
 
     tensors = []
