@@ -2,11 +2,14 @@
 
 Each check returns :class:`Check` (name, ok, detail, fix command, and whether a failure blocks
 ``run``). Nothing is downloaded and no model is loaded: models are checked in place
-(:func:`agent.models_pull.verify_cached` hashes ``hf:`` files against their cached SHA-256), the
-memory plan comes from the GGUF header (:func:`agent.memplan.check_budget`), audio devices from
-PortAudio, serial ports from the file system, the GPU from ``tegrastats`` / ``nvidia-smi`` and the
-service from ``systemctl``. Under systemd (``INVOCATION_ID`` set) the sound-server variables are
-checked too: a service does not inherit ``XDG_RUNTIME_DIR`` / ``PULSE_SERVER`` from a login.
+(:func:`agent.models_pull.verify_cached` hashes ``hf:`` files against their cached SHA-256, once
+per file version), the memory plan comes from the GGUF header (:func:`agent.memplan.check_budget`),
+audio devices from PortAudio (the configured ones must exist, as ``run`` needs them), serial ports
+from the file system, the GPU from ``tegrastats`` / ``nvidia-smi`` (and whether llama-cpp-python
+can offload to it; on a Jetson whether the user may open ``/dev/nvmap``), the service from
+``systemctl show``. Under systemd (``INVOCATION_ID`` set) the sound server is checked too when the
+config goes through one: a service does not inherit ``XDG_RUNTIME_DIR`` / ``PULSE_SERVER`` from a
+login; a config naming ALSA devices needs neither.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import grp
 import importlib.metadata
 import os
+import pwd
 import selectors
 import shutil
 import subprocess
@@ -23,8 +27,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from agent.systemd import SERVICE, ServiceInfo
+
 PACKAGES = ("llama-cpp-python", "faster-whisper", "piper-tts", "sounddevice", "pyserial", "huggingface-hub")
-SERVICE = "bolt-agent"
+REPO = Path(__file__).resolve().parents[1]
+SYSTEM_UID_MAX = 999
+"""System users (``useradd --system``: ``bolt``) have no login session, so no ``/run/user/UID``."""
 
 
 @dataclass(frozen=True)
@@ -50,25 +58,38 @@ class Check:
         return asdict(self)
 
 
-def check_venv() -> Check:
-    """Python, virtual environment and the runtime packages."""
+def check_venv(packages: tuple[str, ...] = PACKAGES) -> Check:
+    """Python, virtual environment and the runtime packages.
+
+    Args:
+        packages: Distribution names that must be installed.
+    """
     in_venv = sys.prefix != sys.base_prefix
     missing = []
-    for dist in PACKAGES:
+    for dist in packages:
         try:
             importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             missing.append(dist)
     py = f"Python {sys.version.split()[0]} at {sys.executable}" + ("" if in_venv else " (not a venv)")
     if missing:
-        return Check(
-            "packages", False, f"{py}; missing: {', '.join(missing)}", f"pip install {' '.join(missing)}"
-        )
-    return Check("packages", True, f"{py}; {len(PACKAGES)} runtime packages installed")
+        pip = f"{sys.executable} -m pip install {' '.join(missing)}"
+        setup = REPO / "launch" / "setup.sh"
+        fix = f"bash {setup} run  # or: {pip}" if setup.is_file() else pip
+        return Check("packages", False, f"{py}; missing: {', '.join(missing)}", fix)
+    return Check("packages", True, f"{py}; {len(packages)} runtime packages installed")
 
 
-def check_models(cfg: Any) -> Check:
-    """Every model of the config present on disk, ``hf:`` files verified by SHA-256."""
+def check_models(cfg: Any, service: ServiceInfo | None = None) -> Check:
+    """Every model of the config present on disk, ``hf:`` files verified by SHA-256.
+
+    Args:
+        cfg: The config.
+        service: The installed unit; when it runs this config, the fix downloads as its user
+            into its ``HF_HOME``.
+    """
+    from huggingface_hub import constants
+
     from agent.models import ModelNotFoundError, resolve_model
     from agent.models_pull import PullError, config_model_refs, verify_cached
 
@@ -78,8 +99,8 @@ def check_models(cfg: Any) -> Check:
             if ref.startswith("hf:"):
                 hit = verify_cached(ref, key)
                 if hit is None:
-                    bad.append(f"{key} {ref} not downloaded")
-                    fixes.append(f"bolt-agent models pull{_config_arg(cfg)}")
+                    bad.append(f"{key} {ref} not downloaded (cache {constants.HF_HUB_CACHE})")
+                    fixes.append(pull_fix(cfg, service))
                     continue
                 found.append(
                     f"{key} ok ({hit.size / 2**30:.2f} GiB, sha256 {'ok' if hit.verified else 'n/a'})"
@@ -89,11 +110,33 @@ def check_models(cfg: Any) -> Check:
                 found.append(f"{key} ok")
         except (ModelNotFoundError, PullError) as e:
             bad.append(str(e))
-            fixes.append(f"bolt-agent models pull{_config_arg(cfg)}" if ref.startswith("hf:") else "")
+            fixes.append(pull_fix(cfg, service) if ref.startswith("hf:") else "")
     if bad:
         fix = next((f for f in fixes if f), f"edit the model paths in {cfg.source or 'the config'}")
         return Check("models", False, "; ".join(bad), fix)
     return Check("models", True, "; ".join(found) or "no models configured")
+
+
+def pull_fix(cfg: Any, service: ServiceInfo | None = None) -> str:
+    """The ``models pull`` command that fills the cache ``run`` reads.
+
+    For the config of the installed service: as the unit's user, with its ``HF_HOME`` and its
+    ``bolt-agent``; otherwise with this process's ``HF_HOME`` when one is set.
+
+    Args:
+        cfg: The config.
+        service: The installed unit, or None.
+    """
+    from agent.models_pull import serves_config
+
+    hf_home = os.environ.get("HF_HOME", "")
+    if service is not None and serves_config(service, cfg.source):
+        home = service.environment.get("HF_HOME", hf_home)
+        who = f"sudo -u {service.user}" if service.user else "sudo"
+        env = f" env HF_HOME={home}" if home else ""
+        return f"{who}{env} {service.exec_path or 'bolt-agent'} models pull --config {cfg.source}"
+    cmd = f"bolt-agent models pull{_config_arg(cfg)}"
+    return f"HF_HOME={hf_home} {cmd}" if hf_home else cmd
 
 
 def check_memory(cfg: Any) -> Check:
@@ -105,60 +148,122 @@ def check_memory(cfg: Any) -> Check:
     return Check("memory", verdict.fits, verdict.message, fix)
 
 
-def check_audio(backend: Any | None = None) -> Check:
-    """Input and output devices with their default sample rates (Hz)."""
+def check_audio(backend: Any | None = None, cfg: Any | None = None) -> Check:
+    """Input and output devices with their default sample rates (Hz); the configured ones must exist.
+
+    Args:
+        backend: A :class:`~agent.live.devices.SoundBackend` (default: PortAudio).
+        cfg: The config: its ``[audio] input_device`` / ``output_device`` are looked up as ``run``
+            does (None: only the device list).
+    """
+    from agent.live.devices import DeviceError, find_device
+
     try:
         if backend is None:
             from agent.live.devices import SoundDeviceBackend
 
             backend = SoundDeviceBackend()
         devices = backend.query_devices()
-    except (OSError, ImportError) as e:
+    except (OSError, ImportError, DeviceError) as e:
         return Check("audio", False, f"PortAudio unavailable: {e}", "sudo apt-get install -y libportaudio2")
-    ins = [
-        f"{d['name']} ({d['max_input_channels']} ch, {d['default_samplerate']:.0f} Hz)"
-        for d in devices
-        if d["max_input_channels"] > 0
-    ]
-    outs = [
-        f"{d['name']} ({d['max_output_channels']} ch, {d['default_samplerate']:.0f} Hz)"
-        for d in devices
-        if d["max_output_channels"] > 0
-    ]
-    detail = f"inputs: {', '.join(ins) or 'none'}; outputs: {', '.join(outs) or 'none'}"
-    if not ins or not outs:
+    names = {}
+    for kind in ("input", "output"):
+        names[kind] = [
+            f"{d['name']} ({d[f'max_{kind}_channels']} ch, {d['default_samplerate']:.0f} Hz)"
+            for d in devices
+            if d[f"max_{kind}_channels"] > 0
+        ]
+    detail = f"inputs: {', '.join(names['input']) or 'none'}; outputs: {', '.join(names['output']) or 'none'}"
+    if not names["input"] or not names["output"]:
         return Check(
             "audio",
             False,
             detail,
             "pactl info  # start PulseAudio/PipeWire or plug in a USB microphone and speaker",
         )
+    for kind in ("input", "output"):
+        spec = getattr(cfg.audio, f"{kind}_device") if cfg is not None else None
+        if spec is None:
+            continue
+        try:
+            find_device(backend, spec, kind)
+        except DeviceError:
+            example = names[kind][0].rsplit(" (", 1)[0]
+            return Check(
+                "audio",
+                False,
+                f"no {kind} device matches [audio] {kind}_device = {spec!r}; {detail}",
+                f"edit [audio] {kind}_device in {cfg.source or 'the config'}  # a name or index listed "
+                f'here, e.g. "{example}"',
+            )
     return Check("audio", True, detail)
 
 
-def check_systemd_env(env: Mapping[str, str]) -> Check | None:
-    """Under systemd only: the sound server must be reachable from the service."""
+def uses_sound_server(cfg: Any | None) -> bool:
+    """Whether the config's audio goes through PulseAudio/PipeWire rather than ALSA devices directly.
+
+    A device left at the system default, ``default`` or a name with ``pulse`` / ``pipewire``
+    goes through the sound server; two named hardware devices (``USB``, ``hw:1,0``) do not.
+
+    Args:
+        cfg: The config (None: assume a sound server).
+    """
+    if cfg is None:
+        return True
+    for spec in (cfg.audio.input_device, cfg.audio.output_device):
+        if spec is None:
+            return True
+        name = str(spec).lower()
+        if name in ("default", "sysdefault") or "pulse" in name or "pipewire" in name:
+            return True
+    return False
+
+
+def check_systemd_env(env: Mapping[str, str], cfg: Any | None = None, uid: int | None = None) -> Check | None:
+    """Under systemd only: the sound server must be reachable from the service, if the config uses one.
+
+    Args:
+        env: The environment (``INVOCATION_ID``, ``XDG_RUNTIME_DIR``, ``PULSE_SERVER``).
+        cfg: The config; naming ALSA devices in ``[audio]`` needs no sound server.
+        uid: The service's user id (default: this process's).
+
+    Returns:
+        None outside systemd.
+    """
     if not env.get("INVOCATION_ID"):
         return None
+    if not uses_sound_server(cfg):
+        devs = f"{cfg.audio.input_device!r} / {cfg.audio.output_device!r}"
+        return Check("systemd-env", True, f"[audio] names ALSA devices ({devs}): no sound server needed")
     runtime = env.get("XDG_RUNTIME_DIR", "")
     pulse = env.get("PULSE_SERVER", "")
-    uid = os.getuid()
-    fix = (
-        f"sudo systemctl edit {SERVICE}  # add: Environment=XDG_RUNTIME_DIR=/run/user/{uid} "
-        f"PULSE_SERVER=unix:/run/user/{uid}/pulse/native"
-    )
-    sock = (
-        Path(pulse.removeprefix("unix:")) if pulse.startswith("unix:") else Path(runtime, "pulse", "native")
-    )
-    if not runtime or not Path(runtime).is_dir():
-        return Check("systemd-env", False, f"XDG_RUNTIME_DIR={runtime or '(unset)'} is not a directory", fix)
+    uid = os.getuid() if uid is None else uid
+    where = getattr(cfg, "source", None) or "the config"
+    if uid <= SYSTEM_UID_MAX:  # no login session: no /run/user/UID/pulse to point at
+        fix = (
+            f"set [audio] input_device and output_device in {where} to ALSA devices "
+            '(arecord -l; aplay -l; e.g. "USB"), '
+            f"or run PulseAudio system-wide and: sudo systemctl edit {SERVICE}  # add: "
+            "Environment=PULSE_SERVER=unix:/run/pulse/native"
+        )
+    else:
+        fix = (
+            f"sudo systemctl edit {SERVICE}  # add: Environment=XDG_RUNTIME_DIR=/run/user/{uid} "
+            f"PULSE_SERVER=unix:/run/user/{uid}/pulse/native"
+        )
     if pulse and not pulse.startswith("unix:"):
-        return Check("systemd-env", True, f"XDG_RUNTIME_DIR={runtime}, PULSE_SERVER={pulse}")
+        return Check("systemd-env", True, f"PULSE_SERVER={pulse}")
+    if pulse:
+        sock = Path(pulse.removeprefix("unix:"))
+    elif not runtime or not Path(runtime).is_dir():
+        return Check("systemd-env", False, f"XDG_RUNTIME_DIR={runtime or '(unset)'} is not a directory", fix)
+    else:
+        sock = Path(runtime, "pulse", "native")
     if not sock.exists():
         return Check(
             "systemd-env", False, f"no sound server socket at {sock} (PULSE_SERVER={pulse or '(unset)'})", fix
         )
-    return Check("systemd-env", True, f"XDG_RUNTIME_DIR={runtime}, sound server {sock}")
+    return Check("systemd-env", True, f"XDG_RUNTIME_DIR={runtime or '(unset)'}, sound server {sock}")
 
 
 def check_serial(cfg: Any) -> Check:
@@ -182,8 +287,8 @@ def check_serial(cfg: Any) -> Check:
     if os.getuid() != 0 and "dialout" not in groups:
         problems.append("user not in group dialout")
         fix = fix or "sudo usermod -aG dialout $USER  # then log out and in again"
-    if problems:
-        return Check("serial", False, "; ".join(problems), fix)
+    if problems:  # the ports that are fine are listed too
+        return Check("serial", False, "; ".join(problems + seen), fix)
     return Check("serial", True, "; ".join(seen))
 
 
@@ -222,21 +327,28 @@ def check_camera(cfg: Any) -> Check:
 
 
 def check_gpu(
-    run: Callable[..., Any] = subprocess.run, sample: Callable[[list[str]], str] | None = None
+    run: Callable[..., Any] = subprocess.run,
+    sample: Callable[[list[str]], str] | None = None,
+    offload: Callable[[], bool | None] | None = None,
 ) -> Check:
     """The GPU: one ``tegrastats`` sample on a Jetson (RAM is shared), else ``nvidia-smi`` memory.
+
+    With a GPU present, llama-cpp-python must be a GPU build: a CPU-only wheel (built before CUDA
+    was set up, or from PyPI) runs the LLM on the CPU.
 
     Args:
         run: ``subprocess.run`` (replaced in tests).
         sample: Returns the first output line of a command (default: :func:`first_line`).
+        offload: Whether llama-cpp-python can offload to a GPU (default: :func:`llama_gpu_offload`).
 
     Returns:
         A non-blocking check: ``run`` also works on the CPU.
     """
-    if shutil.which("tegrastats"):
+    jetson = bool(shutil.which("tegrastats"))
+    if jetson:
         line = (sample or first_line)(["tegrastats", "--interval", "500"])
-        return Check("gpu", True, f"Jetson tegrastats: {line[:200] or 'no sample'}", blocking=False)
-    if shutil.which("nvidia-smi"):
+        found = f"Jetson tegrastats: {line[:200] or 'no sample'}"
+    elif shutil.which("nvidia-smi"):
         query = ["nvidia-smi", "--query-gpu=name,memory.used,memory.total", "--format=csv,noheader"]
         try:
             res = run(query, capture_output=True, text=True, timeout=10)
@@ -247,8 +359,88 @@ def check_gpu(
             return Check(
                 "gpu", False, f"nvidia-smi: {why[0]}", "nvidia-smi  # check the driver", blocking=False
             )
-        return Check("gpu", True, f"nvidia-smi: {res.stdout.strip() or 'no GPU listed'}", blocking=False)
-    return Check("gpu", True, "no NVIDIA GPU tools (CPU only)", blocking=False)
+        if not res.stdout.strip():
+            return Check("gpu", True, "nvidia-smi: no GPU listed", blocking=False)
+        found = f"nvidia-smi: {res.stdout.strip()}"
+    else:
+        return Check("gpu", True, "no NVIDIA GPU tools (CPU only)", blocking=False)
+    if (offload or llama_gpu_offload)() is False:
+        return Check(
+            "gpu",
+            False,
+            f"{found}; llama-cpp-python is a CPU-only build (llama_supports_gpu_offload() is False): "
+            "the LLM runs on the CPU",
+            _cuda_rebuild_fix(jetson),
+            blocking=False,
+        )
+    return Check("gpu", True, found, blocking=False)
+
+
+def llama_gpu_offload() -> bool | None:
+    """Whether the installed llama-cpp-python was built with GPU offload (CUDA, Metal...).
+
+    Returns:
+        ``llama_cpp.llama_supports_gpu_offload()``; None when llama-cpp-python does not load.
+    """
+    try:
+        import llama_cpp
+
+        return bool(llama_cpp.llama_supports_gpu_offload())
+    except (ImportError, OSError, AttributeError, RuntimeError):
+        return None
+
+
+def _cuda_rebuild_fix(jetson: bool) -> str:
+    if jetson and (REPO / "jetson" / "install.sh").is_file():
+        return f"sudo {REPO}/jetson/install.sh --skip-models  # rebuilds llama-cpp-python for CUDA (sm_87)"
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    try:
+        version = "==" + importlib.metadata.version("llama-cpp-python")
+    except importlib.metadata.PackageNotFoundError:
+        version = ""
+    return (
+        f'CUDACXX={nvcc} CMAKE_ARGS="-DGGML_CUDA=on" {sys.executable} -m pip install --force-reinstall '
+        f"--no-deps --no-cache-dir --no-binary llama-cpp-python llama-cpp-python{version}"
+    )
+
+
+def check_gpu_access(
+    cfg: Any, dev: Path = Path("/dev"), groups: set[str] | None = None, uid: int | None = None
+) -> Check | None:
+    """On a Jetson: the user is in ``video`` and ``render``, which own ``/dev/nvmap`` and ``/dev/nvhost-*``.
+
+    Without them CUDA fails with "NvRmMemInitNvmap failed ... Permission denied".
+
+    Args:
+        cfg: The config; the check blocks ``run`` when the LLM runs here with layers on the GPU.
+        dev: The device folder.
+        groups: Group names of the user (default: this process's).
+        uid: The user id (default: this process's; root needs no group).
+
+    Returns:
+        None when there are no Tegra GPU device nodes.
+    """
+    nodes = sorted(dev.glob("nvhost*")) + ([dev / "nvmap"] if (dev / "nvmap").exists() else [])
+    if not nodes:
+        return None
+    uid = os.getuid() if uid is None else uid
+    have = {grp.getgrgid(g).gr_name for g in os.getgroups()} if groups is None else groups
+    missing = [g for g in ("video", "render") if g not in have and _group_exists(g)]
+    if uid == 0 or not missing:
+        return Check("gpu-access", True, f"{len(nodes)} GPU device nodes; user may open them")
+    try:
+        user = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        user = str(uid)
+    on_gpu = cfg.llm.engine != "openai" and cfg.llm.n_gpu_layers != 0
+    return Check(
+        "gpu-access",
+        False,
+        f"{user} is not in group {', '.join(missing)}: cannot open {nodes[0]} "
+        "(CUDA fails: NvRmMemInitNvmap ... Permission denied)",
+        f"sudo usermod -aG {','.join(missing)} {user}  # then log in again; sudo systemctl restart {SERVICE}",
+        blocking=on_gpu,
+    )
 
 
 def first_line(cmd: list[str], timeout_s: float = 3.0) -> str:
@@ -280,25 +472,50 @@ def first_line(cmd: list[str], timeout_s: float = 3.0) -> str:
             proc.wait()
 
 
-def check_service(run: Callable[..., Any] = subprocess.run) -> Check:
-    """The state of the ``bolt-agent`` systemd service, where systemd is present."""
-    if not shutil.which("systemctl"):
-        return Check("service", True, "systemctl not present", blocking=False)
+def _group_exists(name: str) -> bool:
     try:
-        out = run(
-            ["systemctl", "is-active", SERVICE], capture_output=True, text=True, timeout=10
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as e:
-        out = f"unknown ({e})"
-    return Check("service", True, f"{SERVICE}.service: {out or 'unknown'}", blocking=False)
+        grp.getgrnam(name)
+    except KeyError:
+        return False
+    return True
 
 
-def run_checks(config: Path | None, env: Mapping[str, str] | None = None) -> list[Check]:
+def check_service(service: ServiceInfo | None) -> Check:
+    """The state of the ``bolt-agent`` systemd service; failed or restarting is a problem with its fix.
+
+    Args:
+        service: :func:`agent.systemd.service_info` (None: not installed, or no systemd here).
+    """
+    if service is None:
+        return Check("service", True, f"{SERVICE}.service not installed (or no systemd here)", blocking=False)
+    state = f"{SERVICE}.service: {service.active} ({service.sub})"
+    fix = (
+        f"journalctl -u {SERVICE} -b -n 50 --no-pager  # read why, fix it, then: "
+        f"sudo systemctl restart {SERVICE}"
+    )
+    restarts = f", {service.restarts} restarts" if service.restarts else ""
+    if service.active == "failed":
+        return Check("service", False, f"{state}: failed ({service.result}{restarts})", fix, blocking=False)
+    if service.sub == "auto-restart" or (service.active == "activating" and service.restarts):
+        return Check(
+            "service",
+            False,
+            f"{state}: restarting after a failure ({service.result}{restarts})",
+            fix,
+            blocking=False,
+        )
+    return Check("service", True, state, blocking=False)
+
+
+def run_checks(
+    config: Path | None, env: Mapping[str, str] | None = None, service: ServiceInfo | None = None
+) -> list[Check]:
     """Run every check for a config.
 
     Args:
         config: Config TOML (None = the default config).
         env: Environment to read (default ``os.environ``).
+        service: The installed unit (:func:`agent.systemd.service_info`), None when there is none.
 
     Returns:
         The checks in a fixed order; a bad config is one failed ``config`` check.
@@ -312,16 +529,12 @@ def run_checks(config: Path | None, env: Mapping[str, str] | None = None) -> lis
     except ConfigError as e:
         return [*checks, Check("config", False, str(e), f"edit {config or 'the config'}")]
     checks.append(Check("config", True, str(cfg.source or "default config")))
-    checks += [check_models(cfg), check_memory(cfg)]
+    checks += [check_models(cfg, service), check_memory(cfg)]
     # Before the audio check: a PulseAudio client creates $XDG_RUNTIME_DIR/pulse when it connects.
-    sd = check_systemd_env(env)
-    checks += ([sd] if sd else []) + [
-        check_audio(),
-        check_serial(cfg),
-        check_camera(cfg),
-        check_gpu(),
-        check_service(),
-    ]
+    sd = check_systemd_env(env, cfg)
+    gpu_access = check_gpu_access(cfg)
+    checks += ([sd] if sd else []) + [check_audio(cfg=cfg), check_serial(cfg), check_camera(cfg), check_gpu()]
+    checks += ([gpu_access] if gpu_access else []) + [check_service(service)]
     return checks
 
 

@@ -1,32 +1,50 @@
 """Download the ``hf:`` models of a config ahead of time, and check model files without a network.
 
 ``bolt-agent models pull`` calls :func:`pull_model` for every ``hf:OWNER/REPO/FILE`` reference of
-a config (:func:`config_model_refs`). The download is ``huggingface_hub.hf_hub_download`` into its
-cache (``HF_HOME`` / ``HF_HUB_CACHE``, endpoint ``HF_ENDPOINT``): a progress bar on stderr, and a
-connection cut mid-body is resumed with an HTTP ``Range`` request by the library itself. Afterwards
-the file's SHA-256 is compared with the hub's: for LFS files (every GGUF) the cache names the blob
-by that hash (the ``X-Linked-Etag`` of the resolve endpoint), so a mismatch is detected without a
-second request; the bad blob is deleted and the error says so.
+a config (:func:`config_model_refs`). A file already in the cache is only verified, with no network
+access (so ``pull`` succeeds offline once the files are there). A missing one is downloaded with
+``huggingface_hub.hf_hub_download`` into its cache (``HF_HOME`` / ``HF_HUB_CACHE``, endpoint
+``HF_ENDPOINT``): a progress bar on stderr, and a connection cut mid-body is resumed with an HTTP
+``Range`` request by the library itself. Afterwards the file's SHA-256 is compared with the hub's:
+for LFS files (every GGUF) the cache names the blob by that hash (the ``X-Linked-Etag`` of the
+resolve endpoint), so a mismatch is detected without a second request; the bad blob is deleted
+and the error says so.
+
+Hashing a multi-GB GGUF takes a minute on a Jetson, so a verified blob gets a marker
+``blobs/<sha256>.verified`` holding its size, mtime and inode; while those are unchanged the
+file is not hashed again (:func:`verify_cached`, the network-free check ``bolt-agent doctor`` uses).
 
 Offline (``HF_HUB_OFFLINE=1``) or with the hub unreachable, the error names the file, the URL to
-fetch it from elsewhere, and where to copy it: a local path to set in the config, or the cache folder.
+fetch it from elsewhere, and where to put it: ``models pull --from-dir DIR`` copies a file fetched
+elsewhere into the cache (:func:`import_file`), or a local path can be set in the config.
 
-:func:`verify_cached` is the network-free check ``bolt-agent doctor`` uses.
+A service reads the cache of its unit's ``Environment=HF_HOME``; :func:`service_hf_home` tells
+``doctor`` and ``models pull`` to use that cache when they run for the service's config.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
 import re
+import shutil
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-MODEL_FIELDS = ("model", "voice", "draft_model", "vlm_model")
+if TYPE_CHECKING:
+    from agent.systemd import ServiceInfo
+
+MODEL_FIELDS = ("model", "voice", "draft_model", "vlm_model", "text_model")
+LOCAL_REVISION = "0" * 40
+"""Snapshot name for files copied in by :func:`import_file` (no hub commit is known offline)."""
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
+log = logging.getLogger(__name__)
 
 
 class PullError(Exception):
@@ -44,6 +62,8 @@ class Pulled:
         size: File size, bytes.
         sha256: Hex SHA-256 of the file.
         verified: True when the hub gave a SHA-256 and it matched; False when it gave none.
+        origin: ``downloaded``, ``cached`` (already in the cache) or ``copied`` (``--from-dir``).
+        hashed: False when an earlier verification of the unchanged file was reused.
     """
 
     key: str
@@ -52,6 +72,8 @@ class Pulled:
     size: int
     sha256: str
     verified: bool
+    origin: str = "downloaded"
+    hashed: bool = True
 
 
 def config_model_refs(cfg: Any) -> list[tuple[str, str]]:
@@ -121,35 +143,58 @@ def offline_hint(ref: str, key: str, config: Path | None) -> str:
     from huggingface_hub import constants
 
     repo_id, filename = split_hf(ref)
-    url = f"{constants.ENDPOINT}/{repo_id}/resolve/main/{filename}"
+    url = repo_url(ref)
     local = Path.home() / "models" / Path(filename).name
     section, _, field = key.rpartition(".")
     cache = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"
     where = str(config) if config else "your config (--config)"
+    cfg_arg = f" --config {config}" if config else ""
     return (
         f"get {filename} from {url} on a machine with network access "
-        f"(or `hf download {repo_id} {filename}` there), copy it to {local} and set "
-        f'[{section}] {field} = "{local}" in {where}; or copy that machine\'s {cache.name} '
+        f"(or `hf download {repo_id} {filename}` there), copy it to {local.parent}/ and run "
+        f"`bolt-agent models pull{cfg_arg} --from-dir {local.parent}` (copies it into the cache), "
+        f'or set [{section}] {field} = "{local}" in {where}; or copy that machine\'s {cache.name} '
         f"folder into {cache}"
     )
 
 
-def pull_model(ref: str, key: str = "model", config: Path | None = None) -> Pulled:
-    """Download one ``hf:`` model into the Hugging Face cache and verify its SHA-256.
+def pull_model(
+    ref: str, key: str = "model", config: Path | None = None, from_dir: Path | None = None
+) -> Pulled:
+    """Make one ``hf:`` model present in the Hugging Face cache and verify its SHA-256.
+
+    The cache is looked at first: a cached file is verified and returned with no network access.
+    Otherwise it comes from ``from_dir`` when given (:func:`import_file`, never the network), or
+    is downloaded.
 
     Args:
         ref: ``hf:OWNER/REPO/FILE``.
         key: Config field it came from, for messages.
         config: The config file, for messages.
+        from_dir: Folder holding a copy of the file fetched elsewhere (offline install).
 
     Returns:
-        The :class:`Pulled` file (already cached files are only re-verified).
+        The :class:`Pulled` file.
 
     Raises:
-        PullError: bad reference; offline or hub unreachable (the message names the file and
-            where to copy it); HTTP error; SHA-256 mismatch (the bad file is deleted).
+        PullError: bad reference; not in ``from_dir``; offline or hub unreachable (the message
+            names the file and where to copy it); HTTP error; SHA-256 mismatch (the bad file is
+            deleted; a bad cached copy is deleted and downloaded again).
     """
     repo_id, filename = split_hf(ref)
+    try:
+        hit = verify_cached(ref, key)
+    except PullError as e:
+        log.warning("%s; deleting the cached copy", e)
+        hit = None
+        try:
+            _drop_cached(repo_id, filename)  # a corrupt cached copy: fetch it again
+        except OSError as err:
+            raise PullError(f"{e}; cannot delete it: {err}") from None
+    if hit is not None:
+        return hit
+    if from_dir is not None:
+        return import_file(ref, _find_copy(ref, key, from_dir), key)
     from huggingface_hub import hf_hub_download
     from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
 
@@ -166,6 +211,53 @@ def pull_model(ref: str, key: str = "model", config: Path | None = None) -> Pull
             f"{key} {ref}: download failed: {_first_line(e)}; run the command again to retry"
         ) from None
     return _verify(path, key, ref, delete_bad=True)
+
+
+def import_file(ref: str, src: Path, key: str = "model") -> Pulled:
+    """Copy a model file fetched elsewhere into the Hugging Face cache, where ``run`` finds it offline.
+
+    The cache layout is huggingface_hub's: the blob named by the file's SHA-256, a snapshot
+    symlink, and ``refs/main`` (kept when present, else :data:`LOCAL_REVISION`). Online, a later
+    download of the same content reuses the blob. The hub's checksum cannot be checked offline:
+    the result has ``verified`` False.
+
+    Args:
+        ref: ``hf:OWNER/REPO/FILE`` the file stands for.
+        src: The file.
+        key: Config field, for messages.
+
+    Returns:
+        The cached file.
+
+    Raises:
+        PullError: bad reference, or the copy failed (disk full, permissions).
+    """
+    repo_id, filename = split_hf(ref)
+    from huggingface_hub import constants
+
+    repo_dir = Path(constants.HF_HUB_CACHE) / f"models--{repo_id.replace('/', '--')}"
+    try:
+        digest = sha256_file(src)
+        blob = repo_dir / "blobs" / digest
+        if not blob.exists():
+            blob.parent.mkdir(parents=True, exist_ok=True)
+            part = blob.with_name(digest + ".incomplete")
+            shutil.copyfile(src, part)
+            os.replace(part, blob)
+        ref_file = repo_dir / "refs" / "main"
+        revision = ref_file.read_text().strip() if ref_file.is_file() else ""
+        if not revision:
+            ref_file.parent.mkdir(parents=True, exist_ok=True)
+            ref_file.write_text(revision := LOCAL_REVISION)
+        link = repo_dir / "snapshots" / revision / filename
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(os.path.relpath(blob, link.parent))
+    except OSError as e:
+        raise PullError(f"{key} {ref}: cannot copy {src} into {repo_dir}: {e}") from None
+    _mark_verified(blob, digest)
+    return Pulled(key, ref, link, blob.stat().st_size, digest, False, "copied")
 
 
 def verify_cached(ref: str, key: str = "model") -> Pulled | None:
@@ -188,23 +280,137 @@ def verify_cached(ref: str, key: str = "model") -> Pulled | None:
     hit = try_to_load_from_cache(repo_id, filename)
     if not isinstance(hit, str) or not Path(hit).exists():
         return None
-    return _verify(Path(hit), key, ref, delete_bad=False)
+    got = _verify(Path(hit), key, ref, delete_bad=False)
+    return Pulled(got.key, got.ref, got.path, got.size, got.sha256, got.verified, "cached", got.hashed)
+
+
+def service_hf_home(
+    config: Path | None, service: ServiceInfo | None, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """The ``HF_HOME`` of the installed service, when a command for its config should use that cache.
+
+    ``bolt-agent run`` under systemd reads the cache of the unit's ``Environment=HF_HOME``;
+    ``doctor`` and ``models pull`` run from a shell would otherwise check and fill
+    ``~/.cache/huggingface`` of whoever runs them.
+
+    Args:
+        config: The ``--config`` of this command (None = the default config).
+        service: The installed unit (:func:`agent.systemd.service_info`), or None.
+        environ: This process's environment (default ``os.environ``).
+
+    Returns:
+        The unit's ``HF_HOME`` when this command's config is the one in the unit's ``ExecStart``,
+        the unit sets ``HF_HOME``, and neither ``HF_HOME`` nor ``HF_HUB_CACHE`` is set here; else None.
+    """
+    env = os.environ if environ is None else environ
+    if env.get("HF_HOME") or env.get("HF_HUB_CACHE") or service is None:
+        return None
+    home = service.environment.get("HF_HOME")
+    return home if home and serves_config(service, config) else None
+
+
+def serves_config(service: ServiceInfo, config: Path | None) -> bool:
+    """Whether the unit's ``ExecStart`` runs this config file.
+
+    Args:
+        service: The installed unit.
+        config: A config file (None = the default config: never the service's).
+    """
+    if config is None or service.config is None:
+        return False
+    try:
+        return Path(config).resolve() == service.config.resolve() or Path(config).samefile(service.config)
+    except OSError:
+        return False
+
+
+def _find_copy(ref: str, key: str, folder: Path) -> Path:
+    _, filename = split_hf(ref)
+    for cand in (folder / filename, folder / Path(filename).name):
+        if cand.is_file():
+            return cand
+    raise PullError(
+        f"{key} {ref}: {folder / Path(filename).name} not found; copy {Path(filename).name} "
+        f"(from the hub: {repo_url(ref)}) into {folder}"
+    )
+
+
+def repo_url(ref: str) -> str:
+    """The hub URL a ``hf:`` file downloads from (``HF_ENDPOINT``, revision ``main``).
+
+    Args:
+        ref: ``hf:OWNER/REPO/FILE``.
+    """
+    from huggingface_hub import constants
+
+    repo_id, filename = split_hf(ref)
+    return f"{constants.ENDPOINT}/{repo_id}/resolve/main/{filename}"
+
+
+def _drop_cached(repo_id: str, filename: str) -> None:
+    from huggingface_hub import try_to_load_from_cache
+
+    hit = try_to_load_from_cache(repo_id, filename)
+    if isinstance(hit, str):
+        path = Path(hit)
+        blob = path.resolve()
+        blob.unlink(missing_ok=True)
+        _marker(blob).unlink(missing_ok=True)
+        if path.is_symlink():
+            path.unlink()
 
 
 def _verify(path: Path, key: str, ref: str, *, delete_bad: bool) -> Pulled:
     blob = path.resolve()
     expected = blob.name if _SHA256.match(blob.name) else None
+    size = blob.stat().st_size
+    if expected is not None and _marked_verified(blob, expected):
+        return Pulled(key, ref, path, size, expected, True, hashed=False)
     digest = sha256_file(blob)
     if expected is not None and digest != expected:
         what = "deleted it" if delete_bad else "run `bolt-agent models pull` to replace it"
-        if delete_bad:
-            blob.unlink(missing_ok=True)
-            if path.is_symlink():
-                path.unlink()
+        try:
+            _marker(blob).unlink(missing_ok=True)
+            if delete_bad:
+                blob.unlink(missing_ok=True)
+                if path.is_symlink():
+                    path.unlink()
+        except OSError as e:
+            what = f"cannot delete it ({e}): delete it as the cache's owner"
         raise PullError(
             f"{key} {ref}: sha256 mismatch in {blob}: the hub says {expected}, the file has {digest}; {what}"
         )
-    return Pulled(key, ref, path, blob.stat().st_size, digest, expected is not None)
+    if expected is not None:
+        _mark_verified(blob, digest)
+    return Pulled(key, ref, path, size, digest, expected is not None)
+
+
+def _marker(blob: Path) -> Path:
+    return blob.with_name(blob.name + ".verified")
+
+
+def _stamp(blob: Path, sha256: str) -> dict[str, Any]:
+    st = blob.stat()
+    return {"sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+
+
+def _marked_verified(blob: Path, sha256: str) -> bool:
+    """True when the blob's marker records this hash for the blob's current size, mtime and inode."""
+    try:
+        return json.loads(_marker(blob).read_text()) == _stamp(blob, sha256)
+    except (OSError, ValueError):
+        return False
+
+
+def _mark_verified(blob: Path, sha256: str) -> None:
+    """Record that the blob hashed to ``sha256``; a read-only cache only means hashing again next time."""
+    marker = _marker(blob)
+    tmp = marker.with_name(marker.name + f".{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(_stamp(blob, sha256)))
+        os.replace(tmp, marker)
+    except OSError:
+        tmp.unlink(missing_ok=True)
 
 
 def _unreachable(timeout_s: float = 3.0) -> str | None:

@@ -6,12 +6,16 @@ variable is unset and every call does nothing.
 
 - ``READY=1`` is sent by ``bolt-agent run`` only after every model is loaded and warmed.
 - While models load, :func:`extend_timeout` sends ``EXTEND_TIMEOUT_USEC=`` from a helper thread
-  so a slow first load (a 6 GB GGUF read from an SD card) does not trip ``TimeoutStartSec``.
+  so a slow first load (a 6 GB GGUF read from an SD card) does not trip ``TimeoutStartSec``, for
+  at most ``limit_s`` (:data:`LOAD_LIMIT_S`): a load that hangs still fails the start.
 - ``WATCHDOG=1`` comes from the loop that would hang, not from a free-running thread:
   :class:`Watchdog` is called on every iteration of the listener loop and rate-limits itself
   to half of ``$WATCHDOG_USEC``; when the loop blocks, the pings stop and systemd restarts us.
 - :class:`JournalFormatter` prefixes each log line with its ``sd-daemon(3)`` priority
-  (``<3>`` error ... ``<7>`` debug) so journald records the right level from plain stderr.
+  (``<3>`` error ... ``<7>`` debug) so journald records the right level from plain stderr;
+  :func:`journal_lines` does the same for lines printed without :mod:`logging`.
+- :func:`service_info` reads the installed unit's state, user, environment and config
+  (``systemctl show``), so ``doctor`` and ``models pull`` can use the cache the service uses.
 """
 
 from __future__ import annotations
@@ -19,10 +23,19 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shlex
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SERVICE = "bolt-agent"
+LOAD_LIMIT_S = 300.0
+"""Longest model load (s) for which :func:`extend_timeout` keeps extending the start timeout."""
 
 
 def notify(message: str, env: Mapping[str, str] | None = None) -> bool:
@@ -112,17 +125,23 @@ def extend_timeout(
     status: str = "loading models...",
     extend_s: float = 30.0,
     env: Mapping[str, str] | None = None,
+    limit_s: float = LOAD_LIMIT_S,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Iterator[None]:
-    """Keep systemd's start timeout from expiring while the body runs (models loading).
+    """Keep systemd's start timeout from expiring while the body runs (models loading), up to ``limit_s``.
 
-    Sends ``STATUS=<status>`` and ``EXTEND_TIMEOUT_USEC=<2 x extend_s>`` at once and then every
-    ``extend_s / 2`` seconds from a helper thread until the body ends. Each message asks for
-    ``2 x extend_s`` more: a load that hangs for longer still times out. Does nothing outside systemd.
+    Sends ``STATUS=<status>`` and ``EXTEND_TIMEOUT_USEC`` at once and then every ``extend_s / 2``
+    seconds from a helper thread until the body ends. Each message asks for ``2 x extend_s`` more,
+    never past ``limit_s`` after the start: a load that hangs, or takes longer than ``limit_s``,
+    still fails the start (then ``STATUS=`` says so). Does nothing outside systemd
+    (``$NOTIFY_SOCKET`` unset).
 
     Args:
         status: The ``STATUS=`` text shown by ``systemctl status``.
         extend_s: Seconds between extensions (each extension covers twice that).
         env: Environment to read ``NOTIFY_SOCKET`` from (default ``os.environ``).
+        limit_s: Longest load the extensions cover, s from entering the block.
+        clock: Monotonic clock in seconds.
 
     Yields:
         None, while the extensions run.
@@ -131,13 +150,21 @@ def extend_timeout(
     if not e.get("NOTIFY_SOCKET"):
         yield
         return
-    usec = int(2 * extend_s * 1e6)
+    deadline = clock() + limit_s
     stop = threading.Event()
-    notify(f"STATUS={status}\nEXTEND_TIMEOUT_USEC={usec}", e)
+
+    def extension() -> str:
+        left = min(2 * extend_s, max(deadline - clock(), 0.0))
+        return f"EXTEND_TIMEOUT_USEC={int(left * 1e6)}"
+
+    notify(f"STATUS={status}\n{extension()}", e)
 
     def loop() -> None:
         while not stop.wait(extend_s / 2):
-            notify(f"EXTEND_TIMEOUT_USEC={usec}", e)
+            if clock() >= deadline:
+                notify(f"STATUS={status} still not done after {limit_s:g} s; the start times out", e)
+                return
+            notify(extension(), e)
 
     th = threading.Thread(target=loop, name="sd-extend-timeout", daemon=True)
     th.start()
@@ -182,33 +209,97 @@ class JournalFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """Format the record as the base formatter does, then prefix each line with its priority."""
-        text = super().format(record)
-        prefix = f"<{journal_priority(record.levelno)}>"
-        return "\n".join(prefix + line for line in text.split("\n"))
+        return journal_lines(super().format(record), journal_priority(record.levelno))
 
 
-def start_watchdog(stop: threading.Event, env: Mapping[str, str] | None = None) -> threading.Thread | None:
-    """Ping ``WATCHDOG=1`` at half of ``$WATCHDOG_USEC`` from a free-running thread until ``stop`` is set.
-
-    Kept for callers without a loop of their own; ``bolt-agent run`` uses :class:`Watchdog`
-    from its listener loop instead, because a free-running thread keeps pinging while the
-    loop it should guard hangs.
+def journal_lines(text: str, priority: int) -> str:
+    """``text`` with ``<priority>`` (``sd-daemon(3)``: 3 error, 4 warning, 6 info) before each line.
 
     Args:
-        stop: Set it to end the pings.
-        env: Environment to read ``NOTIFY_SOCKET`` and ``WATCHDOG_USEC`` from (default ``os.environ``).
+        text: One or more lines.
+        priority: Syslog priority, 0..7.
+    """
+    return "\n".join(f"<{priority}>{line}" for line in text.split("\n"))
+
+
+@dataclass(frozen=True)
+class ServiceInfo:
+    """The installed ``bolt-agent`` unit, as ``systemctl show`` reports it.
+
+    Attributes:
+        active: ``ActiveState`` (``active``, ``activating``, ``failed``, ``inactive``...).
+        sub: ``SubState`` (``running``, ``auto-restart``...).
+        result: ``Result`` of the last run (``success``, ``exit-code``, ``timeout``, ``watchdog``...).
+        restarts: ``NRestarts``, automatic restarts since the unit was started.
+        user: ``User=`` (empty: root).
+        environment: ``Environment=`` assignments (drop-ins from ``systemctl edit`` included).
+        exec_path: The program of ``ExecStart=``.
+        config: The ``--config`` of ``ExecStart=``, or None.
+    """
+
+    active: str
+    sub: str = ""
+    result: str = ""
+    restarts: int = 0
+    user: str = ""
+    environment: dict[str, str] = field(default_factory=dict)
+    exec_path: str = ""
+    config: Path | None = None
+
+
+_SHOW = ("LoadState", "ActiveState", "SubState", "Result", "NRestarts", "User", "Environment", "ExecStart")
+
+
+def service_info(name: str = SERVICE, run: Callable[..., Any] = subprocess.run) -> ServiceInfo | None:
+    """State, user, environment and config of an installed unit, from ``systemctl show``.
+
+    Args:
+        name: Unit name without ``.service``.
+        run: ``subprocess.run``.
 
     Returns:
-        The started thread, or None when no watchdog is configured.
+        The unit's :class:`ServiceInfo`; None when ``systemctl`` is missing or fails (no systemd,
+        a container) or the unit is not installed.
     """
-    period = watchdog_period(env)
-    if period is None:
+    cmd = ["systemctl", "show", f"{name}.service", "--property=" + ",".join(_SHOW)]
+    try:
+        res = run(cmd, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
         return None
+    if res.returncode != 0:
+        return None
+    props = dict(line.split("=", 1) for line in res.stdout.splitlines() if "=" in line)
+    if props.get("LoadState", "not-found") == "not-found":
+        return None
+    try:
+        env_words = shlex.split(props.get("Environment", ""))
+    except ValueError:
+        env_words = []
+    environment = dict(w.split("=", 1) for w in env_words if "=" in w)
+    argv = _exec_argv(props.get("ExecStart", ""))
+    config = next(
+        (Path(argv[i + 1]) for i, a in enumerate(argv[:-1]) if a in ("--config", "-c")),
+        next((Path(a.split("=", 1)[1]) for a in argv if a.startswith("--config=")), None),
+    )
+    restarts = props.get("NRestarts", "0")
+    return ServiceInfo(
+        active=props.get("ActiveState", ""),
+        sub=props.get("SubState", ""),
+        result=props.get("Result", ""),
+        restarts=int(restarts) if restarts.isdigit() else 0,
+        user=props.get("User", ""),
+        environment=environment,
+        exec_path=argv[0] if argv else "",
+        config=config,
+    )
 
-    def loop() -> None:
-        while not stop.wait(period):
-            notify("WATCHDOG=1", env)
 
-    th = threading.Thread(target=loop, name="sd-watchdog", daemon=True)
-    th.start()
-    return th
+def _exec_argv(value: str) -> list[str]:
+    """The ``argv[]=`` words of ``systemctl show``'s ``ExecStart={ path=... ; argv[]=... ; ... }``."""
+    _, sep, rest = value.partition("argv[]=")
+    if not sep:
+        return []
+    try:
+        return shlex.split(rest.split(" ; ", 1)[0])
+    except ValueError:
+        return rest.split(" ; ", 1)[0].split()

@@ -15,7 +15,9 @@
 #   apt      system packages (python3-venv, python3-dev, build-essential, cmake, libportaudio2, ...)
 #   user     the `bolt` system user in groups audio, dialout, video, render
 #   venv     launch/setup.sh run: .venv with llama-cpp-python, and llama-server (BOLT_LLAMA_SERVER=1);
-#            with CUDA: CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=87"
+#            with CUDA: CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=87", CUDACXX=nvcc (and
+#            its folder on PATH), wheels in build/wheels-cuda; a CPU-only llama-cpp-python already
+#            in the venv is replaced by the CUDA wheel (pip --force-reinstall --no-deps)
 #   config   /etc/bolt-agent/robot.toml from jetson/robot.toml, only when absent (your edits stay)
 #   udev     /etc/udev/rules.d/99-bolt-servo.rules: /dev/bolt-servo and /dev/serial/by-id/bolt-servo
 #            for USB-serial servo boards (see the rule file to add your board's vendor id)
@@ -36,7 +38,7 @@ GROUPS_WANTED=(audio dialout video render)
 APT_PACKAGES=(python3-venv python3-dev build-essential cmake git libportaudio2 alsa-utils)
 STATE_DIR=/var/lib/bolt-agent
 
-usage() { sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -62,9 +64,12 @@ CONFIG="$ETC_DIR/robot.toml"
 UDEV_RULE="$PREFIX/etc/udev/rules.d/99-bolt-servo.rules"
 UNIT="$PREFIX/etc/systemd/system/bolt-agent.service"
 
+# JetPack puts nvcc in /usr/local/cuda/bin, which is not on root's PATH.
+NVCC="$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)"
 if [ "$CUDA" = auto ]; then
-  if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then CUDA=on; else CUDA=off; fi
+  if [ -x "$NVCC" ]; then CUDA=on; else CUDA=off; fi
 fi
+LLAMA_VERSION="$(sed -n 's/^LLAMA_VERSION="\(.*\)"$/\1/p' "$APP_DIR/launch/setup.sh")"
 
 step() { echo "== $1: $2"; }
 ok() { echo "   ok: $*"; }
@@ -128,10 +133,33 @@ step_venv() {
   if [ "$CUDA" = on ]; then cmake_args="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=87"; fi
   step venv "$APP_DIR/.venv via launch/setup.sh run (llama.cpp: ${cmake_args:-CPU build}; llama-server too)"
   if [ "$SKIP_VENV" = 1 ]; then ok "skipped (--skip-venv)"; return; fi
+  if [ "$CUDA" = on ]; then
+    if [ "$DRY" = 0 ] && [ ! -x "$NVCC" ]; then echo "no nvcc at $NVCC: install CUDA (JetPack) or use --no-cuda" >&2; exit 1; fi
+    # For both builds: CMake finds the CUDA compiler through CUDACXX, nvcc its tools through PATH.
+    CUDACXX="$NVCC"
+    PATH="$(dirname "$NVCC"):$PATH"
+    export CUDACXX PATH
+    echo "   export CUDACXX=$NVCC PATH=$(dirname "$NVCC"):\$PATH"
+  fi
   # A separate wheelhouse for the CUDA build, so a CPU wheel built earlier is never reused.
   local wheels="$APP_DIR/build/wheels${cmake_args:+-cuda}"
   act env ${cmake_args:+CMAKE_ARGS="$cmake_args"} BOLT_LLAMA_SERVER=1 BOLT_WHEELHOUSE="$wheels" \
     BOLT_LLAMA_SERVER_CACHE="$APP_DIR/build/llama-server" bash "$APP_DIR/launch/setup.sh" run
+  if [ "$CUDA" = on ]; then cuda_wheel "$wheels"; fi
+}
+
+# setup.sh leaves an installed llama-cpp-python of the same version alone, even a CPU-only one
+# (from an earlier CPU install): replace it with the CUDA wheel unless it already offloads to the GPU.
+cuda_wheel() {
+  local wheels="$1" py="$APP_DIR/.venv/bin/python" wheel
+  local probe='import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 1)'
+  if [ "$DRY" = 0 ] && "$py" -c "$probe" 2>/dev/null; then ok "llama-cpp-python offloads to the GPU"; return; fi
+  wheel="$wheels/llama_cpp_python-$LLAMA_VERSION-*.whl"
+  if [ "$DRY" = 0 ]; then
+    wheel="$(find "$wheels" -maxdepth 1 -name "llama_cpp_python-$LLAMA_VERSION-*.whl" | head -n 1)"
+    [ -n "$wheel" ] || { echo "no CUDA wheel of llama-cpp-python $LLAMA_VERSION in $wheels" >&2; exit 1; }
+  fi
+  act "$py" -m pip install -q --force-reinstall --no-deps "$wheel"
 }
 
 step_config() {

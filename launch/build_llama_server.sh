@@ -10,7 +10,8 @@
 #   ${BOLT_LLAMA_SERVER_CACHE:-~/.cache/bolt-agent/llama-server}/<version>-<arch>[-<flavour>]/llama-server
 # bolt-agent's `llama-server` engine finds it there (agent/engines/server_process.py).
 # On x86-64 the build uses the same portable AVX2 baseline as launch/setup.sh; on a Jetson set
-# CMAKE_ARGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=87" (the folder gets a "-cuda" suffix).
+# CMAKE_ARGS="-DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=87" (the folder gets a "-cuda" suffix; nvcc is
+# taken from CUDACXX, else PATH, else JetPack's /usr/local/cuda/bin).
 # Idempotent: an existing binary that runs is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,10 @@ if [ -z "${CMAKE_ARGS:-}" ] && [ "$(uname -m)" = x86_64 ]; then
 fi
 flavour=""
 case "${CMAKE_ARGS:-}" in *GGML_CUDA=[Oo][Nn]*) flavour="-cuda" ;; esac
+if [ -n "$flavour" ] && [ -z "${CUDACXX:-}" ] && ! command -v nvcc >/dev/null 2>&1 \
+  && [ -x /usr/local/cuda/bin/nvcc ]; then
+  export CUDACXX=/usr/local/cuda/bin/nvcc PATH="/usr/local/cuda/bin:$PATH"
+fi
 dest="$CACHE/$VERSION-$(uname -m)$flavour"
 if [ -x "$dest/llama-server" ] && "$dest/llama-server" --version >/dev/null 2>&1; then
   echo "$dest/llama-server"

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import socket
-import threading
 from pathlib import Path
 
 from agent.config import load_config
-from agent.systemd import notify, start_watchdog
+from agent.systemd import Watchdog, notify
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -28,11 +27,9 @@ def test_notify_sends_one_datagram(tmp_path):
         srv.settimeout(2)
         assert notify("READY=1\nSTATUS=listening", {"NOTIFY_SOCKET": path})
         assert srv.recv(256) == b"READY=1\nSTATUS=listening"
-        stop = threading.Event()
-        th = start_watchdog(stop, {"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "100000"})
-        assert srv.recv(256) == b"WATCHDOG=1"
-        stop.set()
-        th.join(1)
+        wd = Watchdog({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "100000"})
+        wd()  # the first call pings at once
+        assert srv.recv(256) == b"WATCHDOG=1" and wd.pings == 1
     assert not notify("READY=1", {})  # outside systemd: nothing to do
     assert not notify("READY=1", {"NOTIFY_SOCKET": str(tmp_path / "gone.sock")})
-    assert start_watchdog(threading.Event(), {}) is None
+    assert not Watchdog({}).enabled

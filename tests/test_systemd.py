@@ -4,8 +4,9 @@ The live test runs the agent as a subprocess against a private PulseAudio server
 the reason when PulseAudio is missing) and reads every datagram it sends: ``EXTEND_TIMEOUT_USEC``
 while models load, ``READY=1`` only after the ``ready`` event (models warm), ``WATCHDOG=1`` at
 half ``WATCHDOG_USEC`` from the listener loop, ``STATUS=`` lines, ``STOPPING=1`` on SIGTERM.
-The unit tests check that the watchdog stops when the loop that calls it stalls, and the
-journald priority prefixes of the log formatter.
+The unit tests check that the watchdog stops when the loop that calls it stalls, that start-up
+extensions stop after the load limit, and the journald priority prefixes of the log formatter and
+of ``run``'s start-up errors.
 """
 
 from __future__ import annotations
@@ -23,7 +24,14 @@ from pathlib import Path
 import pytest
 from pulse import PulseRig, missing
 
-from agent.systemd import JournalFormatter, Watchdog, extend_timeout, journal_priority, under_systemd
+from agent.systemd import (
+    JournalFormatter,
+    Watchdog,
+    extend_timeout,
+    journal_lines,
+    journal_priority,
+    under_systemd,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -125,6 +133,47 @@ def test_extend_timeout_pings_while_the_body_runs(notify_socket):
         pass
 
 
+def test_extend_timeout_stops_extending_after_the_limit(notify_socket):
+    """A load that hangs past ``limit_s`` gets no more extensions: systemd's start timeout fires."""
+    env = {"NOTIFY_SOCKET": notify_socket.path}
+    hung = threading.Event()  # never set: the load hangs
+    t0 = time.monotonic()
+    with extend_timeout("loading models...", extend_s=0.1, env=env, limit_s=0.4):
+        hung.wait(1.5)
+    ended = time.monotonic()
+    lines = notify_socket.lines()
+    ext = [(t, m) for t, m in lines if m.startswith("EXTEND_TIMEOUT_USEC=")]
+    assert 3 <= len(ext) <= 10, lines  # ~0.4 s / 0.05 s at most, not ~30 over the whole 1.5 s
+    assert ext[-1][0] < t0 + 0.4 + 0.3 < ended, (ext[-1][0] - t0, lines)
+    # Each extension covers 0.2 s but never past the limit: the last ones ask for less.
+    usecs = [int(m.split("=")[1]) for _, m in ext]
+    assert max(usecs) == 200000 and usecs[-1] < 200000, usecs
+    done = [m for _, m in lines if m.startswith("STATUS=") and "still not done after 0.4 s" in m]
+    assert done, lines  # the reason shows in systemctl status
+
+
+def test_run_start_errors_carry_the_error_priority_under_journald(tmp_path):
+    """``run`` refusing to start (over the memory budget) prints ``<3>error: ...`` for journald."""
+    text = (ROOT / "jetson" / "robot.toml").read_text()
+    cfg = tmp_path / "robot.toml"
+    cfg.write_text(text.replace("lazy_per_layer_embd = true", "lazy_per_layer_embd = false"))
+    env = {k: v for k, v in os.environ.items() if k not in {"INVOCATION_ID", "NOTIFY_SOCKET"}}
+    env.update(JOURNAL_STREAM="8:12345", HF_HUB_OFFLINE="1")
+    r = subprocess.run(
+        [sys.executable, "-m", "agent", "run", "--config", str(cfg)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2, r.stderr[-2000:]
+    errors = [line for line in r.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and errors[0].startswith("<3>error: ") and "over budget" in errors[0], r.stderr
+    logged = [x for x in r.stderr.splitlines() if x.strip()]
+    assert all(x[:3] in {"<2>", "<3>", "<4>", "<6>", "<7>"} for x in logged), logged
+
+
 def test_journal_formatter_prefixes_every_line_with_its_priority():
     fmt = JournalFormatter("%(levelname)s %(name)s: %(message)s")
 
@@ -147,6 +196,9 @@ def test_journal_formatter_prefixes_every_line_with_its_priority():
     assert [journal_priority(v) for v in (50, 40, 30, 20, 10, 5)] == [2, 3, 4, 6, 7, 7]
     assert under_systemd({"JOURNAL_STREAM": "8:1234"}) and under_systemd({"INVOCATION_ID": "ab"})
     assert not under_systemd({})
+    assert (
+        journal_lines("error: no input device\n  0 USB mic", 3) == "<3>error: no input device\n<3>  0 USB mic"
+    )
 
 
 @pytest.fixture(scope="module")
