@@ -23,11 +23,16 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.config import Config
 from agent.events import BackgroundDone, Event, Reply, ToolCall, ToolResult, Transcript
 from agent.reply_checks import reply_check
+
+if TYPE_CHECKING:
+    from agent.pipeline import Pipeline
+    from agent.pipeline.listener import Source
+    from agent.stopper import Stopper
 
 REPLAY_INTENTS = ("skill", "chat")
 """Manifest intents asked again at the end of the conversation pass, after the timer finished."""
@@ -95,26 +100,50 @@ def _turn_rows(
 
 
 class _Runner:
-    """Plays manifest commands through fresh pipelines on one loaded core."""
+    """Plays manifest commands through fresh pipelines on one loaded core.
 
-    def __init__(self, cfg: Config, fixtures: Path) -> None:
+    Args:
+        cfg: The validated config.
+        fixtures: Folder of the manifest's WAVs.
+        stopper: The command's signal handling: it gets the robot as soon as it exists; a
+            signal later stops the current pipeline (:meth:`stop`) and the next run raises
+            :class:`~agent.stopper.Stopped`.
+    """
+
+    def __init__(self, cfg: Config, fixtures: Path, stopper: Stopper) -> None:
         from agent.bench import EventLog
         from agent.pipeline import Bus, build_core
 
         self.fixtures = fixtures
+        self.stopper = stopper
         self.log = EventLog()
         self.bus = Bus(self.log)
-        self.core = build_core(cfg, self.bus.publish)
-        self.core.warmup()
+        with stopper.loading(self.bus.publish):
+            self.core = build_core(cfg, self.bus.publish, on_robot=stopper.own)
+            try:
+                self.core.warmup()
+            except BaseException:
+                self.core.close()
+                raise
         self.data_tools = {n for n, s in self.core.registry.skills.items() if getattr(s, "follow_up", True)}
+        self._current: Pipeline | None = None
 
-    def _run(self, source: Any, biased: bool = True, wait_background_s: float = 0.0) -> list[Event]:
+    def stop(self) -> None:
+        """Stop the pipeline that is running (from the signal thread)."""
+        p = self._current
+        if p is not None:
+            p.stop()
+
+    def _run(self, source: Source, biased: bool = True, wait_background_s: float = 0.0) -> list[Event]:
         from agent.pipeline import NullSink, Pipeline
         from agent.pipeline.pipeline import run_to_end
+        from agent.stopper import Stopped
 
         start = len(self.log.events)
         p = Pipeline(self.core, self.bus, source, NullSink(), speak=False, asr_bias=biased)
-        run_to_end(p, wait_background_s)
+        self._current = p
+        if self.stopper.stopped or not run_to_end(p, wait_background_s):  # before it started, or during it
+            raise Stopped
         self.core.robot.stop()
         return self.log.events[start:]
 
@@ -131,7 +160,7 @@ class _Runner:
         return self._run(TextSource([]), wait_background_s=timeout_s)
 
 
-def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
+def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) -> dict[str, Any]:
     """Measure tool-call accuracy and reply fit on spoken commands, with and without ASR biasing.
 
     Every command runs through the one pipeline (file source as fast as possible, no
@@ -141,6 +170,8 @@ def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
     Args:
         cfg: Robot config (models, skills, robot).
         fixtures: Folder with ``manifest.json`` and the WAVs it names.
+        stopper: The command's signal handling (a signal while loading parks the robot and
+            exits; later it stops the current pipeline).
 
     Returns:
         JSON-ready dict: ``tool_accuracy``, ``tool_accuracy_unbiased``, ``reply_check``,
@@ -150,40 +181,45 @@ def run_accuracy(cfg: Config, fixtures: Path) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: no ``manifest.json`` in ``fixtures``.
+        agent.stopper.Stopped: a signal stopped the runs (the robot is parked).
     """
+    from agent.stopper import Stopper
+
     manifest = json.loads((fixtures / "manifest.json").read_text())
-    runner = _Runner(cfg, fixtures)
+    stopper = stopper or Stopper()
+    runner = _Runner(cfg, fixtures, stopper)
     details: list[dict[str, Any]] = []
     try:
-        # First, so no timer of the single-command passes finishes inside the conversation.
-        convo = _conversation(runner, manifest)
-        for biased in (True, False):
-            for item in manifest:
-                runner.core.conversation.history.clear()
-                t0 = time.perf_counter()
-                evs = runner.play(item, biased)
-                heard = " ".join(e.text for e in evs if isinstance(e, Transcript))
-                calls = [e.tool for e in evs if isinstance(e, ToolCall)]
-                expect = item["expect_any"]
-                ok = any(w in c for c in calls for w in expect) if expect else not calls
-                # A timer of an earlier command may finish during this one: only the command's turn counts.
-                user = [e for e in evs if not isinstance(e, BackgroundDone)]
-                rows, _ = _turn_rows(user, item, runner.data_tools, "")
-                first = rows[0] if rows else {"reply": "", "reply_ok": False, "reply_why": "no turn"}
-                details.append(
-                    {
-                        "file": item["file"],
-                        "biased": biased,
-                        "said": item["text"],
-                        "heard": heard,
-                        "tools": calls,
-                        "ok": ok,
-                        "reply": first["reply"],
-                        "reply_ok": first["reply_ok"],
-                        "reply_why": first["reply_why"],
-                        "ms": round((time.perf_counter() - t0) * 1000.0),
-                    }
-                )
+        with stopper.running(runner.stop):
+            # First, so no timer of the single-command passes finishes inside the conversation.
+            convo = _conversation(runner, manifest)
+            for biased in (True, False):
+                for item in manifest:
+                    runner.core.conversation.history.clear()
+                    t0 = time.perf_counter()
+                    evs = runner.play(item, biased)
+                    heard = " ".join(e.text for e in evs if isinstance(e, Transcript))
+                    calls = [e.tool for e in evs if isinstance(e, ToolCall)]
+                    expect = item["expect_any"]
+                    ok = any(w in c for c in calls for w in expect) if expect else not calls
+                    # A timer of an earlier command may finish during this one: only its own turn counts.
+                    user = [e for e in evs if not isinstance(e, BackgroundDone)]
+                    rows, _ = _turn_rows(user, item, runner.data_tools, "")
+                    first = rows[0] if rows else {"reply": "", "reply_ok": False, "reply_why": "no turn"}
+                    details.append(
+                        {
+                            "file": item["file"],
+                            "biased": biased,
+                            "said": item["text"],
+                            "heard": heard,
+                            "tools": calls,
+                            "ok": ok,
+                            "reply": first["reply"],
+                            "reply_ok": first["reply_ok"],
+                            "reply_why": first["reply_why"],
+                            "ms": round((time.perf_counter() - t0) * 1000.0),
+                        }
+                    )
     finally:
         runner.core.close()
     out: dict[str, Any] = {"turns": len(manifest)}

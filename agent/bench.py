@@ -44,13 +44,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from agent.config import Config
+from agent.engines import ChatEngine
 from agent.events import Event, Spoken, Timing, Transcript
 from agent.llm import Generation
+from agent.tts import TextToSpeech
+
+if TYPE_CHECKING:
+    from agent.stopper import Stopper
 
 STAGES = (
     "endpoint_ms",
@@ -124,7 +129,7 @@ class ModelSpeed:
 
 
 def measure_model_speed(
-    model: Any, decode_tokens: int = 64, prefill_tokens: int = 96, repeats: int = 3
+    model: ChatEngine, decode_tokens: int = 64, prefill_tokens: int = 96, repeats: int = 3
 ) -> ModelSpeed:
     """Measure unconstrained decode and prefill speed; best of ``repeats`` (others' load only slows).
 
@@ -167,7 +172,7 @@ def measure_model_speed(
     return ModelSpeed(round(decode, 1), round(prefill, 1), round((time.perf_counter() - t0) * 1000.0, 1))
 
 
-def _detokenize(model: Any, toks: list[int], text: str) -> str:
+def _detokenize(model: ChatEngine, toks: list[int], text: str) -> str:
     """``toks`` as text (the embedded model's detokenizer), or a same-length share of ``text``."""
     llm = getattr(model, "llm", None)
     if llm is not None and hasattr(llm, "detokenize"):
@@ -221,7 +226,9 @@ def floor_ratio(voice_to_voice_ms: float, floor_ms: float) -> float | None:
     return round(voice_to_voice_ms / floor_ms, 3)
 
 
-def new_prompt_tokens(model: Any, render: Callable[[list[dict[str, Any]]], str], user: dict[str, Any]) -> int:
+def new_prompt_tokens(
+    model: ChatEngine, render: Callable[[list[dict[str, Any]]], str], user: dict[str, Any]
+) -> int:
     """Tokens a user message adds to a prompt whose system prefix is cached.
 
     The prompt with ``user`` is compared token by token with the same prompt for an empty
@@ -243,7 +250,7 @@ def new_prompt_tokens(model: Any, render: Callable[[list[dict[str, Any]]], str],
     return len(full) - common
 
 
-def tts_first_chunk_ms(tts: Any, text: str) -> float:
+def tts_first_chunk_ms(tts: TextToSpeech, text: str) -> float:
     """Time piper takes to the first audio chunk of ``text``, ms (-1 when nothing is speakable)."""
     t0 = time.perf_counter()
     for _ in tts.synthesize(text):
@@ -281,29 +288,52 @@ def _mean(values: list[float]) -> float | None:
     return round(float(np.mean(values)), 3) if values else None
 
 
-def run_bench(cfg: Config, folder: Path, runs: int = 1, limit: int = 0) -> dict[str, Any]:
+def run_bench(
+    cfg: Config, folder: Path, runs: int = 1, limit: int = 0, stopper: Stopper | None = None
+) -> dict[str, Any]:
     """Replay every WAV in ``folder`` ``runs`` times; return the report (see the module docstring).
+
+    Args:
+        cfg: The validated config.
+        folder: Command WAVs.
+        runs: Passes over them.
+        limit: At most this many WAVs (0 = all).
+        stopper: The command's signal handling (a signal while loading parks the robot and
+            exits; during the runs it stops the current pipeline).
 
     Raises:
         agent.models.ModelNotFoundError, agent.llm.LLMError, agent.tts.TTSError: a model cannot load.
+        agent.stopper.Stopped: a signal stopped the runs (the robot is parked).
     """
     from agent.live.fake import FakeBackend
     from agent.live.speaker import Speaker
     from agent.pipeline import Bus, FileSource, Pipeline, SpeakerSink, build_core
     from agent.pipeline.pipeline import run_to_end
+    from agent.stopper import Stopped, Stopper
 
+    stopper = stopper or Stopper()
     files = sorted(Path(folder).glob("*.wav"))[: limit or None]
     log = EventLog()
     bus = Bus(log)
-    core = build_core(cfg, bus.publish)
-    core.warmup()
-    conv = core.conversation
-    speed = measure_model_speed(core.model)
-    conv.warmup()  # the probes replaced the cached prefix
+    with stopper.loading(bus.publish):
+        core = build_core(cfg, bus.publish, on_robot=stopper.own)
+        try:
+            core.warmup()
+            conv = core.conversation
+            speed = measure_model_speed(core.model)
+            conv.warmup()  # the probes replaced the cached prefix
+        except BaseException:
+            core.close()
+            raise
     speaker = Speaker(cfg.audio, FakeBackend())
     speaker.open()
     done: list[_Turn] = []
     turns: list[int] = []
+    current: list[Pipeline] = []
+
+    def stop() -> None:
+        for p in current:
+            p.stop()
 
     def one(path: Path, streaming: bool) -> tuple[list[Event], Timing | None, int]:
         conv.history.clear()
@@ -311,7 +341,9 @@ def run_bench(cfg: Config, folder: Path, runs: int = 1, limit: int = 0) -> dict[
         p = Pipeline(
             core, bus, FileSource([path], True, bus.publish), SpeakerSink(speaker), streaming=streaming
         )
-        run_to_end(p)
+        current[:] = [p]
+        if stopper.stopped or not run_to_end(p):  # stopped before the run started, or during it
+            raise Stopped
         core.robot.stop()
         evs = log.events[start:]
         timings = [e for e in evs if isinstance(e, Timing) and e.first_played_ms >= 0]
@@ -320,24 +352,29 @@ def run_bench(cfg: Config, folder: Path, runs: int = 1, limit: int = 0) -> dict[
         return evs, (timings[0] if timings else None), n_new
 
     try:
-        for _ in range(runs):
-            for f in files:
-                evs, t, n_new = one(f, True)
-                turns.append(sum(isinstance(e, Transcript) for e in evs))
-                if t is None:
-                    continue
-                spoken = [e for e in evs if isinstance(e, Spoken) and e.turn_id == t.turn_id]
-                first = (spoken[0].piece or spoken[0].text) if spoken else ""
-                turn = _Turn(f.name, t, first, n_new, len(spoken) > 1)
-                _, b, _ = one(f, False)
-                turn.baseline_ms = b.first_played_ms if b is not None else -1.0
-                done.append(turn)
-        # Measured after the runs, one sentence at a time: the floor's TTS part is piper alone.
-        for turn in done:
-            turn.sentence_tokens = core.model.count_tokens(turn.first_sentence) if turn.first_sentence else 0
-            turn.tts_first_ms = (
-                tts_first_chunk_ms(core.tts, turn.first_sentence) if turn.first_sentence else -1.0
-            )
+        with stopper.running(stop):
+            for _ in range(runs):
+                for f in files:
+                    evs, t, n_new = one(f, True)
+                    turns.append(sum(isinstance(e, Transcript) for e in evs))
+                    if t is None:
+                        continue
+                    spoken = [e for e in evs if isinstance(e, Spoken) and e.turn_id == t.turn_id]
+                    first = (spoken[0].piece or spoken[0].text) if spoken else ""
+                    turn = _Turn(f.name, t, first, n_new, len(spoken) > 1)
+                    _, b, _ = one(f, False)
+                    turn.baseline_ms = b.first_played_ms if b is not None else -1.0
+                    done.append(turn)
+            # Measured after the runs, one sentence at a time: the floor's TTS part is piper alone.
+            for turn in done:
+                if stopper.stopped:
+                    raise Stopped
+                turn.sentence_tokens = (
+                    core.model.count_tokens(turn.first_sentence) if turn.first_sentence else 0
+                )
+                turn.tts_first_ms = (
+                    tts_first_chunk_ms(core.tts, turn.first_sentence) if turn.first_sentence else -1.0
+                )
     finally:
         speaker.close()
         core.close()

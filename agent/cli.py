@@ -1,19 +1,20 @@
-"""``bolt-agent`` command line: the only place that reads arguments and sets up logging.
+"""``bolt-agent`` command line: the only place that reads arguments, sets up logging and takes signals.
 
 Commands: ``demo`` (the main job, no arguments), ``listen FILE...``, ``chat``, ``skills list``;
 further commands register themselves from small modules (``register(app)``).
 Exit status is non-zero only when nothing could run: a bad config (2), no readable input (1).
+Every command that owns a robot runs inside a :class:`Stopper`: SIGTERM or Ctrl-C, at any
+moment from the first line (also while the models load), parks the robot at neutral with
+torque off and ends the command within 2 s, with status 0.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -22,6 +23,7 @@ import typer
 from agent.config import Config, ConfigError, load_config
 from agent.events import Error, Event
 from agent.printer import EventPrinter
+from agent.stopper import Stopper
 
 if TYPE_CHECKING:
     from agent.pipeline import AgentCore, Bus
@@ -55,19 +57,30 @@ def _setup_logging(verbose: bool) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, handlers=[handler])
 
 
+def echo_error(message: str) -> None:
+    """Print ``error: MESSAGE`` on stderr; under systemd each line carries journald's ``<3>`` (error) prefix.
+
+    Args:
+        message: What went wrong and what to do; may span lines (a device list).
+    """
+    from agent.systemd import journal_lines, under_systemd
+
+    text = f"error: {message}"
+    typer.echo(journal_lines(text, 3) if under_systemd() else text, err=True)
+
+
 def _load(config: Path | None) -> Config:
     """Load and validate the config; ``[llm] n_ctx = "fit"`` becomes the largest context that fits."""
     try:
         cfg = load_config(config)
     except ConfigError as e:
-        typer.echo(f"error: {e}", err=True)
+        echo_error(str(e))
         raise typer.Exit(2) from None
     if not isinstance(cfg.llm.n_ctx, int):
         if cfg.llm.engine == "openai":
-            typer.echo(
-                'error: [llm] n_ctx = "fit" plans memory for a model that runs here; with engine = '
-                '"openai" the model runs on another machine: give n_ctx as a number',
-                err=True,
+            echo_error(
+                '[llm] n_ctx = "fit" plans memory for a model that runs here; with engine = '
+                '"openai" the model runs on another machine: give n_ctx as a number'
             )
             raise typer.Exit(2)
         from agent.memplan import resolve_n_ctx
@@ -76,12 +89,16 @@ def _load(config: Path | None) -> Config:
     return cfg
 
 
-def build_agent(cfg: Config, printer: Callable[[Event], None]) -> tuple[AgentCore, Bus]:
+def build_agent(
+    cfg: Config, printer: Callable[[Event], None], stopper: Stopper | None = None
+) -> tuple[AgentCore, Bus]:
     """Load and warm every model; a missing model or a broken robot is one clear line and exit 2.
 
     Args:
         cfg: The validated config.
         printer: Where public messages go (the CLI printer, or it teed into the web console).
+        stopper: The command's signal handling: the robot is handed to it the moment it
+            exists, so a signal while the models load parks it.
     """
     from agent.llm import LLMError
     from agent.models import ModelNotFoundError
@@ -89,41 +106,30 @@ def build_agent(cfg: Config, printer: Callable[[Event], None]) -> tuple[AgentCor
     from agent.tts import TTSError
     from hardware.driver import DriverError
 
+    stopper = stopper or Stopper()
     bus = Bus(printer)
-    try:
-        core = build_core(cfg, bus.publish)
-    except (ModelNotFoundError, LLMError, TTSError, DriverError) as e:
-        printer(Error(-1, str(e)))
-        raise typer.Exit(2) from None
-    core.warmup()
+    with stopper.loading(bus.publish):
+        try:
+            core = build_core(cfg, bus.publish, on_robot=stopper.own)
+        except (ModelNotFoundError, LLMError, TTSError, DriverError) as e:
+            printer(Error(-1, str(e)))
+            raise typer.Exit(2) from None
+        try:
+            core.warmup()
+        except BaseException:
+            core.close()
+            raise
     return core, bus
 
 
-@contextlib.contextmanager
-def stop_on_signals(stop: Callable[[], None]) -> Iterator[None]:
-    """SIGTERM and SIGINT call ``stop`` once (the entry point then parks the robot); a second one aborts.
-
-    Restores the previous handlers on exit. Must be used from the main thread.
-    """
-    count = [0]
-
-    def on_signal(signum: int, frame: object) -> None:
-        count[0] += 1
-        log.warning("signal %d: stopping", signum)
-        stop()
-        if count[0] > 1:
-            raise KeyboardInterrupt
-
-    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def run_pipeline(
-    core: AgentCore, bus: Bus, source: Source, sink: AudioSink, wait_background_s: float, **options: bool
+    core: AgentCore,
+    bus: Bus,
+    source: Source,
+    sink: AudioSink,
+    wait_background_s: float,
+    stopper: Stopper | None = None,
+    **options: bool,
 ) -> bool:
     """Run ``source`` through the pipeline to the end (or a signal); the caller closes ``core``.
 
@@ -134,7 +140,7 @@ def run_pipeline(
     from agent.pipeline.pipeline import run_to_end
 
     pipeline = Pipeline(core, bus, source, sink, **options)
-    with stop_on_signals(pipeline.stop):
+    with (stopper or Stopper()).running(pipeline.stop):
         try:
             return run_to_end(pipeline, wait_background_s)
         except KeyboardInterrupt:
@@ -169,15 +175,17 @@ def demo(
     from agent.pipeline import FileSource, WavSink
 
     _setup_logging(verbose)
-    cfg = _load(config)
-    printer = EventPrinter(json_out)
-    core, bus = build_agent(cfg, printer)
-    try:
-        inputs, origin = demo_inputs(fixtures_root(), core.tts)
-        printer.note(f"demo: {len(inputs)} spoken commands from {origin}")
-        run_pipeline(core, bus, FileSource([p for p, _ in inputs], False, bus.publish), WavSink(out), 30.0)
-    finally:
-        core.close()
+    with Stopper() as stopper:
+        cfg = _load(config)
+        printer = EventPrinter(json_out)
+        core, bus = build_agent(cfg, printer, stopper)
+        try:
+            inputs, origin = demo_inputs(fixtures_root(), core.tts)
+            printer.note(f"demo: {len(inputs)} spoken commands from {origin}")
+            source = FileSource([p for p, _ in inputs], False, bus.publish)
+            run_pipeline(core, bus, source, WavSink(out), 30.0, stopper)
+        finally:
+            core.close()
     printer.note(f"\nreply WAVs are in {out.resolve()}")
 
 
@@ -196,14 +204,15 @@ def listen(
     from agent.pipeline import FileSource, WavSink
 
     _setup_logging(verbose)
-    cfg = _load(config)
-    printer = EventPrinter(json_out)
-    core, bus = build_agent(cfg, printer)
-    source = FileSource(files, False, bus.publish)
-    try:
-        run_pipeline(core, bus, source, WavSink(out), wait_background)
-    finally:
-        core.close()
+    with Stopper() as stopper:
+        cfg = _load(config)
+        printer = EventPrinter(json_out)
+        core, bus = build_agent(cfg, printer, stopper)
+        source = FileSource(files, False, bus.publish)
+        try:
+            run_pipeline(core, bus, source, WavSink(out), wait_background, stopper)
+        finally:
+            core.close()
     if source.unreadable == len(files):
         raise typer.Exit(1)
 
@@ -222,15 +231,17 @@ def chat(
     from agent.pipeline import NullSink, TextSource, WavSink
 
     _setup_logging(verbose)
-    cfg = _load(config)
-    printer = EventPrinter(json_out)
-    core, bus = build_agent(cfg, printer)
-    prompt = (lambda: typer.echo("you> ", nl=False)) if sys.stdin.isatty() and not json_out else None
-    sink = WavSink(out) if out is not None else NullSink()
-    try:
-        run_pipeline(core, bus, TextSource(sys.stdin, prompt), sink, wait_background, speak=out is not None)
-    finally:
-        core.close()
+    with Stopper() as stopper:
+        cfg = _load(config)
+        printer = EventPrinter(json_out)
+        core, bus = build_agent(cfg, printer, stopper)
+        prompt = (lambda: typer.echo("you> ", nl=False)) if sys.stdin.isatty() and not json_out else None
+        sink = WavSink(out) if out is not None else NullSink()
+        try:
+            source = TextSource(sys.stdin, prompt)
+            run_pipeline(core, bus, source, sink, wait_background, stopper, speak=out is not None)
+        finally:
+            core.close()
 
 
 @skills_app.command("list")

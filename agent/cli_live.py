@@ -16,9 +16,18 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from agent.cli import ConfigOpt, JsonOpt, _load, _setup_logging, build_agent, fixtures_root, stop_on_signals
+from agent.cli import (
+    ConfigOpt,
+    JsonOpt,
+    _load,
+    _setup_logging,
+    build_agent,
+    echo_error,
+    fixtures_root,
+)
 from agent.events import Error
 from agent.printer import EventPrinter
+from agent.stopper import Stopper
 from agent.systemd import Watchdog, extend_timeout, notify
 
 if TYPE_CHECKING:
@@ -44,9 +53,15 @@ def run(
     ] = None,
 ) -> None:
     """Listen and talk in real time on the configured microphone and speaker (Ctrl-C stops)."""
+    _setup_logging(verbose)
+    with Stopper() as stopper:  # from the first line: a signal while the models load parks the robot
+        _run(config, json_out, console_at, stopper)
+
+
+def _run(config: Path | None, json_out: bool, console_at: str | None, stopper: Stopper) -> None:
+    """Check the budget and the microphone, start the console, then listen (:func:`_listen`)."""
     from agent.live.devices import DeviceError, SoundDeviceBackend, find_device
 
-    _setup_logging(verbose)
     cfg = _load(config)
     printer = EventPrinter(json_out)
     from agent.memplan import check_budget
@@ -55,7 +70,7 @@ def run(
     verdict = check_budget(cfg) if cfg.llm.engine != "openai" else None
     if verdict is not None and not verdict.fits:
         printer(Error(-1, verdict.message))
-        typer.echo(f"error: {verdict.message}", err=True)
+        echo_error(verdict.message)
         raise typer.Exit(2)
     if verdict is not None and verdict.message.startswith("memory not planned"):
         log.warning("%s", verdict.message)
@@ -64,7 +79,7 @@ def run(
         find_device(backend, cfg.audio.input_device, "input")
     except DeviceError as e:
         printer(Error(-1, str(e)))
-        typer.echo(f"error: {e}", err=True)
+        echo_error(str(e))
         raise typer.Exit(2) from None
     console = None
     if console_at is not None or cfg.console.enabled:  # imported only when asked for
@@ -78,11 +93,11 @@ def run(
                 "(or pip install 'bolt-agent[console]')"
             )
             printer(Error(-1, msg))
-            typer.echo(f"error: {msg}", err=True)
+            echo_error(msg)
             raise typer.Exit(2) from None
         console = start_console(cfg, console_at or "", printer)  # bound now: a busy port fails before loading
     try:
-        _listen(cfg, printer, backend, console, verdict)
+        _listen(cfg, printer, backend, console, verdict, stopper)
     finally:
         if console is not None:
             console.close()
@@ -90,7 +105,12 @@ def run(
 
 
 def _listen(
-    cfg: Config, printer: EventPrinter, backend: SoundBackend, console: Console | None, verdict: Any
+    cfg: Config,
+    printer: EventPrinter,
+    backend: SoundBackend,
+    console: Console | None,
+    verdict: Any,
+    stopper: Stopper,
 ) -> None:
     """Load the models, open the devices and run the live pipeline until a signal."""
     from agent.live.devices import DeviceError
@@ -98,11 +118,11 @@ def _listen(
 
     emit = console.tee(printer) if console is not None else printer  # the console sees every message
     with extend_timeout("loading models..."):  # systemd: a long first load is not a failed start
-        core, bus = build_agent(cfg, emit)  # loads and warms every model, emits "ready"
+        core, bus = build_agent(cfg, emit, stopper)  # loads and warms every model, emits "ready"
     # WATCHDOG=1 from the listener loop itself: if it hangs, the pings stop and systemd restarts us.
     pipeline = live_pipeline(core, bus, backend, heartbeat=Watchdog())
     try:
-        with stop_on_signals(pipeline.stop):
+        with stopper.running(pipeline.stop):
             pipeline.start()
             if console is not None:
                 console.attach(core, bus, pipeline, verdict)
@@ -113,7 +133,7 @@ def _listen(
                 time.sleep(0.1)
     except DeviceError as e:
         printer(Error(-1, str(e)))
-        typer.echo(f"error: {e}", err=True)
+        echo_error(str(e))
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         pass
@@ -148,6 +168,7 @@ def bench(
     calls match the manifest, and of replies that fit (data passed on, no copy of the
     previous reply, chat answered).
     """
+    from agent.accuracy import format_accuracy, run_accuracy
     from agent.bench import format_report, run_bench
 
     _setup_logging(verbose)
@@ -159,17 +180,18 @@ def bench(
     if folder is None or not folder.is_dir():
         typer.echo("error: no fixtures folder; pass --fixtures DIR (a folder of WAV commands)", err=True)
         raise typer.Exit(2)
-    if accuracy:
-        from agent.accuracy import format_accuracy, run_accuracy
-
-        if not (folder / "manifest.json").is_file():
-            typer.echo(f"error: {folder} has no manifest.json (file, text, expect_any per command)", err=True)
-            raise typer.Exit(2)
-        report = run_accuracy(cfg, folder)
-        typer.echo(json.dumps(report) if json_out else format_accuracy(report))
-        return
-    report = run_bench(cfg, folder, runs=runs, limit=limit)
-    typer.echo(json.dumps(report) if json_out else format_report(report))
+    if accuracy and not (folder / "manifest.json").is_file():
+        typer.echo(f"error: {folder} has no manifest.json (file, text, expect_any per command)", err=True)
+        raise typer.Exit(2)
+    report: dict[str, Any] | None = None
+    with Stopper() as stopper:  # a signal parks the robot, also while the models load; no report then
+        if accuracy:
+            report = run_accuracy(cfg, folder, stopper)
+        else:
+            report = run_bench(cfg, folder, runs=runs, limit=limit, stopper=stopper)
+    if report is not None:
+        text = format_accuracy(report) if accuracy else format_report(report)
+        typer.echo(json.dumps(report) if json_out else text)
 
 
 def register(app: typer.Typer) -> None:

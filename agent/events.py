@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from agent.asr import ASRResult
 
 
 def _no_json(default: Any = None) -> Any:
@@ -116,8 +119,8 @@ class Utterance(Event):
         t_endpoint: Wall-clock time the endpoint was decided (perf_counter s).
         end_rule: What ended it: ``silence``, ``max_length``, or an end-of-turn rule
             (``text``, ``smart_turn``, ``stop``; see :mod:`agent.live.end_of_turn`).
-        transcript: The ASR result made at the pause (an ``agent.asr.ASRResult``), when the
-            utterance ended with no speech after it: nothing is left to decode.
+        transcript: The ASR result made at the pause, when the utterance ended with no speech
+            after it: nothing is left to decode.
     """
 
     name: ClassVar[str] = "utterance"
@@ -128,7 +131,7 @@ class Utterance(Event):
     t_speech_end: float = _no_json(0.0)
     t_endpoint: float = _no_json(0.0)
     end_rule: str = "silence"
-    transcript: Any = _no_json(None)
+    transcript: ASRResult | None = _no_json(None)
 
 
 @dataclass(frozen=True)
@@ -327,6 +330,7 @@ class TurnGenerated(Event):
         tokens_per_s: Decoding speed of the turn's longest round, tokens/s.
         draft_tokens: Tokens proposed by a drafter (speculative decoding), 0 without one.
         draft_accepted: Of those, tokens the model accepted.
+        rounds: Model rounds run (0 when the turn failed before its first round).
     """
 
     name: ClassVar[str] = "turn_generated"
@@ -338,6 +342,7 @@ class TurnGenerated(Event):
     tokens_per_s: float = 0.0
     draft_tokens: int = 0
     draft_accepted: int = 0
+    rounds: int = 0
 
 
 # --- speech (chunker + TTS) → sink ----------------------------------------------------------------
@@ -531,6 +536,8 @@ class Timing(Event):
     ready, ``first_played_ms`` first audio handed to the speaker (voice-to-voice).
     ``tokens_per_s`` is the model's decoding speed (longest round), ``draft_acceptance`` the
     accepted share of drafted tokens (speculative decoding; -1 without a drafter).
+    ``llm_rounds`` is the number of model rounds the turn took (a movement with its
+    acknowledgement takes one, a data skill two).
     ``endpoint_rule`` says what ended the user's turn: ``silence``, ``max_length``, an
     end-of-turn rule (``text``, ``smart_turn``, ``stop``) or ``typed``.
     """
@@ -552,6 +559,7 @@ class Timing(Event):
     tokens_per_s: float = 0.0
     draft_acceptance: float = -1.0
     endpoint_rule: str = ""
+    llm_rounds: int = 0
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ processor acting only where the tool name is written. The grammar keeps every ch
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from agent.skills import Skill
@@ -152,7 +153,12 @@ class ToolChoicePrior:
     _ENDS = ('",', '"}', '" ')  # what the JSON grammar may write right after a name
 
     def __init__(
-        self, tokenize: Any, detokenize: Any, n_prompt: int, bonuses: dict[str, float], names: list[str]
+        self,
+        tokenize: Callable[[str], list[int]],
+        detokenize: Callable[[list[int]], str],
+        n_prompt: int,
+        bonuses: dict[str, float],
+        names: list[str],
     ) -> None:
         self.tokenize = tokenize
         self.detokenize = detokenize

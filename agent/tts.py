@@ -33,12 +33,15 @@ import wave
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from agent.sentences import split_sentences
 from agent.speech_text import clean_for_speech
+
+if TYPE_CHECKING:
+    from piper import PiperVoice
 
 __all__ = ["TTSError", "SpeechChunk", "SynthesisResult", "TextToSpeech", "PiperTTS"]
 
@@ -180,7 +183,7 @@ class PiperTTS:
         self.voice_path = voice_path
 
     @property
-    def voice(self) -> Any:
+    def voice(self) -> PiperVoice:
         """The loaded ``piper.PiperVoice`` (vendor object; its ``synthesize`` makes the audio)."""
         return self._voice
 

@@ -20,8 +20,9 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import cv2
 import numpy as np
@@ -37,7 +38,19 @@ class CameraError(Exception):
     """A camera source cannot be opened or read; the message names the source and the cause."""
 
 
-def parse_source(source: str) -> tuple[str, Any]:
+class FrameReader(Protocol):
+    """What the capture loop reads from: ``cv2.VideoCapture`` or the image-folder reader."""
+
+    def read(self) -> tuple[bool, np.ndarray | None]:
+        """The next frame: ``(ok, BGR uint8 (h, w, 3) or None)``."""
+        ...
+
+    def release(self) -> None:
+        """Close the source."""
+        ...
+
+
+def parse_source(source: str) -> tuple[str, int | str | Path]:
     """Classify a camera source string.
 
     Returns ``("v4l2", index|path)``, ``("gstreamer", pipeline)``, ``("file", path)``,
@@ -113,7 +126,7 @@ class _FolderReader:
         self.frames = []
 
 
-def open_reader(source: str, cfg: CameraConfig | None = None) -> tuple[Any, str, float]:
+def open_reader(source: str, cfg: CameraConfig | None = None) -> tuple[FrameReader, str, float]:
     """Open a source; returns ``(reader with read()/release(), kind, pacing fps or 0)``.
 
     Raises:
@@ -123,7 +136,7 @@ def open_reader(source: str, cfg: CameraConfig | None = None) -> tuple[Any, str,
     cfg = cfg or CameraConfig(source=source)
     kind, arg = parse_source(source)
     if kind in ("folder", "image"):
-        return _FolderReader(arg), kind, cfg.fps or 2.0
+        return _FolderReader(Path(arg)), kind, cfg.fps or 2.0
     if kind == "gstreamer":
         cap = cv2.VideoCapture(arg, cv2.CAP_GSTREAMER)
     elif kind == "v4l2":
@@ -156,6 +169,53 @@ def open_reader(source: str, cfg: CameraConfig | None = None) -> tuple[Any, str,
     return cap, kind, 0.0
 
 
+class FeedHealth:
+    """The health rules for one opened source, fed the result of each read with its time.
+
+    A source is *dead* when no frame came for ``dead_s``; a live source (camera, not a file
+    or a still image) is *black* when its mean grey stays under ``black_level`` for
+    ``black_s`` and *frozen* when consecutive frames stay identical for ``frozen_s``. Pure
+    bookkeeping: the caller reads the frames and passes the time, so it runs on any clock.
+
+    Args:
+        cfg: Thresholds (``dead_s``, ``black_s``, ``black_level``, ``frozen_s``).
+        live: Apply the black and frozen rules (live sources only).
+        now: Time the source was opened, s (the dead-feed timer starts here).
+
+    """
+
+    def __init__(self, cfg: CameraConfig, live: bool, now: float) -> None:
+        self.cfg = cfg
+        self.live = live
+        self.last_ok = now
+        self._black_since: float | None = None
+        self._frozen_since: float | None = None
+        self._prev: np.ndarray | None = None
+
+    def missed(self, now: float) -> str | None:
+        """A read at ``now`` (s) gave no frame; returns the problem once none came for ``dead_s``."""
+        if now - self.last_ok > self.cfg.dead_s:
+            return f"no frame for {self.cfg.dead_s:g} s (dead feed)"
+        return None
+
+    def frame(self, frame: np.ndarray, now: float) -> str | None:
+        """A BGR ``uint8`` ``(h, w, 3)`` frame arrived at ``now`` (s); returns the problem, if any."""
+        self.last_ok = now
+        if not self.live:
+            return None
+        small = cv2.resize(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY), (64, 48))
+        black = small.mean() < self.cfg.black_level
+        self._black_since = (now if self._black_since is None else self._black_since) if black else None
+        same = self._prev is not None and cv2.absdiff(small, self._prev).max() <= 1
+        self._frozen_since = (now if self._frozen_since is None else self._frozen_since) if same else None
+        self._prev = small
+        if self._black_since is not None and now - self._black_since > self.cfg.black_s:
+            return f"black picture for {self.cfg.black_s:g} s (lens covered or sensor dead)"
+        if self._frozen_since is not None and now - self._frozen_since > self.cfg.frozen_s:
+            return f"identical frames for {self.cfg.frozen_s:g} s (frozen feed)"
+        return None
+
+
 class Camera:
     """Capture thread holding the newest frame (see the module docstring).
 
@@ -165,7 +225,7 @@ class Camera:
 
     """
 
-    def __init__(self, cfg: CameraConfig, on_status: Any = None) -> None:
+    def __init__(self, cfg: CameraConfig, on_status: Callable[[str, str], None] | None = None) -> None:
         self.cfg = cfg
         self.on_status = on_status
         self.state = "connecting"
@@ -225,40 +285,30 @@ class Camera:
             else:
                 delay = self.cfg.backoff_initial_s
 
-    def _capture(self, reader: Any, fps: float) -> str | None:
+    def _capture(self, reader: FrameReader, fps: float) -> str | None:
         """Read frames until stopped or unhealthy; returns the problem, or None when stopped."""
-        live = self.kind in ("v4l2", "gstreamer")
-        last_ok = time.monotonic()
-        black_since = frozen_since = None
-        prev_small = None
+        health = FeedHealth(self.cfg, self.kind in ("v4l2", "gstreamer"), time.monotonic())
         period = 1.0 / fps if fps else 0.0
         while not self._stop.is_set():
             t0 = time.monotonic()
             ok, frame = reader.read()
             now = time.monotonic()
             if not ok or frame is None:
-                if self.kind == "file":  # end of the clip: play it again
+                if isinstance(reader, cv2.VideoCapture) and self.kind == "file":  # end of the clip: again
                     reader.set(cv2.CAP_PROP_POS_FRAMES, 0)
                     ok, frame = reader.read()
                 if not ok or frame is None:
-                    if now - last_ok > self.cfg.dead_s:
-                        return f"no frame for {self.cfg.dead_s:g} s (dead feed)"
+                    problem = health.missed(now)
+                    if problem:
+                        return problem
                     self._stop.wait(0.05)
                     continue
-            last_ok = now
             with self._lock:
                 self._latest = (frame, now)
             self._first.set()
-            if live:
-                small = cv2.resize(cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY), (64, 48))
-                black_since = (black_since or now) if small.mean() < self.cfg.black_level else None
-                same = prev_small is not None and cv2.absdiff(small, prev_small).max() <= 1
-                frozen_since = (frozen_since or now) if same else None
-                prev_small = small
-                if black_since and now - black_since > self.cfg.black_s:
-                    return f"black picture for {self.cfg.black_s:g} s (lens covered or sensor dead)"
-                if frozen_since and now - frozen_since > self.cfg.frozen_s:
-                    return f"identical frames for {self.cfg.frozen_s:g} s (frozen feed)"
+            problem = health.frame(frame, now)
+            if problem:
+                return problem
             if period:
                 self._stop.wait(max(0.0, period - (time.monotonic() - t0)))
         return None

@@ -16,10 +16,10 @@ from typing import Any
 
 from hardware.animation import Animation, load_animations
 from hardware.config import DriverConfig, JointConfig, RobotConfig
-from hardware.driver import Channel, Driver, DriverError, JointRouter, StatusCallback
+from hardware.driver import Channel, Driver, DriverError, DriverState, JointRouter, StatusCallback
 from hardware.joints import Joint
 from hardware.robot import Robot
-from hardware.serial_link import BY_ID_DIR
+from hardware.serial_link import BY_ID_DIR, SerialDriver
 from hardware.sim import SimulatedDriver
 
 BUILTIN_ANIMATIONS = Path(__file__).resolve().parent / "animations"
@@ -32,7 +32,7 @@ _SERIAL_KINDS: dict[str, tuple[str, str]] = {
 }
 
 
-def _import(kind: str) -> Any:
+def _import(kind: str) -> type[SerialDriver]:
     module, cls = _SERIAL_KINDS[kind]
     try:
         return getattr(importlib.import_module(module), cls)
@@ -70,7 +70,7 @@ def make_driver(
     joints: list[tuple[int, JointConfig]],
     on_status: StatusCallback | None = None,
     by_id_dir: Path = BY_ID_DIR,
-) -> Any:
+) -> SerialDriver:
     """Create (not start) one serial driver for ``joints`` (``(index, JointConfig)`` pairs).
 
     Raises:
@@ -158,7 +158,7 @@ def build_robot(
         by_driver.setdefault(j.driver or cfg.driver, []).append((i, j))
     robot_ref: list[Robot] = []
 
-    def status(name: str, state: Any, message: str) -> None:
+    def status(name: str, state: DriverState, message: str) -> None:
         if robot_ref:
             robot_ref[0].on_driver_status(name, state, message)
         if on_status is not None:
@@ -177,7 +177,7 @@ def build_robot(
     robot = Robot(joints, driver, animations, rate_hz=cfg.control_rate_hz)
     robot_ref.append(robot)
     for name, d in drivers.items():
-        if hasattr(d, "start"):
+        if isinstance(d, SerialDriver):  # the simulated driver has nothing to connect
             wait = cfg.drivers[name].connect_wait_s if connect_wait_s is None else connect_wait_s
             if d.start(wait) != "online":
                 messages.append(

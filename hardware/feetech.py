@@ -31,6 +31,7 @@ from typing import Any
 
 import serial
 
+from hardware.driver import Channel
 from hardware.serial_link import LinkLost, ProtocolError
 from hardware.servo_bus import ServoBusDriver
 
@@ -93,7 +94,7 @@ class FeetechDriver(ServoBusDriver):
         except (serial.SerialException, OSError, termios.error) as e:
             raise LinkLost(f"I/O error on the servo bus ({e})") from None
 
-    def _result(self, ch: Any, what: str, result: int, error: int) -> bool:
+    def _result(self, ch: Channel, what: str, result: int, error: int) -> bool:
         """Check one reply: True when it is usable; faults recorded, garbage raises ProtocolError."""
         sdk = _sdk()
         where = f"servo {ch.id} (joint {ch.joint})"

@@ -90,6 +90,16 @@ class Robot:
                         self._pos[joint] = self.joints[joint].clamp(deg)
 
     # --- safety layer -------------------------------------------------------------
+    def use_clock(self, clock: Callable[[], float]) -> None:
+        """Run the safety layer and the player on ``clock`` (monotonic s) from now on.
+
+        A time read from the old clock says nothing on the new one, so the next command is
+        rate limited like a first one (one :data:`MAX_DT_S` step from the current pose).
+        """
+        with self._lock:
+            self.clock = clock
+            self._last_t = None
+
     def command(self, targets: dict[str, float]) -> dict[str, float]:
         """Send joint targets through the safety layer.
 
@@ -197,10 +207,11 @@ class Robot:
                 if self._estopped:
                     break
                 if not anim.loop and t_ms >= anim.duration_ms:
-                    # Rate limiting may leave joints short of the final pose: finish the approach.
+                    # Rate limiting may leave joints short of the final pose: finish the approach,
+                    # to the exact commanded value (positions are sent rounded to 0.001 degree).
                     final = anim.evaluate(anim.duration_ms)
                     if all(
-                        abs(self._pos[j] - self.joints[j].clamp(v)) < 0.01
+                        abs(self._pos[j] - self.joints[j].clamp(round(self.joints[j].clamp(v), 3))) < 1e-6
                         for j, v in final.items()
                         if j in self.joints
                     ):

@@ -13,7 +13,7 @@ import logging
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
+from types import FrameType
 
 from hardware.robot import Robot
 
@@ -47,7 +47,7 @@ def install_shutdown(
         except Exception:  # noqa: BLE001 - shutdown must go on whatever the driver does
             log.exception("parking the robot at shutdown failed")
 
-    def on_signal(signum: int, _frame: Any) -> None:
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         log.warning("signal %s: returning joints to neutral and switching torque off", signum)
         park()
         raise SystemExit(exit_code)

@@ -228,7 +228,7 @@ class OpenCVDescriber:
         gray = cv2.cvtColor(small, cv2.COLOR_BGR2GRAY)
         up = 1.0 / scale
 
-        def to_box(r: Any) -> Box:
+        def to_box(r: np.ndarray) -> Box:
             return (int(r[0] * up), int(r[1] * up), int(r[2] * up), int(r[3] * up))
 
         faces = []

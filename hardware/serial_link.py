@@ -196,6 +196,15 @@ class SerialDriver:
         self._disconnect()
         self._set_state("closed", "")
 
+    @property
+    def by_id_link(self) -> str | None:
+        """The stable ``/dev/serial/by-id`` link of the device last opened, None when none led to it.
+
+        After an unplug the driver reconnects through this link first, so the device is found
+        again when the kernel gives it another ``ttyACM``/``ttyUSB`` name.
+        """
+        return self._remembered
+
     def describe(self) -> str:
         """Name the driver for messages: ``robot driver '<name>' (<kind> on <port>)``."""
         return f"robot driver {self.name!r} ({self.kind} on {self._remembered or self.port})"

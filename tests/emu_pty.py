@@ -141,16 +141,6 @@ class PtyDevice:
         raise NotImplementedError
 
 
-def wait_for(pred, timeout: float = 5.0, step: float = 0.01) -> bool:
-    """Poll ``pred()`` until true or ``timeout`` seconds pass."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return True
-        time.sleep(step)
-    return bool(pred())
-
-
 def settle(dev: PtyDevice, quiet_s: float = 0.05, timeout: float = 3.0) -> None:
     """Wait until the emulator has received no new bytes for ``quiet_s`` (commands without replies)."""
     deadline = time.monotonic() + timeout

@@ -20,6 +20,7 @@ import wave
 from pathlib import Path
 
 import numpy as np
+from waiting import wait_until
 
 MODULES = [
     "module-native-protocol-unix",
@@ -128,6 +129,17 @@ def stop_recording(proc: subprocess.Popen) -> None:
         proc.wait(5)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+def wait_recorded(path: Path, seconds: float, timeout: float = 10.0) -> bool:
+    """Wait until the recording being written at ``path`` holds ``seconds`` of audio (16 kHz s16 mono).
+
+    ``parecord`` hands audio to the file in fragments, some way behind the sound server: a
+    recording started at ``t0`` holds everything played until ``t`` once it holds ``t - t0``
+    seconds (its header, a few dozen bytes, is counted as audio: under a millisecond).
+    """
+    need = int(seconds * 16000) * 2
+    return wait_until(lambda: path.exists() and path.stat().st_size >= need, timeout, step=0.05)
 
 
 def read_wav(path: Path) -> np.ndarray:

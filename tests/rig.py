@@ -9,7 +9,7 @@ of its run.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agent.bench import EventLog
@@ -27,12 +27,25 @@ class Events(list):
 
 
 class AgentRig:
-    def __init__(self, cfg: Config | None = None, out: Path | None = None) -> None:
+    """The shared models and one bus; ``observe`` also sees every public message as it is emitted."""
+
+    def __init__(
+        self,
+        cfg: Config | None = None,
+        out: Path | None = None,
+        observe: Callable[[Event], None] | None = None,
+    ) -> None:
         self.log = EventLog()
-        self.bus = Bus(self.log)
+        self.observe = observe
+        self.bus = Bus(self._emit)
         self.core = build_core(cfg or load_config(), self.bus.publish)
         self.core.warmup()
         self.out = out
+
+    def _emit(self, ev: Event) -> None:
+        if self.observe is not None:
+            self.observe(ev)
+        self.log(ev)
 
     @property
     def events(self) -> list[Event]:

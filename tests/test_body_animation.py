@@ -8,6 +8,7 @@ import time
 import numpy as np
 import typer
 from typer.testing import CliRunner
+from waiting import wait_until
 
 from agent.cli_body import register
 from agent.skills import ANIMATIONS, SkillContext, load_registry
@@ -50,13 +51,15 @@ def test_player_blends_loops_and_cancels():
     from hardware.animation import Animation, Keyframe
 
     loop = Animation("sway", (Keyframe(0, {"head_yaw": -10}), Keyframe(100, {"head_yaw": 10})), loop=True)
+    start = len(cmds)
     robot.play(loop)
-    time.sleep(0.35)
+    # Still playing three and a half 100 ms periods later: a loop does not end.
+    assert wait_until(lambda: len(cmds) > start and cmds[-1][0] - cmds[start][0] >= 350)
     assert robot.playing == "sway"
     robot.stop()
     assert robot.playing is None and robot.wait_idle(1)
     n = len(cmds)
-    time.sleep(0.1)
+    time.sleep(0.1)  # a window in which nothing may happen: the player sends no more commands
     assert len(cmds) == n  # cancelled: nothing more is sent
     robot.close()
 

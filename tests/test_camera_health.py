@@ -1,12 +1,18 @@
-"""Camera health: black, frozen and dead feeds are detected (live-source rules, real OpenCV decoding)."""
+"""Camera health: black, frozen and dead feeds are detected (live-source rules, real OpenCV decoding).
+
+Each recorded feed is decoded by OpenCV and handed to :class:`FeedHealth` as a live camera
+would be, one read every 20 ms of a virtual clock: no waiting, the same answer every run.
+"""
 
 from __future__ import annotations
 
 import cv2
 import numpy as np
 
-from hardware.camera import Camera
+from hardware.camera import FeedHealth
 from hardware.config import CameraConfig
+
+READ_S = 0.02  # one read per 20 ms, as a 50 fps camera
 
 
 def _video(path, frames) -> str:
@@ -19,11 +25,18 @@ def _video(path, frames) -> str:
 
 
 def _health(path: str, **cfg) -> str | None:
-    cam = Camera(CameraConfig(source=path, black_s=0.3, frozen_s=0.3, dead_s=0.3, **cfg))
-    cam.kind = "v4l2"  # apply the live-camera rules to a recorded feed
+    """The first problem found in the feed at ``path`` read as a live camera; None if none in 4 s."""
+    config = CameraConfig(source=path, black_s=0.3, frozen_s=0.3, dead_s=0.3, **cfg)
+    health = FeedHealth(config, live=True, now=0.0)  # apply the live-camera rules to a recorded feed
     reader = cv2.VideoCapture(path)
     try:
-        return cam._capture(reader, fps=50.0)
+        for i in range(1, 200):
+            now = i * READ_S
+            ok, frame = reader.read()
+            problem = health.frame(frame, now) if ok and frame is not None else health.missed(now)
+            if problem:
+                return problem
+        return None
     finally:
         reader.release()
 

@@ -73,18 +73,19 @@ def test_a_waiting_reader_is_woken_by_a_post_from_another_thread():
 def test_feed_forwards_public_messages_with_tool_durations_and_keeps_joints_aside():
     hub = Hub(maxlen=64)
     client = hub.connect(None)
-    feed = ConsoleFeed(hub)
+    now = [100.0]
+    feed = ConsoleFeed(hub, clock=lambda: now[0])
     seen = []
     emit = tee(seen.append, feed)
     emit(Transcript(0, "wave"))
     emit(ToolCall(0, "wave", {"hand": "right"}, "c1"))
     emit(RobotCommand(0, "right_arm", 42.0, 1.0))
-    time.sleep(0.02)
+    now[0] += 0.025
     emit(ToolResult(0, "wave", True, "waving", "c1"))
     got = [json.loads(m) for m in hub.take_now(client)]
     assert [m["event"] for m in got] == ["transcript", "tool_call", "tool_result"]
     assert got[1]["name"] == "wave" and got[1]["arguments"] == {"hand": "right"}
-    assert got[2]["duration_ms"] >= 15 and all("t" in m for m in got)
+    assert got[2]["duration_ms"] == 25.0 and all("t" in m for m in got)
     assert feed.positions == {"right_arm": 42.0} and len(seen) == 4
 
 

@@ -14,8 +14,9 @@ import pytest
 from emu_bolt import BoltBoard
 from emu_feetech import FeetechBus
 from emu_maestro import Maestro
-from emu_pty import settle, wait_for
+from emu_pty import settle
 from hw_util import robot_config
+from waiting import wait_until
 
 from hardware.bolt_serial import decode, encode
 from hardware.factory import build_robot
@@ -41,9 +42,12 @@ def test_bolt_board_resetting_on_open_waits_for_ready_then_moves(tmp_path):
         robot.move({"head_yaw": 30, "head_pitch": 10}, 200, wait=True)
         assert robot.driver.sync(2.0)
         assert board.pos[0] == 1200 and board.pos[1] == 800  # head_pitch mounted with direction -1
-        assert wait_for(lambda: abs(robot.driver.read()["head_yaw"] - 30) < 0.2)  # read back with Q
-        time.sleep(0.5)  # idle: the host's heartbeats keep the board's watchdog quiet
-        assert any(f.endswith(" H") for f in board.frames) and board.wdog_fired == 0
+        assert wait_until(lambda: abs(robot.driver.read()["head_yaw"] - 30) < 0.2)  # read back with Q
+        # Idle for longer than the board's 1 s watchdog (four heartbeats, one every 1/3 s):
+        # the host's heartbeats keep it quiet.
+        beats = sum(f.endswith(" H") for f in list(board.frames))
+        assert wait_until(lambda: sum(f.endswith(" H") for f in list(board.frames)) >= beats + 4, 5)
+        assert board.wdog_fired == 0
     finally:
         robot.close()
         board.close()
@@ -93,7 +97,7 @@ def test_missing_port_at_start_then_plugged_in(kind, tmp_path):
             "maestro": lambda: Maestro(link),
             "feetech": lambda: FeetechBus(link, ids=(0, 1, 2, 3)),
         }[kind]().plug()
-        assert wait_for(lambda: robot.status()[0] == "online", 5)
+        assert wait_until(lambda: robot.status()[0] == "online", 5)
         robot.move({"left_arm": 20}, 100, wait=True)
         assert robot.driver.sync(2.0)
         dev.close()
@@ -116,19 +120,19 @@ def test_unplug_and_replug_reconnects_by_id(kind, tmp_path):
     robot, msgs = build_robot(robot_config(kind, tty0), by_id_dir=by_id)
     try:
         assert robot.status()[0] == "online", msgs
-        assert robot.driver._remembered == str(by_id / "usb-Bolt_Servo_1234-if00")
+        assert robot.driver.by_id_link == str(by_id / "usb-Bolt_Servo_1234-if00")
         dev.unplug()
         (by_id / "usb-Bolt_Servo_1234-if00").unlink()
         robot.driver.write({"head_yaw": 1.0})  # the driver notices at its next I/O
-        assert wait_for(lambda: robot.status()[0] == "offline", 5)
+        assert wait_until(lambda: robot.status()[0] == "offline", 5)
         assert "lost" in robot.status()[1] or "not found" in robot.status()[1]
         n = robot.driver.connects
-        time.sleep(0.3)
+        time.sleep(0.3)  # a window in which nothing may happen: no reconnect attempt (backoff)
         assert robot.driver.connects == n  # backoff, no busy reconnect loop
         # Re-plugged: the kernel gives it another name; only the by-id link leads to it.
         dev2 = make(tty1).plug()
         (by_id / "usb-Bolt_Servo_1234-if00").symlink_to(tty1)
-        assert wait_for(lambda: robot.status()[0] == "online", 5)
+        assert wait_until(lambda: robot.status()[0] == "online", 5)
         robot.move({"left_arm": 10}, 100, wait=True)
         assert robot.driver.sync(2.0)
         settle(dev2)
@@ -151,7 +155,7 @@ def test_maestro_protocol_bytes_and_error_flags(tmp_path):
         settle(m)
         assert m.pos[0] == 8000  # 1500 us + 45 deg * 11.11 us/deg = 2000 us = 8000 qus
         m.errors = 1 << 4
-        assert wait_for(lambda: "serial protocol error" in robot.driver.faults.get("errors", ""))
+        assert wait_until(lambda: "serial protocol error" in robot.driver.faults.get("errors", ""))
         assert robot.status()[0] == "online"
     finally:
         robot.close()
@@ -175,7 +179,7 @@ def test_feetech_overload_status_and_silent_servo(tmp_path):
             bus.goals[-1][0] in (1, 2, 3, 4) and max(g for i, g in bus.goals if i == 1) == 2730
         )  # floor(2048 + 60 * 4096 / 360)
         bus.status_error[2] = 32
-        assert wait_for(lambda: "overload" in robot.driver.faults.get("2", ""))
+        assert wait_until(lambda: "overload" in robot.driver.faults.get("2", ""))
     finally:
         robot.close()
         bus.close()

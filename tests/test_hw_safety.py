@@ -21,10 +21,11 @@ import pytest
 from emu_bolt import BoltBoard
 from emu_feetech import FeetechBus
 from emu_maestro import Maestro
-from emu_pty import settle, wait_for
+from emu_pty import settle
 from hw_util import robot_config
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from waiting import wait_until
 
 from hardware.factory import build_robot
 from hardware.robot import MAX_DT_S
@@ -75,7 +76,7 @@ def _device_setup(kind: str, tmp: Path):
 def rig(request, tmp_path_factory):
     dev, robot, decoded = _device_setup(request.param, tmp_path_factory.mktemp(request.param))
     yield dev, robot, decoded
-    robot.clock = time.monotonic
+    robot.use_clock(time.monotonic)
     robot.close()
     dev.close()
 
@@ -85,8 +86,7 @@ def rig(request, tmp_path_factory):
 def test_random_commands_never_exceed_limits_on_the_wire(rig, cmds):
     dev, robot, decoded = rig
     clock = FakeClock()
-    robot.clock = clock
-    robot._last_t = None
+    robot.use_clock(clock)  # a fresh clock: the first command is limited like a first one
     channels = {c.id: c for c in robot.driver.channels.values()}
     start = len(decoded())
     prev = robot.positions()
@@ -115,8 +115,7 @@ def test_random_commands_never_exceed_limits_on_the_wire(rig, cmds):
 
 def test_first_command_is_rate_limited_too(rig):
     dev, robot, decoded = rig
-    robot.clock = FakeClock()
-    robot._last_t = None
+    robot.use_clock(FakeClock())
     before = robot.positions()["left_arm"]
     sent = robot.command({"left_arm": 160})
     assert abs(sent["left_arm"] - before) <= 300 * MAX_DT_S + 1e-9
@@ -124,7 +123,8 @@ def test_first_command_is_rate_limited_too(rig):
 
 def test_estop_latches_until_cleared(rig):
     dev, robot, decoded = rig
-    robot.clock = FakeClock()
+    clock = FakeClock()
+    robot.use_clock(clock)
     robot.estop()
     assert robot.driver.sync(2.0)
     settle(dev)
@@ -140,10 +140,10 @@ def test_estop_latches_until_cleared(rig):
     if isinstance(dev, FeetechBus):
         assert all(dev.torque(i) == 0 for i in range(4))
     robot.clear_estop()
-    robot.clock.t += 0.05
+    clock.t += 0.05
     assert robot.command({"head_yaw": 1}) != {}
     assert robot.driver.sync(2.0)
-    assert wait_for(lambda: len(decoded()) > n)
+    assert wait_until(lambda: len(decoded()) > n)
 
 
 @pytest.mark.parametrize("kind", ["bolt_serial", "maestro", "feetech"])
@@ -181,7 +181,7 @@ def test_sigterm_parks_the_robot(tmp_path):
         robot.move({{"head_yaw": 30}}, 100, wait=True)
         robot.driver.sync(2.0)
         print("ready", flush=True)
-        time.sleep(30)
+        time.sleep(30)  # alive until the test's SIGTERM
     """)
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -199,12 +199,12 @@ def test_sigterm_parks_the_robot(tmp_path):
 
 def test_nan_and_strings_become_neutral_not_crashes(rig):
     dev, robot, decoded = rig
-    robot.clock = FakeClock()
-    robot._last_t = None
+    clock = FakeClock()
+    robot.use_clock(clock)
     for _ in range(50):
-        robot.clock.t += 0.02
+        clock.t += 0.02
         sent = robot.command({"head_yaw": math.nan, "left_arm": "up", "right_arm": None, "nope": 3})
     assert set(sent) == {"head_yaw", "left_arm", "right_arm"}
     assert sent["head_yaw"] == 0.0 and sent["left_arm"] == 0.0
-    assert wait_for(lambda: robot.driver.sync(0.5))
+    assert wait_until(lambda: robot.driver.sync(0.5))
     os.sync()

@@ -139,13 +139,13 @@ def test_failed_sentence_is_skipped_and_logged(
 
 def test_generator_is_lazy(tts: PiperTTS, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[str] = []
-    real = tts._voice.synthesize
+    real = tts.voice.synthesize  # the piper voice object (vendor code), not ours
 
     def counting(text, syn_config=None):
         calls.append(text)
         return real(text, syn_config)
 
-    monkeypatch.setattr(tts._voice, "synthesize", counting)
+    monkeypatch.setattr(tts.voice, "synthesize", counting)
     gen = tts.synthesize("One. Two. Three.")
     assert next(gen).text == "One."
     gen.close()  # barge-in: the rest is never computed

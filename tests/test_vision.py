@@ -8,6 +8,7 @@ import time
 import cv2
 import numpy as np
 import pytest
+from waiting import wait_until
 
 from agent.skills import SkillContext, load_registry
 from hardware.camera import Camera, CameraError, open_reader, parse_source, read_image
@@ -80,8 +81,7 @@ def test_video_file_as_camera_source(fixtures_dir):
         assert cam.start(5.0) and cam.state == "online" and cam.kind == "file"
         frame, t = cam.latest()
         assert frame.shape == (360, 640, 3) and frame.dtype == np.uint8
-        time.sleep(0.2)
-        assert cam.latest()[1] > t  # keeps replacing the newest frame
+        assert wait_until(lambda: cam.latest()[1] > t)  # keeps replacing the newest frame
     finally:
         cam.close()
 

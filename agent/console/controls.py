@@ -57,7 +57,7 @@ class Controls:
     def _notice(self, text: str) -> None:
         self.bus.publish(Notice(-1, f"console: {text}"))
 
-    def say(self, text: Any) -> dict[str, Any]:
+    def say(self, text: object) -> dict[str, Any]:
         """A typed user turn.
 
         Raises:
@@ -70,7 +70,7 @@ class Controls:
         self.pipeline.submit_text(text)
         return {"ok": True}
 
-    def mute(self, muted: Any) -> dict[str, Any]:
+    def mute(self, muted: object) -> dict[str, Any]:
         """Mute (True) or unmute (False) the microphone.
 
         Raises:
@@ -83,7 +83,7 @@ class Controls:
         self._notice("microphone muted" if muted else "microphone on")
         return {"ok": True, "muted": muted}
 
-    def animate(self, name: Any) -> dict[str, Any]:
+    def animate(self, name: object) -> dict[str, Any]:
         """Play a named animation (it blends from the current pose).
 
         Raises:

@@ -32,6 +32,8 @@ from typing import Any
 from agent.console import snapshot
 from agent.console.hub import Hub, dumps
 from agent.events import BackgroundDone, Event, RobotCommand, RobotParked, ToolCall, ToolResult
+from hardware.robot import Robot
+from hardware.vision import Vision
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +57,12 @@ class ConsoleFeed:
 
     Args:
         hub: Where messages go.
+        clock: Monotonic clock for tool durations, s.
     """
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: Hub, clock: Callable[[], float] = time.perf_counter) -> None:
         self.hub = hub
+        self.clock = clock
         self.positions: dict[str, float] = {}
         """Newest commanded position per joint, degrees (seeded from the robot by the console)."""
         self._calls: dict[str, float] = {}
@@ -81,7 +85,7 @@ class ConsoleFeed:
             self.positions.update(ev.positions)
         msg: dict[str, Any] = ev.to_json()
         msg["t"] = round(time.time() * 1000.0, 1)
-        now = time.perf_counter()
+        now = self.clock()
         if isinstance(ev, ToolCall):
             self._calls[ev.call_id] = now
             if len(self._calls) > 256:  # calls whose result never came
@@ -108,8 +112,8 @@ class StateTicker:
         self,
         hub: Hub,
         feed: ConsoleFeed,
-        robot: Any,
-        vision: Any,
+        robot: Robot,
+        vision: Vision | None,
         muted: Callable[[], tuple[bool, bool]],
         rate_hz: float = 10.0,
     ) -> None:

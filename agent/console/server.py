@@ -13,9 +13,9 @@ from __future__ import annotations
 import socket
 import threading
 import time
-from typing import Any
 
 import uvicorn
+from starlette.types import ASGIApp
 
 
 def parse_bind(text: str, default_host: str, default_port: int) -> tuple[str, int]:
@@ -55,7 +55,7 @@ class ConsoleServer:
         OSError: the address cannot be bound (port in use, unknown address).
     """
 
-    def __init__(self, app: Any, host: str, port: int) -> None:
+    def __init__(self, app: ASGIApp, host: str, port: int) -> None:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         try:

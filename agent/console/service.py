@@ -31,6 +31,7 @@ from agent.console.server import ConsoleServer
 from agent.events import Event
 
 if TYPE_CHECKING:
+    from agent.memplan import BudgetVerdict
     from agent.pipeline import AgentCore, Bus, Pipeline
 
 log = logging.getLogger(__name__)
@@ -81,7 +82,9 @@ class Console:
         self.servers.append(server)
         return server
 
-    def attach(self, core: AgentCore, bus: Bus, pipeline: Pipeline, verdict: Any = None) -> None:
+    def attach(
+        self, core: AgentCore, bus: Bus, pipeline: Pipeline, verdict: BudgetVerdict | None = None
+    ) -> None:
         """Connect the running agent: info, snapshots and controls start working.
 
         Args:
@@ -100,7 +103,7 @@ class Console:
             self.feed,
             core.robot,
             core.vision,
-            lambda: (pipeline.muted, hasattr(pipeline.source, "muted")),
+            lambda: (pipeline.muted, pipeline.can_mute),
         )
         self._ticker.tick()
         self._ticker.start()

@@ -12,11 +12,14 @@ the camera frame as a JPEG with the latest scene's face and person boxes drawn i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agent.config import Config
 from hardware.robot import Robot
 from hardware.vision import Vision
+
+if TYPE_CHECKING:
+    from agent.memplan import BudgetVerdict
 
 FRAME_WIDTH = 640
 """Frames are scaled down to at most this width for the page, px."""
@@ -35,7 +38,7 @@ def models(cfg: Config, vision: Vision | None) -> dict[str, str]:
     }
 
 
-def memory(cfg: Config, verdict: Any = None) -> dict[str, Any]:
+def memory(cfg: Config, verdict: BudgetVerdict | None = None) -> dict[str, Any]:
     """The memory plan: ``{"message": ..., "fits": ..., "plan": plan_json or None}``.
 
     Args:
@@ -55,7 +58,9 @@ def memory(cfg: Config, verdict: Any = None) -> dict[str, Any]:
     return {"message": verdict.message, "fits": verdict.fits, "plan": plan}
 
 
-def info(cfg: Config, robot: Robot, vision: Vision | None, verdict: Any = None) -> dict[str, Any]:
+def info(
+    cfg: Config, robot: Robot, vision: Vision | None, verdict: BudgetVerdict | None = None
+) -> dict[str, Any]:
     """The ``info`` message: models, memory plan, joints (limits in degrees) and animations."""
     return {
         "event": "info",

@@ -41,7 +41,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 
@@ -161,18 +161,30 @@ class TextEndOfTurn:
         self.model.llm.close()
 
 
+class AudioEndOfTurn(Protocol):
+    """What the judge needs from an audio end-of-turn model (:class:`~agent.live.smart_turn.SmartTurn`)."""
+
+    def probability(self, audio: np.ndarray) -> float:
+        """Probability (0..1) that the speaker finished, from ``(n,)`` float32 16 kHz audio."""
+        ...
+
+
 class EndOfTurnJudge:
     """The rules of the module docstring over Smart Turn and the text model.
 
     Args:
         cfg: ``[turn]`` thresholds.
-        smart_turn: A :class:`~agent.live.smart_turn.SmartTurn`, or None.
+        smart_turn: The audio model (:class:`~agent.live.smart_turn.SmartTurn`), or None.
         text: A :class:`TextEndOfTurn`, or None.
         is_stop: Whether a transcript is a stop phrase.
     """
 
     def __init__(
-        self, cfg: TurnConfig, smart_turn: Any, text: TextEndOfTurn | None, is_stop: Callable[[str], bool]
+        self,
+        cfg: TurnConfig,
+        smart_turn: AudioEndOfTurn | None,
+        text: TextEndOfTurn | None,
+        is_stop: Callable[[str], bool],
     ) -> None:
         self.cfg, self.smart_turn, self.text, self.is_stop = cfg, smart_turn, text, is_stop
 

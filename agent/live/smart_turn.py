@@ -52,9 +52,12 @@ import functools
 import importlib.util
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from faster_whisper.feature_extractor import FeatureExtractor
 
 SAMPLE_RATE = 16_000
 """Model input rate in Hz."""
@@ -98,7 +101,7 @@ def find_smart_turn_model() -> Path | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _extractor() -> Any:
+def _extractor() -> FeatureExtractor:
     from faster_whisper.feature_extractor import FeatureExtractor
 
     return FeatureExtractor(

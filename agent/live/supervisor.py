@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import soxr
 
@@ -43,7 +42,7 @@ class Devices:
         self.cfg, self.backend, self.emit = cfg, backend, emit
         self.mic = MicStream(cfg, backend)
         self.speaker = Speaker(cfg, backend)
-        self.ref_resampler: Any = None  # speaker rate → 16 kHz, for the echo reference
+        self.ref_resampler: soxr.ResampleStream | None = None  # speaker rate → 16 kHz, for the echo reference
         self._backoff = cfg.backoff_initial_s
         self._next_try = 0.0
         self._next_speaker_try = 0.0

@@ -19,7 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from agent.asr import WhisperASR
+from agent.asr import ASRResult, WhisperASR
 from agent.config import LiveConfig
 from agent.events import (
     EndOfTurnCheck,
@@ -101,7 +101,7 @@ class ASRStage:
         bias: bool = True,
         echo_guard: bool = True,
         judge: EndOfTurnJudge | None = None,
-        on_verdict: Callable[[int, bool, str, object], None] | None = None,
+        on_verdict: Callable[[int, bool, str, ASRResult | None], None] | None = None,
         wants: Callable[[int], bool] | None = None,
         prefill: Callable[[str], None] | None = None,
     ) -> None:

@@ -114,12 +114,20 @@ def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> lis
     return list(dict.fromkeys(words))
 
 
-def build_core(cfg: Config, emit: Callable[[Event], None]) -> AgentCore:
+def build_core(
+    cfg: Config, emit: Callable[[Event], None], on_robot: Callable[[Robot], None] | None = None
+) -> AgentCore:
     """Load every part named by ``cfg``; problems that leave the agent usable become events.
+
+    The robot is built first (its drivers connect while the models load). If anything after
+    it fails, or a signal handler raises, the robot is parked (neutral, torque off, a
+    ``robot_parked`` message) before the exception leaves.
 
     Args:
         cfg: The validated config.
         emit: Receives ``error``/``notice`` messages and every joint command (``robot``).
+        on_robot: Called with the robot as soon as it exists, before any model loads (the
+            entry point's signal handling parks it from then on).
 
     Raises:
         agent.models.ModelNotFoundError: a model reference points at nothing.
@@ -134,42 +142,61 @@ def build_core(cfg: Config, emit: Callable[[Event], None]) -> AgentCore:
         emit(RobotCommand(holder[0].turn_id if holder else -1, joint, deg, round(t_ms, 1)))
 
     robot, robot_msgs = build_robot(cfg.robot, on_robot_command)
-    registry = load_registry(
-        cfg.skills.folders,
-        cfg.skills.include_builtin,
-        cfg.skills.enabled,
-        cfg.skills.timeout_s,
-        animations=list(robot.animations),
-    )
-    for msg in [*robot_msgs, *registry.load_errors]:
-        emit(Error(-1, msg))
-    words = hotwords(cfg, registry, list(robot.animations)) if cfg.asr.bias_with_skills else []
-    asr = WhisperASR(resolve_model(cfg.asr.model, "ASR model"), cfg.asr, words)
-    model = make_chat_model(cfg.llm, resolve_model(cfg.llm.model, "LLM") if cfg.llm.model else None)
-    tts = PiperTTS(resolve_model(cfg.tts.voice, "voice"), cfg.tts.length_scale, cfg.tts.speaker_id)
-    scene_changes: queue.Queue[SceneChange] = queue.Queue()
-    vision, vision_msgs = build_vision(cfg.camera, cfg.vision, on_change=scene_changes.put)
-    for msg in vision_msgs:
-        emit(Notice(-1, msg))
-    ctx = SkillContext(robot=robot, scene=vision)
-    conversation = Conversation(model, registry, ctx, cfg.llm, emit)
-    core = AgentCore(
-        cfg,
-        robot,
-        registry,
-        asr,
-        model,
-        tts,
-        vision,
-        ctx,
-        conversation,
-        emit,
-        scene_changes,
-        (time.perf_counter() - t0) * 1000.0,
-    )
-    core.end_of_turn = build_end_of_turn(cfg, emit)
+    vision: Vision | None = None
+    try:
+        if on_robot is not None:
+            on_robot(robot)
+        log.info("robot ready (%s); loading the models", ", ".join(robot.joints))
+        registry = load_registry(
+            cfg.skills.folders,
+            cfg.skills.include_builtin,
+            cfg.skills.enabled,
+            cfg.skills.timeout_s,
+            animations=list(robot.animations),
+        )
+        for msg in [*robot_msgs, *registry.load_errors]:
+            emit(Error(-1, msg))
+        words = hotwords(cfg, registry, list(robot.animations)) if cfg.asr.bias_with_skills else []
+        asr = WhisperASR(resolve_model(cfg.asr.model, "ASR model"), cfg.asr, words)
+        model = make_chat_model(cfg.llm, resolve_model(cfg.llm.model, "LLM") if cfg.llm.model else None)
+        tts = PiperTTS(resolve_model(cfg.tts.voice, "voice"), cfg.tts.length_scale, cfg.tts.speaker_id)
+        scene_changes: queue.Queue[SceneChange] = queue.Queue()
+        vision, vision_msgs = build_vision(cfg.camera, cfg.vision, on_change=scene_changes.put)
+        for msg in vision_msgs:
+            emit(Notice(-1, msg))
+        ctx = SkillContext(robot=robot, scene=vision)
+        conversation = Conversation(model, registry, ctx, cfg.llm, emit)
+        core = AgentCore(
+            cfg,
+            robot,
+            registry,
+            asr,
+            model,
+            tts,
+            vision,
+            ctx,
+            conversation,
+            emit,
+            scene_changes,
+            (time.perf_counter() - t0) * 1000.0,
+        )
+        core.end_of_turn = build_end_of_turn(cfg, emit)
+    except BaseException:  # a model that fails to load, or a signal: never leave the robot holding torque
+        _park(robot, vision, emit)
+        raise
     holder.append(core)
     return core
+
+
+def _park(robot: Robot, vision: Vision | None, emit: Callable[[Event], None]) -> None:
+    """Close the camera and park the robot of a core that could not be built."""
+    try:
+        if vision is not None:
+            vision.close()
+        robot.close()
+    except Exception:  # noqa: BLE001 - the build's own error is the one to report
+        log.exception("parking the robot after a failed start failed")
+    emit(RobotParked(-1, robot.positions(), robot.torque_on))
 
 
 def build_end_of_turn(cfg: Config, emit: Callable[[Event], None]) -> EndOfTurnJudge | None:

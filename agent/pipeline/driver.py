@@ -162,6 +162,7 @@ class TurnDriver:
                 result.tokens_per_s if result else 0.0,
                 result.draft_tokens if result else 0,
                 result.draft_accepted if result else 0,
+                result.rounds if result else 0,
             )
         )
 

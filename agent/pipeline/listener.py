@@ -21,6 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
+from agent.asr import ASRResult
 from agent.config import Config
 from agent.events import (
     AudioIn,
@@ -134,7 +135,7 @@ class Listener:
             if semantic
             else Endpointer(cfg.vad)
         )
-        self._verdict: tuple[int, bool, str, object] | None = None
+        self._verdict: tuple[int, bool, str, ASRResult | None] | None = None
         self._verdict_ready = threading.Event()
         self.echo = EchoGate(cfg.live.echo_max_delay_ms, cfg.live.echo_tail_ms)
         self._drain_lock = threading.Lock()
@@ -147,14 +148,14 @@ class Listener:
         self.speaking = False
         """The user is inside an utterance (background results wait for the end of it)."""
 
-    def verdict(self, pause_id: int, complete: bool, rule: str, transcript: object) -> None:
+    def verdict(self, pause_id: int, complete: bool, rule: str, transcript: ASRResult | None) -> None:
         """The ASR stage's judgement of a pause (called from its thread).
 
         Args:
             pause_id: The pause judged.
             complete: The user has finished.
             rule: The deciding rule.
-            transcript: The ``ASRResult`` of the utterance up to the pause.
+            transcript: The transcript of the utterance up to the pause (None when it failed).
         """
         self._verdict = (pause_id, complete, rule, transcript)
         self._verdict_ready.set()
@@ -224,7 +225,9 @@ class Listener:
             if self.echo.user_share(self._recent, t) < live.echo_min_unexplained:
                 prob = 0.0  # the robot hearing itself
         upd = self.endpointer.feed(frame, prob)
-        self.speaking = upd.speaking
+        # An utterance that ends here is still "speaking" until it is handed over (and counted
+        # as work): no instant in between lets a background result start over the user's turn.
+        self.speaking = upd.speaking or upd.ended
         if (
             self.barge_in
             and self.sink.busy
@@ -252,7 +255,6 @@ class Listener:
                 transcript = result  # no speech since the pause: its transcript is the whole utterance
             elif complete and self.endpointer.in_pause(pause_id):
                 upd, transcript = self.endpointer.end_now(rule), result
-                self.speaking = False
             if upd.ended:
                 self._verdict = None
         if upd.ended and upd.audio is not None:
@@ -273,11 +275,14 @@ class Listener:
                 transcript,
             )
             self._hand_over(utt)
+        elif upd.ended:
+            self.speaking = False
 
     def _hand_over(self, msg: Event) -> None:
         self._utterances += 1
         self.control.work_started()
         self.asr_inbox.put(msg)
+        self.speaking = False  # counted as work now: the turn holds background results back
         if not self.source.realtime:
             while not self.control.wait_idle(0.1):
                 self.drain_sink()

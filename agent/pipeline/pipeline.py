@@ -37,6 +37,7 @@ from agent.pipeline.core import AgentCore
 from agent.pipeline.driver import TurnDriver
 from agent.pipeline.listener import Listener, Source
 from agent.pipeline.queues import StageQueue
+from agent.pipeline.sources import MicSource
 from agent.pipeline.speech import AudioSink, SpeechStage
 
 log = logging.getLogger(__name__)
@@ -244,15 +245,20 @@ class Pipeline:
         Returns:
             False when the source has no microphone to mute (files, typed text).
         """
-        if not hasattr(self.source, "muted"):
+        if not isinstance(self.source, MicSource):
             return False
         self.source.muted = muted
         return True
 
     @property
+    def can_mute(self) -> bool:
+        """The source is a microphone (:meth:`set_muted` works)."""
+        return isinstance(self.source, MicSource)
+
+    @property
     def muted(self) -> bool:
         """The microphone is muted (:meth:`set_muted`)."""
-        return bool(getattr(self.source, "muted", False))
+        return isinstance(self.source, MicSource) and self.source.muted
 
     def speaking_turn(self) -> int | None:
         """The turn being generated or spoken, or None."""
@@ -362,7 +368,6 @@ def live_pipeline(
     """
     from agent.live.supervisor import Devices
     from agent.pipeline.sinks import SpeakerSink
-    from agent.pipeline.sources import MicSource
     from hardware.speech_motion import speak_along
 
     cfg = core.cfg

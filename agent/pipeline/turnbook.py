@@ -167,4 +167,5 @@ class TurnBook:
             tokens_per_s=round(g.tokens_per_s, 1) if g else 0.0,
             draft_acceptance=round(g.draft_accepted / g.draft_tokens, 3) if g and g.draft_tokens else -1.0,
             endpoint_rule=rec.end_rule,
+            llm_rounds=g.rounds if g else 0,
         )
