@@ -86,8 +86,8 @@ class TokenSampler:
             self.grammar = lc.llama_sampler_init_grammar(
                 self._vocab, grammar._grammar.encode(), grammar._root.encode()
             )
+        self._ids = np.arange(self.n_vocab, dtype=np.int32)  # made once: _fill runs every token
         self._cand = np.zeros(self.n_vocab, dtype=_TOKEN_DATA)
-        self._cand["id"] = np.arange(self.n_vocab, dtype=np.int32)
         self._one = np.zeros(1, dtype=_TOKEN_DATA)
         self.full_passes = 0
         """How many tokens needed the grammar over the whole vocabulary (the slow path)."""
@@ -99,7 +99,7 @@ class TokenSampler:
         )
 
     def _fill(self, logits: np.ndarray) -> Any:
-        self._cand["id"] = np.arange(self.n_vocab, dtype=np.int32)  # samplers reorder in place
+        self._cand["id"] = self._ids  # samplers reorder the array in place: restore the order
         self._cand["logit"] = logits
         self._cand["p"] = 0.0
         return self._array(self._cand)
