@@ -158,9 +158,12 @@ class Pipeline:
             self._cv.notify_all()
 
     def close(self, timeout: float = 0.8) -> None:
-        """Stop, cancel the current turn, silence the sink, join the stages (at most ``timeout`` s)."""
+        """Stop, cancel the current turn and any gesture, silence the sink, join the stages (at most ``timeout`` s)."""
         self.stop()
         self.interrupt("shutdown")
+        # The robot parks at neutral next: a gesture under way need not finish (the driver
+        # would wait for it) and must not start a new move while the stages end.
+        self.core.robot.stop()
         for q in (self.asr_q, self.driver_q, self.speech_q):
             q.put(Shutdown(-1))
         deadline = time.monotonic() + timeout
