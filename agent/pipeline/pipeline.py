@@ -158,7 +158,11 @@ class Pipeline:
             self._cv.notify_all()
 
     def close(self, timeout: float = 0.8) -> None:
-        """Stop, cancel the current turn and any gesture, silence the sink, join the stages (at most ``timeout`` s)."""
+        """Stop, cancel the current turn and any gesture, silence the sink, join the stages.
+
+        Args:
+            timeout: Longest wait for the stages to end, s.
+        """
         self.stop()
         self.interrupt("shutdown")
         # The robot parks at neutral next: a gesture under way need not finish (the driver
