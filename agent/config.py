@@ -193,6 +193,13 @@ class LLMConfig(StrictModel):
         le=20.0,
         description="grammar mode: logit bonus for tools whose name or keywords the user said; 0 = off",
     )
+    copy_prior_bonus: float = Field(
+        3.0,
+        ge=0.0,
+        le=20.0,
+        description="grammar mode: logit bonus for tokens that continue a tool result the reply is "
+        "reading back (agent.copyprior); 0 = off",
+    )
     seed: int = 1234
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     tool_format: Literal["auto", "grammar", "bolt", "hermes", "llama3"] = "auto"

@@ -255,6 +255,19 @@ class ChatModel(Completions):
         """Tokens of an output prefix (plain text: no BOS, no special tokens)."""
         return self.llm.tokenize(prefix.encode(), add_bos=False, special=False) if prefix else []
 
+    def _jump(self, jump: Callable[[str], str] | None, text: str, sampler: Any) -> list[int]:
+        """Tokens of the text ``jump`` says is forced after ``text``, accepted by ``sampler`` (or none)."""
+        ahead = jump(text) if jump is not None else ""
+        forced = self._forced(ahead)
+        if not forced or self.llm.n_tokens + len(forced) + 2 > self.n_ctx:
+            return []
+        if not sampler.allows_all(forced):  # a schema the jump misread: generate it instead
+            log.warning("the grammar does not allow the forced text %r after %r; not jumping", ahead, text)
+            return []
+        for token in forced:
+            sampler.accept(token)
+        return forced
+
     def _last_logits(self) -> Any:
         """The newest position's logits as a writable float32 view of llama.cpp's buffer, ``(n_vocab,)``.
 
@@ -290,6 +303,7 @@ class ChatModel(Completions):
         temperature: float | None = None,
         logits_processor: Callable[[int], Callable[[Any, Any], Any]] | None = None,
         prefix: str = "",
+        jump: Callable[[str], str] | None = None,
     ) -> Iterator[str]:
         """Generate text pieces for a rendered prompt.
 
@@ -307,6 +321,11 @@ class ChatModel(Completions):
                 as ``{"call": {"tool": "``): evaluated in one batch with the prompt instead of
                 one decode step per token, then yielded as the first piece. The grammar must
                 accept it.
+            jump: Called with the output so far after each sampled token; returns text the
+                grammar now forces (``"}, "say": "`` once a reply chose no tool) or ``""``.
+                That text is evaluated in the same batch as the token, not one decode step per
+                token (jump-forward decoding, as SGLang's compressed finite-state machine does),
+                and yielded as one piece. Text the grammar rejects is logged and generated instead.
 
         Yields:
             Text pieces (whole UTF-8 characters), in order.
@@ -371,7 +390,17 @@ class ChatModel(Completions):
                     if stopped:
                         gen.finish_reason = "stop"
                         break
-                    self.llm.eval([token])
+                    ahead = self._jump(jump, gen.text, sampler)
+                    self.llm.eval([token, *ahead])
+                    if ahead:
+                        gen.extra["jump_tokens"] = gen.extra.get("jump_tokens", 0) + len(ahead)
+                        piece, stopped = text.feed(self.llm.detokenize(ahead))
+                        if piece:
+                            gen.text += piece
+                            yield piece
+                        if stopped:
+                            gen.finish_reason = "stop"
+                            break
                 else:
                     gen.finish_reason = "length"
                 tail = text.flush()

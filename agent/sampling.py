@@ -119,6 +119,26 @@ class TokenSampler:
         self._lc.llama_sampler_apply(self.grammar, ctypes.byref(arr))
         return bool(np.isfinite(self._one[0]["logit"]))
 
+    def allows_all(self, tokens: list[int]) -> bool:
+        """Whether the grammar accepts ``tokens`` one after the other from here (state unchanged).
+
+        Checked on a copy of the grammar (``llama_sampler_clone``), so a sequence rejected half
+        way leaves nothing accepted.
+        """
+        if self.grammar is None:
+            return True
+        real = self.grammar
+        self.grammar = self._lc.llama_sampler_clone(real)
+        try:
+            for token in tokens:
+                if not self.allowed(token):
+                    return False
+                self._lc.llama_sampler_accept(self.grammar, token)
+            return True
+        finally:
+            self._lc.llama_sampler_free(self.grammar)
+            self.grammar = real
+
     def sample(self, logits: np.ndarray, unbiased: np.ndarray | None = None) -> int:
         """Pick the next token from ``logits`` (float32, shape ``(n_vocab,)``) and accept it.
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
+import numpy as np
 import pytest
 from rig import AgentRig
 
@@ -47,3 +50,41 @@ def test_after_a_finished_timer_a_joke_is_told_and_the_time_is_read_from_get_tim
     reply = _reply(evs)
     # The reply carries the clock time of get_time's result and is not the joke again.
     assert reply_check(reply, joke, [("get_time", result)]) == (True, ""), (joke, result, reply)
+
+
+# Clock times SmolLM2-135M read back one minute late without the copy prior (greedy, measured
+# here: 34 of 40 random times right without it, 40 of 40 with it).
+MISREAD_TIMES = [(15, 25), (8, 58), (22, 55), (1, 51)]
+
+
+@pytest.mark.parametrize("hh,mm", MISREAD_TIMES, ids=[f"{h:02d}:{m:02d}" for h, m in MISREAD_TIMES])
+def test_the_time_is_read_back_as_get_time_wrote_it(agent, hh, mm):
+    agent.core.conversation.history.clear()
+    agent.core.conversation.ctx.now = lambda: datetime(2026, 12, 1, hh, mm)
+    try:
+        evs = agent.text("What time is it?")
+    finally:
+        agent.core.conversation.ctx.now = datetime.now
+    assert [c.tool for c in evs.of(ToolCall)] == ["get_time"]
+    assert f"{hh:02d}:{mm:02d}" in _reply(evs), _reply(evs)
+
+
+def test_copy_prior_favours_what_continues_a_result():
+    from agent.copyprior import CopyPrior
+
+    text = "It is 15:25 on Tuesday 01 December 2026."
+    vocab = {c: i for i, c in enumerate(sorted(set(text + "xyz")))}  # one token per character
+    prior = CopyPrior(
+        lambda t: [vocab[c] for c in t],
+        lambda ids: "".join(next(c for c, i in vocab.items() if i == t) for t in ids),
+        n_prompt=0,
+        sources=[text],
+        bonus=3.0,
+    )
+    assert prior.continuation("The time: It is 15:2") == "5 on Tuesday"
+    assert prior.continuation("xyz") == ""  # no match: nothing favoured
+    assert prior.continuation("It") == ""  # under MIN_MATCH characters
+    assert prior.continuation("Tuesday 01 December 2026.") == ""  # the end of the result
+    scores = np.zeros(len(vocab), dtype=np.float32)
+    out = prior([vocab[c] for c in "is 15:2"], scores)
+    assert out[vocab["5"]] == 3.0 and np.count_nonzero(out) == 1

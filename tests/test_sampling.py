@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from agent.config import load_config
-from agent.conversation.rounds import REPLY_OPENING
+from agent.conversation.rounds import REPLY_OPENING, SAY_OPENING
 from agent.llm import ChatModel, Generation, LLMError, _TextStream
 from agent.models import resolve_model
 from agent.skills import load_registry
@@ -96,6 +96,89 @@ def test_forced_opening_is_evaluated_with_the_prompt_and_yielded_first(model, gr
     n_text = len(model.llm.tokenize(text.encode(), add_bos=False, special=False))
     assert gen.prompt_tokens >= n_opening
     assert gen.completion_tokens <= n_text - n_opening + 2  # +2: re-tokenizing may merge differently
+
+
+def _say_jump(text):
+    return SAY_OPENING[len("none") :] if text == REPLY_OPENING + "none" else ""
+
+
+def test_forced_text_after_none_is_evaluated_with_the_token_that_chose_it(model, grammar):
+    """Jump-forward: once the reply chose no tool, ``"}, "say": "`` costs no decode steps."""
+    g, tools = grammar
+    prompt = _prompt(model, tools, "tell me a short joke")
+    plain, jumped = Generation(), Generation()
+    ref = "".join(
+        model.stream(prompt, plain, grammar=g, max_tokens=80, temperature=0.0, prefix=REPLY_OPENING)
+    )
+    assert ref.startswith(REPLY_OPENING + SAY_OPENING), ref  # greedy, the model chooses to talk
+    pieces = list(
+        model.stream(
+            prompt, jumped, grammar=g, max_tokens=80, temperature=0.0, prefix=REPLY_OPENING, jump=_say_jump
+        )
+    )
+    text = "".join(pieces)
+    assert SAY_OPENING[len("none") :] in pieces  # yielded as one piece
+    say, calls, problem = parse_reply(text)
+    assert not problem and not calls and say, text
+    n_forced = len(model.llm.tokenize(SAY_OPENING[len("none") :].encode(), add_bos=False, special=False))
+    assert jumped.extra["jump_tokens"] == n_forced >= 3
+    # the same reply with fewer decode steps (re-tokenized forced text may change a later token)
+    assert jumped.completion_tokens <= plain.completion_tokens - n_forced + 2, (text, ref)
+    assert say.split()[0] == parse_reply(ref)[0].split()[0]
+
+
+def test_a_jump_the_grammar_rejects_is_generated_instead(model, grammar, caplog):
+    g, tools = grammar
+    prompt = _prompt(model, tools, "tell me a short joke")
+    ref = "".join(model.stream(prompt, Generation(), grammar=g, temperature=0.0, prefix=REPLY_OPENING))
+    gen = Generation()
+    # '"}, "' is allowed, '"]' is not: the check covers the whole text, not its first token
+    bad = lambda text: '"}, "say"]' if text == REPLY_OPENING + "none" else ""  # noqa: E731
+    with caplog.at_level("WARNING", logger="agent.llm"):
+        text = "".join(model.stream(prompt, gen, grammar=g, temperature=0.0, prefix=REPLY_OPENING, jump=bad))
+    assert text == ref  # nothing of the rejected text was accepted
+    assert "jump_tokens" not in gen.extra
+    assert "does not allow the forced text" in caplog.text
+
+
+def test_forced_text_after_each_tool_name():
+    from agent.conversation.rounds import forced_after_names
+
+    skills = list(load_registry([], entry_points=False).skills.values())
+    jump = forced_after_names(skills)
+    cases = {
+        "none": '"}, "say": "',
+        "get_time": '", "arguments": {}}}',  # no arguments: the call is complete
+        "wave": '", "arguments": {',  # only optional arguments: the model decides
+        "set_timer": '", "arguments": {"seconds": ',  # a required number
+        "play_animation": '", "arguments": {"name": "',  # a required string
+        "look": "",  # may still become look_at
+        'look"': ', "arguments": {',
+        "look_at": '", "arguments": {',
+        "get_ti": "",
+        'nod", "': 'arguments": {}}}',
+        'nod", "arguments": {}}}': "",
+    }
+    for written, forced in cases.items():
+        assert jump(REPLY_OPENING + written) == forced, written
+    assert jump("not a reply") == ""
+    for written, forced in cases.items():  # every forced text is valid reply JSON once finished
+        if forced.endswith("}}}"):
+            assert json.loads(REPLY_OPENING + written + forced)["call"]["arguments"] == {}
+
+
+def test_a_speech_only_round_starts_at_the_first_word(model):
+    """Without tools the whole opening up to ``"say": "`` is forced, evaluated with the prompt."""
+    from llama_cpp import LlamaGrammar
+
+    g = LlamaGrammar.from_json_schema(json.dumps(reply_schema([], allow_tools=False)), verbose=False)
+    prompt = _prompt(model, tools_prompt([]), "tell me a short joke")
+    gen = Generation()
+    opening = REPLY_OPENING + SAY_OPENING
+    pieces = list(model.stream(prompt, gen, grammar=g, max_tokens=60, temperature=0.0, prefix=opening))
+    assert pieces[0] == opening
+    say, calls, problem = parse_reply("".join(pieces))
+    assert not problem and not calls and say
 
 
 def test_a_prefix_the_grammar_rejects_is_an_error(model, grammar):

@@ -23,9 +23,10 @@ from typing import Any
 
 from agent.config import LLMConfig
 from agent.conversation.prompt import Prompter
+from agent.copyprior import CopyPrior
 from agent.llm import ChatModel, Generation
 from agent.reasoning import ThinkingBudget, ThinkingStats, markers_for
-from agent.skills import SkillRegistry
+from agent.skills import Skill, SkillRegistry
 from agent.toolgrammar import (
     NO_TOOL,
     Acknowledgements,
@@ -42,6 +43,11 @@ RoundOutput = tuple[str, list[dict[str, Any]], str]
 REPLY_OPENING = '{"call": {"tool": "'
 """How every grammar reply starts (the schema's fixed opening, spaced as ``json.dumps`` spaces the
 replies in the history): evaluated with the prompt in one batch, not token by token."""
+
+SAY_OPENING = f'{NO_TOOL}"}}, "say": "'
+"""What follows :data:`REPLY_OPENING` in a reply that only speaks, up to its first word: the
+whole opening of a speech-only round, and forced at once (``stream``'s ``jump``) when a tool
+round writes ``none``."""
 
 
 class GrammarRounds:
@@ -82,6 +88,8 @@ class GrammarRounds:
         said: frozenset[str] = frozenset(),
         temperature: float | None = None,
         on_utterance: Callable[[], None] | None = None,
+        copy_from: list[str] | None = None,
+        copy_bonus: float = 0.0,
     ) -> RoundOutput:
         """Generate one round; the ``say`` text streams to ``on_text`` while it is written.
 
@@ -102,6 +110,8 @@ class GrammarRounds:
             on_utterance: Called after a movement's acknowledgement went to ``on_text``: it is
                 a whole utterance, to be spoken now (a sentence chunker otherwise holds a
                 sentence until the next one begins).
+            copy_from: Tool results this round reads back (:class:`~agent.copyprior.CopyPrior`).
+            copy_bonus: Its logit bonus (0 = off).
 
         Returns:
             ``(speech, calls, problem)``; ``calls`` holds the call handed to ``on_call`` too.
@@ -123,6 +133,30 @@ class GrammarRounds:
                 names,
             )
 
+        def processor(n_prompt: int) -> Callable[[Any, Any], Any]:
+            parts: list[Callable[[Any, Any], Any]] = []
+            if allow_tools and bonuses:
+                parts.append(prior(n_prompt))
+            if copy_from and copy_bonus:
+                parts.append(
+                    CopyPrior(
+                        lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
+                        lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"),
+                        n_prompt,
+                        copy_from,
+                        copy_bonus,
+                    )
+                )
+
+            def apply(input_ids: Any, scores: Any) -> Any:
+                for part in parts:
+                    scores = part(input_ids, scores)
+                return scores
+
+            return apply
+
+        use_processor = (allow_tools and bool(bonuses)) or bool(copy_from and copy_bonus)
+        forced = forced_after_names([s for s in self.registry.skills.values() if s.name not in done])
         # A multi-step command's later round may start with the sentence cap already spent:
         # its call still counts, so the cap stops it only once the call is written.
         stop = _StopAfterCall(cancel, barge_in, spotter) if allow_tools else cancel
@@ -131,9 +165,10 @@ class GrammarRounds:
             gen,
             grammar=self.grammar(allow_tools, done),
             cancel=stop,
-            logits_processor=prior if allow_tools and bonuses else None,
+            logits_processor=processor if use_processor else None,
             temperature=temperature,
-            prefix=REPLY_OPENING,
+            prefix=REPLY_OPENING if allow_tools else REPLY_OPENING + SAY_OPENING,
+            jump=forced if allow_tools else None,
         ):
             if allow_tools and names.name is None:
                 name = names.feed(gen.text)
@@ -160,6 +195,56 @@ class GrammarRounds:
                 "reply was cut off after its tool call ran; its speech may be incomplete" if problem else ""
             )
         return say, calls, problem
+
+
+def forced_after_names(skills: list[Skill]) -> Callable[[str], str]:
+    """What the reply grammar forces once a tool name is written, as ``stream``'s ``jump``.
+
+    After ``{"call": {"tool": "NAME`` the grammar of :func:`~agent.toolgrammar.reply_schema`
+    leaves no choice up to the next decision: ``"}, "say": "`` for ``none``; for a skill
+    ``", "arguments": {`` followed by ``}}}`` when it takes no arguments (the call is complete
+    and runs at once), or by its first required argument's key (and a string's opening quote).
+    A name that is the start of another (``look``, ``look_at``) is forced only once its closing
+    quote is written. Keys and spacing are as llama.cpp's JSON-schema grammar orders them
+    (required properties first, in schema order) and as ``json.dumps`` spaces the replies in
+    the history.
+
+    Args:
+        skills: The tools the round's grammar offers.
+
+    Returns:
+        A function from the output so far to the text now forced (``""``: none).
+    """
+    tails = {NO_TOOL: SAY_OPENING[len(NO_TOOL) :]}
+    for s in skills:
+        props = s.parameters.get("properties", {})
+        required = [k for k in props if k in s.parameters.get("required", [])]
+        tail = '", "arguments": {'
+        if not props:
+            tail += "}}}"
+        elif required:
+            first = props[required[0]]
+            quoted = first.get("type") == "string" or all(isinstance(v, str) for v in first.get("enum", [0]))
+            tail += json.dumps(required[0]) + ": " + ('"' if quoted else "")
+        tails[s.name] = tail
+    names = sorted(tails)
+
+    def jump(text: str) -> str:
+        if not text.startswith(REPLY_OPENING):
+            return ""
+        rest = text[len(REPLY_OPENING) :]
+        for name in names:
+            written = rest[len(name) :]
+            if not rest.startswith(name) or not tails[name].startswith(written):
+                continue
+            if written == tails[name]:
+                return ""  # already there
+            if not written and any(n != name and n.startswith(name) for n in names):
+                continue  # the name may go on ("look" → "look_at")
+            return tails[name][len(written) :]
+        return ""
+
+    return jump
 
 
 class _StopAfterCall:

@@ -264,6 +264,7 @@ class Conversation:
                     frozenset(spoken + before),
                     0.0 if greedy else None,
                     functools.partial(_release, cap, on_pause),
+                    self._data_results(res),
                 )
             except Exception as e:  # a model failure must not lose the conversation
                 log.exception("turn %d: model round failed", turn_id)
@@ -329,6 +330,15 @@ class Conversation:
         left = tools_left(text, list(self.registry.skills.values()), called, self.cfg.tool_prior_bonus)
         return any(v > 0 for name, v in left.items() if name != NO_TOOL)
 
+    def _data_results(self, res: TurnResult) -> list[str]:
+        """Results of this turn's calls that a reply reads back (skills with follow-up that worked)."""
+        out = []
+        for name, _, outcome in res.calls:
+            skill = self.registry.skills.get(name)
+            if skill is not None and skill.follow_up and outcome.ok and isinstance(outcome.result, str):
+                out.append(outcome.result)
+        return out
+
     def _round(
         self,
         allow_tools: bool,
@@ -340,6 +350,7 @@ class Conversation:
         said: frozenset[str],
         temperature: float | None = None,
         on_utterance: Callable[[], None] | None = None,
+        copy_from: list[str] | None = None,
     ) -> RoundOutput:
         think = self.thinks(allow_tools)
         gen.extra["dropped_turns"] = self.fit_context(allow_tools, think)
@@ -357,6 +368,8 @@ class Conversation:
                 said,
                 temperature,
                 on_utterance,
+                copy_from,
+                self.cfg.copy_prior_bonus,
             )
         return self._native_rounds.run(self.render(allow_tools, think), gen, think, cap.feed, cap.cancel)
 

@@ -75,6 +75,7 @@ class ChatEngine(Protocol):
         temperature: float | None = None,
         logits_processor: Callable[[int], Any] | None = None,
         prefix: str = "",
+        jump: Callable[[str], str] | None = None,
     ) -> Iterator[str]:
         """Generate text pieces for a rendered prompt, filling ``gen``."""
         ...

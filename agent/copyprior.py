@@ -1,0 +1,82 @@
+"""Copy prior: a reply that reads a tool result back copies it as written.
+
+A 135M model asked to tell the user about ``"It is 15:25 on Tuesday 01 December 2026."``
+writes "It is 15:26" in about one turn of six (measured here on 40 clock times, greedy: 34
+right). The digits it gets wrong are the ones it is copying from a few hundred tokens back.
+:class:`CopyPrior` is a logits processor for the round after a data tool: while the end of
+the reply matches a stretch of a tool result, the tokens that continue that stretch get a
+logit bonus. It is the copy mechanism of pointer-generator networks (See et al., 2017, "Get
+To The Point") reduced to a bias, and the lookup of prompt-lookup decoding (Saxena, 2023):
+the model still chooses its words, and nothing is boosted where it paraphrases.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+MIN_MATCH = 3
+"""Characters of the reply's end that must match a result before its continuation is favoured."""
+LOOKBACK = 40
+"""Longest match tried, characters."""
+AHEAD = 12
+"""Characters of the result's continuation whose tokens are favoured."""
+
+
+class CopyPrior:
+    """Favours the tokens that continue a tool result the reply is copying.
+
+    Args:
+        tokenize: Text → token ids (no BOS, no special tokens).
+        detokenize: Token ids → text.
+        n_prompt: Prompt length in tokens (generation starts after it).
+        sources: Tool results the reply may read back.
+        bonus: Logit bonus for a continuing token (0 = off).
+    """
+
+    def __init__(
+        self,
+        tokenize: Callable[[str], list[int]],
+        detokenize: Callable[[list[int]], str],
+        n_prompt: int,
+        sources: list[str],
+        bonus: float,
+    ) -> None:
+        self.tokenize, self.detokenize = tokenize, detokenize
+        self.n_prompt = n_prompt
+        self.sources = [s for s in sources if len(s) > MIN_MATCH]
+        self.bonus = bonus
+        self._tokens: dict[str, list[int]] = {}
+
+    def continuation(self, written: str) -> str:
+        """What follows the longest end of ``written`` (at least ``MIN_MATCH`` chars) found in a source."""
+        for k in range(min(len(written), LOOKBACK), MIN_MATCH - 1, -1):
+            end = written[-k:]
+            for source in self.sources:
+                at = source.find(end)
+                if at >= 0:
+                    return source[at + k : at + k + AHEAD]
+        return ""
+
+    def _prefix_tokens(self, text: str) -> list[int]:
+        """Every token whose text is a prefix of ``text`` (cached per text)."""
+        if text not in self._tokens:
+            toks = []
+            for k in range(1, len(text) + 1):
+                ids = self.tokenize(text[:k])
+                if len(ids) == 1:
+                    toks.append(ids[0])
+            self._tokens[text] = toks
+        return self._tokens[text]
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        """Return ``scores`` (float32 logits over the vocabulary) with the copy bonus added in place."""
+        if not self.sources or not self.bonus:
+            return scores
+        # Only the end of the reply matters: keep the per-token cost flat.
+        recent = self.detokenize(list(input_ids[max(self.n_prompt, len(input_ids) - 24) :]))
+        ahead = self.continuation(recent[-LOOKBACK:])
+        if ahead:
+            for tok in self._prefix_tokens(ahead):
+                scores[tok] += self.bonus
+        return scores
