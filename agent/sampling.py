@@ -20,6 +20,7 @@ choice, so the full-vocabulary pass is rare.
 from __future__ import annotations
 
 import ctypes
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -187,3 +188,21 @@ class TokenSampler:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class ProcessorChain:
+    """Logits processors applied in order, as one ``(input_ids, scores) -> scores`` processor.
+
+    Args:
+        parts: The processors (a tool prior, a copy prior); an engine that cannot run a
+            processor (a remote server) looks at the parts one by one.
+    """
+
+    def __init__(self, parts: list[Callable[[Any, Any], Any]]) -> None:
+        self.parts = parts
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        """``scores`` after every part, in order."""
+        for part in self.parts:
+            scores = part(input_ids, scores)
+        return scores

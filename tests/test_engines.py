@@ -281,6 +281,39 @@ def test_llama_server_engine_runs_a_grammar_tool_call_turn(server_model, robot):
 
 
 @needs_server
+def test_a_data_round_on_the_server_keeps_the_tool_prior_and_names_the_copy_prior(
+    server_model, robot, caplog
+):
+    """Both priors on one round: the tool prior still becomes a logit bias; the copy prior, which
+    follows the text as it is written, cannot cross HTTP and says so once."""
+    from agent.copyprior import CopyPrior
+    from agent.sampling import ProcessorChain
+
+    llm = server_model.llm
+    tok = lambda t: llm.tokenize(t.encode(), add_bos=False, special=False)  # noqa: E731
+    detok = lambda ids: llm.detokenize(ids).decode("utf-8", "ignore")  # noqa: E731
+    skills = list(load_registry([]).skills.values())
+    bonuses = tool_prior("wave your hand", skills, set(), 4.0)
+    names = [*load_registry([]).names(), NO_TOOL]
+
+    def chain(n_prompt):
+        return ProcessorChain(
+            [
+                ToolChoicePrior(tok, detok, n_prompt, bonuses, names),
+                CopyPrior(tok, detok, n_prompt, ["It is 15:25 on Tuesday."], 3.0),
+            ]
+        )
+
+    prompt = server_model.render([{"role": "user", "content": "Say hello."}])
+    with caplog.at_level("WARNING", logger="agent.engines.remote"):
+        gen = Generation()
+        text = "".join(server_model.stream(prompt, gen, max_tokens=8, logits_processor=chain))
+    assert text and gen.completion_tokens > 0
+    assert "CopyPrior cannot run on a server" in caplog.text
+    assert "ToolChoicePrior cannot run" not in caplog.text  # it became the request's logit_bias
+
+
+@needs_server
 def test_thinking_budget_becomes_the_servers_reasoning_budget(server_model, robot):
     bot, _ = robot
     cfg = small(

@@ -26,6 +26,7 @@ from agent.conversation.prompt import Prompter
 from agent.copyprior import CopyPrior
 from agent.llm import ChatModel, Generation
 from agent.reasoning import ThinkingBudget, ThinkingStats, markers_for
+from agent.sampling import ProcessorChain
 from agent.skills import Skill, SkillRegistry
 from agent.toolgrammar import (
     NO_TOOL,
@@ -133,7 +134,7 @@ class GrammarRounds:
                 names,
             )
 
-        def processor(n_prompt: int) -> Callable[[Any, Any], Any]:
+        def processor(n_prompt: int) -> Any:
             parts: list[Callable[[Any, Any], Any]] = []
             if allow_tools and bonuses:
                 parts.append(prior(n_prompt))
@@ -147,13 +148,7 @@ class GrammarRounds:
                         copy_bonus,
                     )
                 )
-
-            def apply(input_ids: Any, scores: Any) -> Any:
-                for part in parts:
-                    scores = part(input_ids, scores)
-                return scores
-
-            return apply
+            return parts[0] if len(parts) == 1 else ProcessorChain(parts)
 
         use_processor = (allow_tools and bool(bonuses)) or bool(copy_from and copy_bonus)
         forced = forced_after_names([s for s in self.registry.skills.values() if s.name not in done])

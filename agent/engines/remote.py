@@ -47,6 +47,7 @@ from agent.engines.http import EventStream, ServerError, ServerUnreachable, requ
 from agent.engines.processors import ThinkWatch, prior_logit_bias
 from agent.llm import ChatModel, Completions, Generation, LLMError
 from agent.reasoning import ThinkingBudget, markers_for
+from agent.sampling import ProcessorChain
 
 if TYPE_CHECKING:
     from agent.config import LLMConfig
@@ -251,14 +252,14 @@ class ServerChatModel(Completions):
             if proc.max_ms > 0:
                 body["reasoning_control"] = True
             return proc
-        bias = prior_logit_bias(proc)
-        if bias is not None:
-            if bias:
-                body["logit_bias"] = [[tok, b] for tok, b in bias.items()]
-            return None
-        self._notice(
-            type(proc).__name__, f"{type(proc).__name__} cannot run on a server; generating without it"
-        )
+        for part in proc.parts if isinstance(proc, ProcessorChain) else [proc]:
+            bias = prior_logit_bias(part)
+            if bias is not None:
+                if bias:
+                    body["logit_bias"] = [[tok, b] for tok, b in bias.items()]
+                continue
+            name = type(part).__name__
+            self._notice(name, f"{name} cannot run on a server; generating without it")
         return None
 
     def _notice(self, key: str, message: str) -> None:
