@@ -200,6 +200,13 @@ class LLMConfig(StrictModel):
         description="grammar mode: logit bonus for tokens that continue a tool result the reply is "
         "reading back (agent.copyprior); 0 = off",
     )
+    repeat_guard_penalty: float = Field(
+        8.0,
+        ge=0.0,
+        le=50.0,
+        description="grammar mode: logit penalty on the token that would go on repeating the previous "
+        "reply word for word (agent.copyprior); 0 = off",
+    )
     seed: int = 1234
     system_prompt: str = DEFAULT_SYSTEM_PROMPT
     tool_format: Literal["auto", "grammar", "bolt", "hermes", "llama3"] = "auto"

@@ -8,6 +8,11 @@ the reply matches a stretch of a tool result, the tokens that continue that stre
 logit bonus. It is the copy mechanism of pointer-generator networks (See et al., 2017, "Get
 To The Point") reduced to a bias, and the lookup of prompt-lookup decoding (Saxena, 2023):
 the model still chooses its words, and nothing is boosted where it paraphrases.
+
+With a negative bonus the same lookup is the *repeat guard*: the same model answers "Tell me
+another joke." and "What can you do?" with its previous reply word for word (greedy, seen
+here); once a reply has copied ``REPEAT_MIN_MATCH`` characters of the previous one, the token
+that would go on copying it is held back, so the words change before the copy is complete.
 """
 
 from __future__ import annotations
@@ -21,6 +26,9 @@ LOOKBACK = 40
 """Longest match tried, characters."""
 AHEAD = 12
 """Characters of the result's continuation whose tokens are favoured."""
+REPEAT_MIN_MATCH = 16
+"""Characters of the previous reply a reply may share before the repeat guard acts ("It is 14:43 "
+and "Why did the robot" are shared freely; acknowledgements are shorter)."""
 
 
 class CopyPrior:
@@ -30,8 +38,9 @@ class CopyPrior:
         tokenize: Text → token ids (no BOS, no special tokens).
         detokenize: Token ids → text.
         n_prompt: Prompt length in tokens (generation starts after it).
-        sources: Tool results the reply may read back.
-        bonus: Logit bonus for a continuing token (0 = off).
+        sources: Tool results the reply may read back (for the repeat guard: earlier replies).
+        bonus: Logit bonus for a continuing token (0 = off; negative: a penalty, the repeat guard).
+        min_match: Characters that must match before the continuation is biased.
     """
 
     def __init__(
@@ -41,16 +50,18 @@ class CopyPrior:
         n_prompt: int,
         sources: list[str],
         bonus: float,
+        min_match: int = MIN_MATCH,
     ) -> None:
         self.tokenize, self.detokenize = tokenize, detokenize
         self.n_prompt = n_prompt
-        self.sources = [s for s in sources if len(s) > MIN_MATCH]
+        self.min_match = min_match
+        self.sources = [s for s in sources if len(s) > min_match]
         self.bonus = bonus
         self._tokens: dict[str, list[int]] = {}
 
     def continuation(self, written: str) -> str:
-        """What follows the longest end of ``written`` (at least ``MIN_MATCH`` chars) found in a source."""
-        for k in range(min(len(written), LOOKBACK), MIN_MATCH - 1, -1):
+        """What follows the longest end of ``written`` (at least ``min_match`` chars) found in a source."""
+        for k in range(min(len(written), LOOKBACK), self.min_match - 1, -1):
             end = written[-k:]
             for source in self.sources:
                 at = source.find(end)

@@ -282,13 +282,18 @@ def test_llama_server_engine_runs_a_grammar_tool_call_turn(server_model, robot):
 
 @needs_server
 def test_a_data_round_on_the_server_keeps_the_tool_prior_and_names_the_copy_prior(
-    server_model, robot, caplog
+    smol_server, monkeypatch, caplog
 ):
     """Both priors on one round: the tool prior still becomes a logit bias; the copy prior, which
     follows the text as it is written, cannot cross HTTP and says so once."""
     from agent.copyprior import CopyPrior
     from agent.sampling import ProcessorChain
 
+    monkeypatch.setenv(KEY_ENV, KEY)  # a model of its own: its notices are not spent yet
+    cfg = small(
+        engine="openai", openai={"url": smol_server.url, "api_key_env": KEY_ENV, "api": "completions"}
+    )
+    server_model = make_chat_model(cfg, SMOLLM2)
     llm = server_model.llm
     tok = lambda t: llm.tokenize(t.encode(), add_bos=False, special=False)  # noqa: E731
     detok = lambda ids: llm.detokenize(ids).decode("utf-8", "ignore")  # noqa: E731

@@ -88,3 +88,42 @@ def test_copy_prior_favours_what_continues_a_result():
     scores = np.zeros(len(vocab), dtype=np.float32)
     out = prior([vocab[c] for c in "is 15:2"], scores)
     assert out[vocab["5"]] == 3.0 and np.count_nonzero(out) == 1
+
+
+def test_another_joke_is_not_the_previous_one_word_for_word(agent):
+    """The repeat guard: greedy, SmolLM2-135M otherwise tells the same joke again."""
+    agent.core.conversation.history.clear()
+    first = _reply(agent.text("Tell me a short joke."))
+    second = _reply(agent.text("Tell me another joke."))
+    assert first and second
+    assert reply_check(second, first, chat_request="Tell me another joke.") == (True, ""), (first, second)
+
+
+def test_the_same_time_twice_in_a_minute_is_no_repeat_to_avoid(agent):
+    """A repeat that the tool result makes true is allowed: the guard skips a reply the result contains."""
+    agent.core.conversation.history.clear()
+    agent.core.conversation.ctx.now = lambda: datetime(2026, 12, 1, 9, 41)
+    try:
+        replies = [_reply(agent.text("What time is it?")) for _ in range(2)]
+    finally:
+        agent.core.conversation.ctx.now = datetime.now
+    assert all("09:41" in r for r in replies), replies
+
+
+def test_repeat_guard_holds_back_the_token_that_would_go_on_copying():
+    from agent.copyprior import REPEAT_MIN_MATCH, CopyPrior
+
+    previous = "Why did the robot go on holiday? It needed to recharge."
+    vocab = {c: i for i, c in enumerate(sorted(set(previous + "xyz")))}
+    guard = CopyPrior(
+        lambda t: [vocab[c] for c in t],
+        lambda ids: "".join(next(c for c, i in vocab.items() if i == t) for t in ids),
+        n_prompt=0,
+        sources=[previous],
+        bonus=-8.0,
+        min_match=REPEAT_MIN_MATCH,
+    )
+    assert guard.continuation("Why did the") == ""  # a shared opening is free
+    assert guard.continuation("Why did the robot ") == "go on holida"
+    out = guard([vocab[c] for c in "Why did the robot "], np.zeros(len(vocab), dtype=np.float32))
+    assert out[vocab["g"]] == -8.0 and np.count_nonzero(out) == 1

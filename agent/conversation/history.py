@@ -73,6 +73,11 @@ def without_say(reply_json: str) -> str:
     return _SAY_FIELD.sub("", reply_json, count=1)
 
 
+def words(text: str) -> list[str]:
+    """The words of ``text``, lower case, punctuation dropped."""
+    return _WORDS.findall(text.lower())
+
+
 def same_words(a: str, b: str) -> bool:
     """``a`` and ``b`` say the same words (case and punctuation ignored); False when either is empty."""
     wa, wb = _WORDS.findall(a.lower()), _WORDS.findall(b.lower())

@@ -23,7 +23,7 @@ from typing import Any
 
 from agent.config import LLMConfig
 from agent.conversation.prompt import Prompter
-from agent.copyprior import CopyPrior
+from agent.copyprior import REPEAT_MIN_MATCH, CopyPrior
 from agent.llm import ChatModel, Generation
 from agent.reasoning import ThinkingBudget, ThinkingStats, markers_for
 from agent.sampling import ProcessorChain
@@ -91,6 +91,8 @@ class GrammarRounds:
         on_utterance: Callable[[], None] | None = None,
         copy_from: list[str] | None = None,
         copy_bonus: float = 0.0,
+        avoid: list[str] | None = None,
+        avoid_penalty: float = 0.0,
     ) -> RoundOutput:
         """Generate one round; the ``say`` text streams to ``on_text`` while it is written.
 
@@ -113,6 +115,9 @@ class GrammarRounds:
                 sentence until the next one begins).
             copy_from: Tool results this round reads back (:class:`~agent.copyprior.CopyPrior`).
             copy_bonus: Its logit bonus (0 = off).
+            avoid: Earlier replies this round must not repeat word for word (the repeat guard,
+                :data:`~agent.copyprior.REPEAT_MIN_MATCH`).
+            avoid_penalty: Its logit penalty (0 = off).
 
         Returns:
             ``(speech, calls, problem)``; ``calls`` holds the call handed to ``on_call`` too.
@@ -148,9 +153,22 @@ class GrammarRounds:
                         copy_bonus,
                     )
                 )
+            if avoid and avoid_penalty:
+                parts.append(
+                    CopyPrior(
+                        lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
+                        lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"),
+                        n_prompt,
+                        avoid,
+                        -avoid_penalty,
+                        REPEAT_MIN_MATCH,
+                    )
+                )
             return parts[0] if len(parts) == 1 else ProcessorChain(parts)
 
-        use_processor = (allow_tools and bool(bonuses)) or bool(copy_from and copy_bonus)
+        use_processor = (
+            (allow_tools and bool(bonuses)) or bool(copy_from and copy_bonus) or bool(avoid and avoid_penalty)
+        )
         forced = forced_after_names([s for s in self.registry.skills.values() if s.name not in done])
         # A multi-step command's later round may start with the sentence cap already spent:
         # its call still counts, so the cap stops it only once the call is written.

@@ -94,6 +94,12 @@ def _last_turn_speech(history: list[dict[str, Any]]) -> list[str]:
     return out
 
 
+def _not_within(replies: list[str], results: str) -> list[str]:
+    """``replies`` except those whose words this turn's tool results contain (a repeat that is true)."""
+    words = " ".join(hist.words(results))
+    return [r for r in replies if not (words and " ".join(hist.words(r)) in words)]
+
+
 def _release(cap: SentenceCap, on_pause: Callable[[], None] | None) -> None:
     """A whole utterance went through ``cap`` (an acknowledgement): count it and have it spoken now."""
     cap.flush()
@@ -265,6 +271,7 @@ class Conversation:
                     0.0 if greedy else None,
                     functools.partial(_release, cap, on_pause),
                     self._data_results(res),
+                    _not_within(before, " ".join(self._data_results(res))),
                 )
             except Exception as e:  # a model failure must not lose the conversation
                 log.exception("turn %d: model round failed", turn_id)
@@ -351,6 +358,7 @@ class Conversation:
         temperature: float | None = None,
         on_utterance: Callable[[], None] | None = None,
         copy_from: list[str] | None = None,
+        avoid: list[str] | None = None,
     ) -> RoundOutput:
         think = self.thinks(allow_tools)
         gen.extra["dropped_turns"] = self.fit_context(allow_tools, think)
@@ -370,6 +378,8 @@ class Conversation:
                 on_utterance,
                 copy_from,
                 self.cfg.copy_prior_bonus,
+                avoid,
+                self.cfg.repeat_guard_penalty,
             )
         return self._native_rounds.run(self.render(allow_tools, think), gen, think, cap.feed, cap.cancel)
 
