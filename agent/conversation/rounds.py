@@ -5,7 +5,10 @@
   tools already called this turn left out; a movement's acknowledgement is spoken as soon as
   its tool name is written, the call is handed out as soon as its JSON object is complete,
   a reply without a call streams its ``say`` to speech as it is written; a lexical *tool
-  prior* biases the tool-name position toward tools the user named.
+  prior* biases the tool-name position toward tools the user named. Text the grammar
+  forces (after ``none`` or a tool name) is evaluated in one batch, not generated token by
+  token (:func:`forced_after_names`); a reply after a data tool is biased to copy its result
+  as written, and every reply away from repeating the previous one (:mod:`agent.copyprior`).
 * :class:`NativeRounds` — Bolt / Gemma 4 and Hermes markup, parsed by the streaming parsers
   of :mod:`agent.toolparse` (markup and thinking never reach speech), with the thinking
   budget as a logits processor.
