@@ -113,11 +113,13 @@ class TokenSampler:
 
     def allowed(self, token: int) -> bool:
         """Whether the grammar accepts ``token`` next (always True without a grammar)."""
-        if self.grammar is None:
-            return True
+        return self.grammar is None or self._accepts(self.grammar, token)
+
+    def _accepts(self, grammar: Any, token: int) -> bool:
+        """Whether the native grammar sampler ``grammar`` leaves ``token`` a finite logit."""
         self._one[0] = (token, 1.0, 0.0)
         arr = self._array(self._one)
-        self._lc.llama_sampler_apply(self.grammar, ctypes.byref(arr))
+        self._lc.llama_sampler_apply(grammar, ctypes.byref(arr))
         return bool(np.isfinite(self._one[0]["logit"]))
 
     def allows_all(self, tokens: list[int]) -> bool:
@@ -128,17 +130,15 @@ class TokenSampler:
         """
         if self.grammar is None:
             return True
-        real = self.grammar
-        self.grammar = self._lc.llama_sampler_clone(real)
+        copy = self._lc.llama_sampler_clone(self.grammar)
         try:
             for token in tokens:
-                if not self.allowed(token):
+                if not self._accepts(copy, token):
                     return False
-                self._lc.llama_sampler_accept(self.grammar, token)
+                self._lc.llama_sampler_accept(copy, token)
             return True
         finally:
-            self._lc.llama_sampler_free(self.grammar)
-            self.grammar = real
+            self._lc.llama_sampler_free(copy)
 
     def sample(self, logits: np.ndarray, unbiased: np.ndarray | None = None) -> int:
         """Pick the next token from ``logits`` (float32, shape ``(n_vocab,)``) and accept it.

@@ -132,46 +132,30 @@ class GrammarRounds:
         early: dict[str, Any] | None = None
         llm = self.model.llm
 
-        def prior(n_prompt: int) -> ToolChoicePrior:
-            names = [n for n in self.registry.skills if n not in done] + [NO_TOOL]
-            return ToolChoicePrior(
-                lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
-                lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"),
-                n_prompt,
-                bonuses,
-                names,
+        def tokenize(text: str) -> list[int]:
+            return llm.tokenize(text.encode(), add_bos=False, special=False)
+
+        def detokenize(ids: list[int]) -> str:
+            return llm.detokenize(ids).decode("utf-8", "ignore")
+
+        # Logits processors of this round, each made per prompt length: tool prior, copy prior,
+        # repeat guard (the copy lookup with a penalty).
+        makers: list[Callable[[int], Callable[[Any, Any], Any]]] = []
+        if allow_tools and bonuses:
+            offered = [n for n in self.registry.skills if n not in done] + [NO_TOOL]
+            makers.append(lambda n: ToolChoicePrior(tokenize, detokenize, n, bonuses, offered))
+        if copy_from and copy_bonus:
+            makers.append(lambda n: CopyPrior(tokenize, detokenize, n, copy_from, copy_bonus))
+        if avoid and avoid_penalty:
+            makers.append(
+                lambda n: CopyPrior(tokenize, detokenize, n, avoid, -avoid_penalty, REPEAT_MIN_MATCH)
             )
 
-        def processor(n_prompt: int) -> Any:
-            parts: list[Callable[[Any, Any], Any]] = []
-            if allow_tools and bonuses:
-                parts.append(prior(n_prompt))
-            if copy_from and copy_bonus:
-                parts.append(
-                    CopyPrior(
-                        lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
-                        lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"),
-                        n_prompt,
-                        copy_from,
-                        copy_bonus,
-                    )
-                )
-            if avoid and avoid_penalty:
-                parts.append(
-                    CopyPrior(
-                        lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
-                        lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"),
-                        n_prompt,
-                        avoid,
-                        -avoid_penalty,
-                        REPEAT_MIN_MATCH,
-                    )
-                )
+        def processor(n_prompt: int) -> Callable[[Any, Any], Any]:
+            parts = [make(n_prompt) for make in makers]
+            # A lone part goes as itself: a remote engine recognises a tool prior by its type.
             return parts[0] if len(parts) == 1 else ProcessorChain(parts)
 
-        use_processor = (
-            (allow_tools and bool(bonuses)) or bool(copy_from and copy_bonus) or bool(avoid and avoid_penalty)
-        )
         forced = forced_after_names([s for s in self.registry.skills.values() if s.name not in done])
         # A multi-step command's later round may start with the sentence cap already spent:
         # its call still counts, so the cap stops it only once the call is written.
@@ -181,7 +165,7 @@ class GrammarRounds:
             gen,
             grammar=self.grammar(allow_tools, done),
             cancel=stop,
-            logits_processor=processor if use_processor else None,
+            logits_processor=processor if makers else None,
             temperature=temperature,
             prefix=REPLY_OPENING if allow_tools else REPLY_OPENING + SAY_OPENING,
             jump=forced if allow_tools else None,
