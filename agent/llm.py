@@ -30,8 +30,12 @@ from typing import Any
 import numpy as np
 
 from agent.config import LLMConfig
+from agent.decode_thread import DecodeThread
 
 log = logging.getLogger(__name__)
+
+HOLD_MAX_S = 1.0
+"""Longest pause of generation per token while speech synthesis holds the model (``ChatModel.hold``), s."""
 
 
 class LLMError(Exception):
@@ -98,6 +102,13 @@ class Completions:
         """
         return 0
 
+    def hold(self, on: bool) -> None:
+        """Pause (True) or resume (False) generation between tokens; the default does nothing.
+
+        Only an engine that decodes on this machine's CPU gains from it (it gives the CPU to
+        speech synthesis while the speaker waits for the turn's first audio).
+        """
+
     def warmup(self, prompt: str) -> float:
         """Evaluate a representative prompt once (fills the KV cache, pays first-batch costs); returns ms."""
         t0 = time.perf_counter()
@@ -161,6 +172,11 @@ class ChatModel(Completions):
         self._formatter = Jinja2ChatFormatter(self.template, eos_token=self.eos_text, bos_token=self.bos_text)
         self._lock = threading.Lock()
         self._rounds = 0  # varies the sampling seed from round to round, reproducibly
+        # Every decode on one thread, whichever thread asks (see agent.decode_thread: a decode
+        # from a second thread was 2.5x slower per token).
+        self._decoder = DecodeThread(f"decode-{self.path.stem[:16]}")
+        self._go = threading.Event()  # cleared by hold(True): generation waits between tokens
+        self._go.set()
 
     def _piece(self, token: int) -> str:
         if token < 0:
@@ -283,14 +299,37 @@ class ChatModel(Completions):
 
         return bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, token))
 
+    def _wait_go(self, cancel: threading.Event | None) -> None:
+        """Wait while held (:meth:`hold`), at most :data:`HOLD_MAX_S`, checking ``cancel``."""
+        end = time.perf_counter() + HOLD_MAX_S
+        while not self._go.wait(0.02):
+            if (cancel is not None and cancel.is_set()) or time.perf_counter() >= end:
+                return
+
     def _eval_uncached(self, tokens: list[int]) -> int:
         """Evaluate what of ``tokens`` the KV cache lacks (at least the last token); caller holds the lock."""
         keep = min(self._cached_prefix(tokens), len(tokens) - 1)
         self.llm.n_tokens = keep
-        self.llm.eval(tokens[keep:])
+        self._decoder.run(self.llm.eval, tokens[keep:])
         return len(tokens) - keep
 
     # --- generation -------------------------------------------------------------------
+    def hold(self, on: bool) -> None:
+        """Pause (True) or resume (False) generation between tokens.
+
+        The speech stage holds the model while it synthesizes audio the speaker is waiting
+        for: on 2 cores piper took 394 ms for a turn's first sentence with the model decoding
+        beside it and 60-110 ms alone (bench joke.wav, measured here). A hold lasts at most
+        :data:`HOLD_MAX_S` per token, so a stuck synthesis cannot stall a reply; a cancel ends it.
+
+        Args:
+            on: True to pause, False to resume.
+        """
+        if on:
+            self._go.clear()
+        else:
+            self._go.set()
+
     def stream(
         self,
         prompt: str,
@@ -391,7 +430,9 @@ class ChatModel(Completions):
                         gen.finish_reason = "stop"
                         break
                     ahead = self._jump(jump, gen.text, sampler)
-                    self.llm.eval([token, *ahead])
+                    if not self._go.is_set():
+                        self._wait_go(cancel)
+                    self._decoder.run(self.llm.eval, [token, *ahead])
                     if ahead:
                         gen.extra["jump_tokens"] = gen.extra.get("jump_tokens", 0) + len(ahead)
                         piece, stopped = text.feed(self.llm.detokenize(ahead))

@@ -88,6 +88,10 @@ class ChatEngine(Protocol):
         """Evaluate a prompt once; returns ms."""
         ...
 
+    def hold(self, on: bool) -> None:
+        """Pause (True) or resume (False) token generation, so speech synthesis gets the CPU."""
+        ...
+
 
 def _embedded(cfg: LLMConfig, path: Path | None) -> ChatEngine:
     from agent.llm import ChatModel, LLMError

@@ -120,6 +120,7 @@ class Pipeline:
             cfg.live.clause_chars,
             streaming=streaming,
             speak=speak,
+            hold=core.model.hold,
         )
         bus.route(Timing, self._turn_done)
         bus.route(CutHistory, self.driver_q.put)

@@ -6,6 +6,10 @@ is synthesized at once, so the first sentence plays while the model still writes
 second. ``streaming=False`` is the sequential baseline of ``bolt-agent bench``: the whole
 reply is collected, synthesized in one go and handed over as one block of audio.
 
+While the speaker has nothing to play (a turn's first sentence), the chat model is held
+between tokens until that sentence's audio is out (``hold``): on 2 cores piper and the model
+decoding side by side each run at about half speed, and the listener waits for the audio.
+
 Before each synthesis step the turn generation is checked: audio of a cancelled turn is
 never made or queued. A sentence piper fails on is reported and skipped; the rest of the
 reply is still spoken.
@@ -67,6 +71,8 @@ class SpeechStage:
         clause_chars: A sentence longer than this many characters is cut at a clause.
         streaming: False: synthesize the whole reply at its end (sequential baseline).
         speak: False: no synthesis at all (typed chat without output, accuracy runs).
+        hold: Pauses (True) and resumes (False) the chat model's generation
+            (:meth:`agent.llm.ChatModel.hold`); None = never held.
     """
 
     def __init__(
@@ -79,9 +85,12 @@ class SpeechStage:
         clause_chars: int = 120,
         streaming: bool = True,
         speak: bool = True,
+        hold: Callable[[bool], None] | None = None,
     ) -> None:
         self.tts, self.sink, self.inbox, self.gate, self.publish = tts, sink, inbox, gate, publish
         self.clause_chars, self.streaming, self.speak = clause_chars, streaming, speak
+        self.hold = hold
+        self._holding = False
         self._streams: dict[int, SentenceStream] = {}
         self._whole: dict[int, list[str]] = {}
 
@@ -123,11 +132,22 @@ class SpeechStage:
         self.publish(SentenceReady(tid, piece))
         if not self.speak:
             return
+        # Nothing queued or playing: the listener hears silence until this audio is out.
+        if self.hold is not None and self.streaming and not self.sink.busy:
+            self.hold(True)
+            self._holding = True
         try:
             self._synthesize(tid, piece, one_block)
         except Exception as e:  # one bad piece must not silence the rest
             log.exception("turn %d: TTS failed on %r", tid, piece)
             self.publish(Error(tid, f"speech synthesis failed on {piece!r}: {e}; continuing"))
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        if self._holding and self.hold is not None:
+            self._holding = False
+            self.hold(False)
 
     def _synthesize(self, tid: int, piece: str, one_block: bool) -> None:
         prev: AudioOut | None = None
@@ -156,3 +176,4 @@ class SpeechStage:
     def _out(self, msg: AudioOut) -> None:
         self.publish(msg)
         self.sink.play(msg)
+        self._release()  # audio is queued: the model and the rest of the synthesis share the CPU
