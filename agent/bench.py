@@ -102,14 +102,18 @@ class EventLog:
 
 
 def endpoint_min_silence_ms(cfg: Config) -> float:
-    """The shortest silence after which the endpoint rule can end a user turn, ms.
+    """The silence after which the final transcript starts, ms (the floor's ``min_silence``).
 
-    With semantic end-of-turn (``[turn] end_of_turn = "semantic"``) a pause is judged after
-    ``[turn] short_silence_ms``; with silence-only endpointing it is ``[vad] min_silence_ms``.
+    With semantic end-of-turn (``[turn] end_of_turn = "semantic"``) the utterance is transcribed
+    after ``[turn] early_asr_ms`` and judged at ``short_silence_ms`` (the shorter of the two
+    while early ASR is off); with silence-only endpointing it is ``[vad] min_silence_ms``. With
+    early ASR the floor's silence + ASR is still over ``short_silence_ms`` (Whisper alone takes
+    longer than the difference), so the floor never undercuts the judgement.
     """
     turn = getattr(cfg, "turn", None)
     if turn is not None and getattr(turn, "end_of_turn", "silence") == "semantic":
-        return float(turn.short_silence_ms)
+        early = getattr(turn, "early_asr_ms", 0)
+        return float(early or turn.short_silence_ms)
     return float(cfg.vad.min_silence_ms)
 
 

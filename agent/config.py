@@ -87,8 +87,10 @@ class VADConfig(StrictModel):
 class TurnConfig(StrictModel):
     """End-of-turn detection (units: ms, probability 0..1, log10 probability).
 
-    ``semantic``: after ``short_silence_ms`` of silence the utterance so far is transcribed and
-    judged (:mod:`agent.live.end_of_turn`): a finished turn ends at once, an unfinished one
+    ``semantic``: after ``short_silence_ms`` of silence the utterance so far is judged
+    (:mod:`agent.live.end_of_turn`) on a transcript started at ``early_asr_ms`` of silence
+    (Whisper's 0.6 s then overlaps the rest of the wait; the transcript of a pause the user
+    talks through is dropped): a finished turn ends at once, an unfinished one
     waits for more speech, ending anyway after ``long_silence_ms``. ``silence``: the turn ends
     after ``[vad] min_silence_ms`` of silence, nothing else (also the fallback when the
     end-of-turn models are missing, with a notice).
@@ -100,6 +102,13 @@ class TurnConfig(StrictModel):
 
     end_of_turn: Literal["semantic", "silence"] = "semantic"
     short_silence_ms: int = Field(200, ge=64, le=1000, description="silence before the turn is judged, ms")
+    early_asr_ms: int = Field(
+        96,
+        ge=0,
+        le=1000,
+        description="silence after which the utterance so far is transcribed, ahead of the judgement "
+        "at short_silence_ms, ms; 0 = transcribe at short_silence_ms",
+    )
     long_silence_ms: int = Field(
         1600, ge=300, le=5000, description="silence that ends an unfinished-sounding turn anyway, ms"
     )
@@ -114,6 +123,15 @@ class TurnConfig(StrictModel):
     text_with_audio: float = Field(
         -1.6, le=0.0, description="finished when Smart Turn agrees and text is over this"
     )
+
+    @model_validator(mode="after")
+    def _early_asr_before_the_judgement(self) -> TurnConfig:
+        if self.early_asr_ms and self.early_asr_ms >= self.short_silence_ms:
+            raise ValueError(
+                f"early_asr_ms ({self.early_asr_ms}) must be below short_silence_ms "
+                f"({self.short_silence_ms}), or 0 to transcribe at the judgement"
+            )
+        return self
 
 
 class ASRConfig(StrictModel):

@@ -141,12 +141,15 @@ class PauseCheck(Event):
     Attributes:
         pause_id: The endpointer's pause number (a verdict for an older pause is stale).
         audio: ``(n,)`` float32 16 kHz, the utterance so far with the pause's first silence.
+        early: Only transcribe now (``[turn] early_asr_ms``); the judgement of the same pause
+            follows at the short silence and uses this transcript.
     """
 
     name: ClassVar[str] = "pause_check"
     public: ClassVar[bool] = False
     pause_id: int = 0
     audio: np.ndarray | None = _no_json()
+    early: bool = False
 
 
 @dataclass(frozen=True)

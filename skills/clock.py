@@ -7,4 +7,6 @@ from agent.skills import SkillContext, skill
 def get_time(ctx: SkillContext) -> str:
     """Get the current local time and date."""
     now = ctx.now()
-    return now.strftime("It is %H:%M on %A %d %B %Y.")
+    # What a person answers: no year, no leading zero on the day. Every word here is read back
+    # (the reply copies it) and synthesized before the user hears the time.
+    return now.strftime("It is %H:%M on %A ") + f"{now.day} " + now.strftime("%B.")

@@ -51,12 +51,12 @@ def test_floor_ratio():
 
 def test_min_silence_follows_the_endpoint_rule(tmp_path):
     cfg = load_config()
-    semantic = getattr(cfg, "turn", None) is not None and cfg.turn.end_of_turn == "semantic"
-    expected = cfg.turn.short_silence_ms if semantic else cfg.vad.min_silence_ms
-    assert endpoint_min_silence_ms(cfg) == expected
-    if getattr(cfg, "turn", None) is not None:
-        silence = cfg.model_copy(update={"turn": cfg.turn.model_copy(update={"end_of_turn": "silence"})})
-        assert endpoint_min_silence_ms(silence) == cfg.vad.min_silence_ms
+    assert cfg.turn.end_of_turn == "semantic" and 0 < cfg.turn.early_asr_ms < cfg.turn.short_silence_ms
+    assert endpoint_min_silence_ms(cfg) == cfg.turn.early_asr_ms  # the final transcript starts there
+    late = cfg.model_copy(update={"turn": cfg.turn.model_copy(update={"early_asr_ms": 0})})
+    assert endpoint_min_silence_ms(late) == cfg.turn.short_silence_ms
+    silence = cfg.model_copy(update={"turn": cfg.turn.model_copy(update={"end_of_turn": "silence"})})
+    assert endpoint_min_silence_ms(silence) == cfg.vad.min_silence_ms
 
 
 class FakeModel:

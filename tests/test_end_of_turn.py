@@ -116,6 +116,23 @@ def test_jfk_is_one_turn(rig, fixtures_dir):
     assert timing.endpoint_rule in ("text", "smart_turn")
 
 
+def test_each_pause_is_transcribed_once_ahead_of_its_judgement(rig, fixtures_dir, monkeypatch):
+    """Early ASR: the judgement reuses the transcript started at 96 ms; the turn needs no further ASR."""
+    calls: list[int] = []
+    transcribe = rig.core.asr.transcribe
+
+    def counting(audio, bias=True):  # the recognizer's public call, counted
+        calls.append(audio.size)
+        return transcribe(audio, bias)
+
+    monkeypatch.setattr(rig.core.asr, "transcribe", counting)
+    evs = rig.listen(fixtures_dir / "commands" / "joke.wav")
+    checks = evs.of(EndOfTurnCheck)
+    heard = [t.text for t in evs.of(Transcript)]
+    assert len(heard) == 1 and word_error_rate(["tell me a short joke"], heard) == 0.0, heard
+    assert len(checks) == 1 and checks[0].complete and len(calls) == 1, (checks, calls)
+
+
 def _two_part_command(path: Path) -> Path:
     """'Turn your head to the left and then' + 0.8 s + 'wave with your right hand.' in piper's voice."""
     import soxr

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from agent.audio import decode_file
-from agent.config import LiveConfig, VADConfig
+from agent.config import LiveConfig, TurnConfig, VADConfig
 from agent.live.echo import EchoGate
 from agent.live.turns import Attention, is_echo, stop_command, strip_wake
 from agent.live.vad_stream import FRAME, Endpointer, SileroFrameVAD
@@ -71,6 +71,37 @@ def test_streaming_vad_finds_the_command_with_pre_roll(fixtures_dir):
     assert abs(ends[0].end_sample / 16 - batch["end"] / 16) < 500
     # pre-roll: the utterance starts at least 300 ms before the confirmed speech start
     assert ends[0].audio.size / 16 >= (ends[0].end_sample - starts[0].start_sample) / 16 + 300
+
+
+def test_each_pause_is_transcribed_early_then_judged_under_one_id(fixtures_dir):
+    """Early ASR: at 96 ms of silence the utterance so far goes to ASR, at 200 ms the same pause is judged."""
+    audio = decode_file(fixtures_dir / "audio" / "jfk.flac")  # pauses of 0.64-1.12 s inside one sentence
+    vad, ep = SileroFrameVAD(), Endpointer(VADConfig(), 200, 1600, 96)
+    ups = []
+    for i in range(0, audio.size - FRAME + 1, FRAME):
+        u = ep.feed(audio[i : i + FRAME], vad(audio[i : i + FRAME]))
+        if u.early or u.paused:
+            ups.append(u)
+    early, paused = [u for u in ups if u.early], [u for u in ups if u.paused]
+    assert len(paused) >= 3 and [u.pause_id for u in paused] == list(range(1, len(paused) + 1))
+    for judged in paused:  # every judged pause was transcribed earlier, three frames shorter
+        first = next(u for u in early if u.pause_id == judged.pause_id)
+        assert ups.index(first) == ups.index(judged) - 1
+        assert judged.audio.size - first.audio.size == 3 * FRAME
+    # Without early ASR the same pauses are reported once each, at 200 ms.
+    vad, ep = SileroFrameVAD(), Endpointer(VADConfig(), 200, 1600)
+    late = [
+        ep.feed(audio[i : i + FRAME], vad(audio[i : i + FRAME]))
+        for i in range(0, audio.size - FRAME + 1, FRAME)
+    ]
+    assert [u.pause_id for u in late if u.paused] == [u.pause_id for u in paused]
+    assert not any(u.early for u in late)
+
+
+def test_early_asr_must_come_before_the_judgement():
+    with pytest.raises(ValueError, match="early_asr_ms"):
+        TurnConfig(short_silence_ms=200, early_asr_ms=200)
+    assert TurnConfig(early_asr_ms=0).early_asr_ms == 0
 
 
 def test_echo_gate_tells_playback_from_a_person(fixtures_dir):

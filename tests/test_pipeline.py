@@ -133,10 +133,12 @@ def voice():
     return PiperTTS(resolve_model("packaged:piper-joe-medium"))
 
 
-def run_speech(voice, messages: list[Event], gate: TurnGate, streaming: bool = True):
-    sink, published = CollectingSink(), []
+def run_speech(voice, messages: list[Event], gate: TurnGate, streaming: bool = True, sink=None, hold=None):
+    sink, published = sink or CollectingSink(), []
     q = StageQueue(gate)
-    stage = SpeechStage(voice, sink, q, gate, published.append, clause_chars=80, streaming=streaming)
+    stage = SpeechStage(
+        voice, sink, q, gate, published.append, clause_chars=80, streaming=streaming, hold=hold
+    )
     th = threading.Thread(target=stage.run)
     th.start()
     for m in messages:
@@ -147,6 +149,32 @@ def run_speech(voice, messages: list[Event], gate: TurnGate, streaming: bool = T
     q.put(Shutdown(-1))  # read only after the message in hand is done
     th.join(30)
     return sink, published
+
+
+class QueueingSink(CollectingSink):
+    """Busy once audio is queued, as the speaker is until it has played it (harness)."""
+
+    def __init__(self, log: list[str]) -> None:
+        super().__init__()
+        self.log = log
+
+    def play(self, msg: AudioOut) -> None:
+        super().play(msg)
+        self.log.append(f"play {msg.piece}")
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.played)
+
+
+def test_speech_stage_holds_the_model_until_the_first_audio_is_queued(voice):
+    gate = TurnGate()
+    tid = gate.new_turn()
+    log: list[str] = []
+    messages = [ReplyDelta(tid, "It is a fine day. "), ReplyDelta(tid, "The sun is out."), ReplyEnd(tid)]
+    run_speech(voice, messages, gate, sink=QueueingSink(log), hold=lambda on: log.append(f"hold {on}"))
+    # Held for the first sentence only: while it plays, the model and piper share the CPU.
+    assert log == ["hold True", "play It is a fine day.", "hold False", "play The sun is out."], log
 
 
 def test_speech_stage_speaks_each_sentence_as_soon_as_it_is_complete(voice):

@@ -101,6 +101,9 @@ class VADUpdate:
         truncated: The utterance was closed by ``max_utterance_s``.
         paused: A pause reached the short silence in this frame (semantic end-of-turn): judge
             it; ``audio`` is the utterance so far, ``pause_id`` names the pause.
+        early: A pause reached the early-ASR silence in this frame: transcribe ``audio`` (the
+            utterance so far) now, for the judgement at the short silence of the same
+            ``pause_id``.
         pause_id: Which pause (a verdict for an older pause is stale).
         rule: What ended the utterance: ``silence``, ``max_length``, or the caller's rule
             (:meth:`Endpointer.end_now`).
@@ -116,6 +119,7 @@ class VADUpdate:
     end_sample: int = 0
     truncated: bool = False
     paused: bool = False
+    early: bool = False
     pause_id: int = 0
     rule: str = ""
 
@@ -129,7 +133,11 @@ class Endpointer:
     """
 
     def __init__(
-        self, cfg: VADConfig, pause_ms: int | None = None, long_silence_ms: int | None = None
+        self,
+        cfg: VADConfig,
+        pause_ms: int | None = None,
+        long_silence_ms: int | None = None,
+        early_ms: int | None = None,
     ) -> None:
         self.cfg = cfg
         ms = FRAME * 1000 / RATE
@@ -137,6 +145,11 @@ class Endpointer:
         # Semantic end-of-turn: report a pause after pause_ms, end by silence only after
         # long_silence_ms; otherwise silence alone ends the utterance after min_silence_ms.
         self._pause_frames = max(1, round(pause_ms / ms)) if pause_ms else None
+        # Early ASR: a pause is reported twice, at early_ms (transcribe) and at pause_ms (judge).
+        early = max(1, round(early_ms / ms)) if early_ms else None
+        self._early_frames = (
+            early if early is not None and self._pause_frames and early < self._pause_frames else None
+        )
         end_ms = long_silence_ms if pause_ms and long_silence_ms else cfg.min_silence_ms
         self._end_frames = max(1, round(end_ms / ms))
         self._pad_frames = max(0, round(cfg.speech_pad_ms / ms))
@@ -197,8 +210,13 @@ class Endpointer:
         truncated = len(self._frames) >= self._max_frames
         if self._silence >= self._end_frames or truncated:
             return self._end(prob, truncated, "max_length" if truncated else "silence")
+        if self._early_frames is not None and self._silence == self._early_frames:
+            self.pause_id += 1  # the judgement at pause_ms is of this same pause
+            audio = np.concatenate(self._frames)
+            return VADUpdate(speaking=True, prob=prob, early=True, pause_id=self.pause_id, audio=audio)
         if self._pause_frames is not None and self._silence == self._pause_frames:
-            self.pause_id += 1
+            if self._early_frames is None:
+                self.pause_id += 1
             audio = np.concatenate(self._frames)
             return VADUpdate(speaking=True, prob=prob, paused=True, pause_id=self.pause_id, audio=audio)
         return VADUpdate(speaking=True, prob=prob)

@@ -84,6 +84,9 @@ class ASRStage:
         wants: Whether a pause still needs judging (a stale one is skipped).
         prefill: Early model start: called with the transcript of a pause judged unfinished
             (the model evaluates that prompt now; if the user goes on, it is discarded).
+        early_pad_ms: Silence an early transcript (``PauseCheck.early``) lacks against one made at
+            the judgement (``[turn] short_silence_ms - early_asr_ms``), ms: added as zeros, so
+            both end in the same silence.
     """
 
     def __init__(
@@ -104,6 +107,7 @@ class ASRStage:
         on_verdict: Callable[[int, bool, str, ASRResult | None], None] | None = None,
         wants: Callable[[int], bool] | None = None,
         prefill: Callable[[str], None] | None = None,
+        early_pad_ms: int = 0,
     ) -> None:
         self.asr, self.live, self.inbox, self.driver_inbox = asr, live, inbox, driver_inbox
         self.gate, self.publish, self.control = gate, publish, control
@@ -111,6 +115,8 @@ class ASRStage:
         self.echo_guard = echo_guard and live.echo_guard
         self.attention = Attention(live)
         self.judge, self.on_verdict, self.wants, self.prefill = judge, on_verdict, wants, prefill
+        self.early_pad = int(early_pad_ms * 16)  # samples at 16 kHz
+        self._early: tuple[int, ASRResult] | None = None  # (pause_id, transcript made early)
 
     def run(self) -> None:
         """Process utterances until ``Shutdown``."""
@@ -174,12 +180,18 @@ class ASRStage:
             return
         if self.wants is not None and not self.wants(msg.pause_id):
             return  # the user spoke again, or the turn ended, while this waited
+        if msg.early:
+            try:
+                self._early = (msg.pause_id, self._transcribe_pause(msg.audio, self.early_pad))
+            except Exception:  # the judgement transcribes for itself
+                log.exception("early transcript failed")
+            return
+        early, self._early = self._early, None
         try:
-            # Digital silence after the pause's 200 ms: with hotwords, Whisper dropped the trailing
-            # "and then" of a piper "Turn your head to the left and then" in 2 of 20 syntheses
-            # with the bare 200 ms, in 0 of 20 with 600 ms (measured here, tiny.en).
-            padded = np.concatenate([msg.audio, np.zeros(PAUSE_PAD, dtype=np.float32)])
-            res = self.asr.transcribe(padded, bias=self.bias)
+            if early is not None and early[0] == msg.pause_id:
+                res = early[1]  # no speech since it was made: the same words
+            else:
+                res = self._transcribe_pause(msg.audio, 0)
             v = self.judge.judge(msg.audio, res.text)
         except Exception as e:  # the turn then ends by silence and is transcribed as a whole
             log.exception("end-of-turn check failed")
@@ -203,6 +215,16 @@ class ASRStage:
         if v.rule == "unfinished" and self.prefill is not None:
             # The turn may still end here by silence: have the model read it meanwhile.
             self.prefill(res.text)
+
+    def _transcribe_pause(self, audio: np.ndarray, extra: int) -> ASRResult:
+        """Transcribe the utterance so far, ending in the pause's silence plus zeros.
+
+        Digital silence after the pause's 200 ms: with hotwords, Whisper dropped the trailing
+        "and then" of a piper "Turn your head to the left and then" in 2 of 20 syntheses with
+        the bare 200 ms, in 0 of 20 with 600 ms (measured here, tiny.en).
+        """
+        padded = np.concatenate([audio, np.zeros(PAUSE_PAD + extra, dtype=np.float32)])
+        return self.asr.transcribe(padded, bias=self.bias)
 
     def _start(
         self,

@@ -131,7 +131,7 @@ class Listener:
         self.semantic = semantic
         turn = cfg.turn
         self.endpointer = (
-            Endpointer(cfg.vad, turn.short_silence_ms, turn.long_silence_ms)
+            Endpointer(cfg.vad, turn.short_silence_ms, turn.long_silence_ms, turn.early_asr_ms)
             if semantic
             else Endpointer(cfg.vad)
         )
@@ -241,6 +241,8 @@ class Listener:
                 self.control.interrupt("speech")
         elif prob < thr - 0.15:
             self._user_run_ms = 0.0
+        if upd.early and upd.audio is not None:  # transcribe now; the verdict comes at the pause
+            self.asr_inbox.put(PauseCheck(-1, upd.pause_id, upd.audio, early=True))
         if upd.paused and upd.audio is not None:
             self._verdict_ready.clear()
             self.asr_inbox.put(PauseCheck(-1, upd.pause_id, upd.audio))

@@ -107,6 +107,7 @@ class Pipeline:
             on_verdict=self.listener.verdict,
             wants=self.listener.wants,
             prefill=self._prefill,
+            early_pad_ms=cfg.turn.short_silence_ms - cfg.turn.early_asr_ms if cfg.turn.early_asr_ms else 0,
         )
         self.driver = TurnDriver(
             core, self.driver_q, self.speech_q, self.gate, bus.publish, self._may_speak_up, self._turn_started
