@@ -2,7 +2,8 @@
 
 Both read the vision service from ``ctx.scene`` (None when the robot has no camera: the
 skill then fails with a message the model can pass on). ``describe_scene`` is data (its result
-is read back in a follow-up round); ``look_at`` is a movement (``follow_up=False``: spoken while
+is read back in a follow-up round; a camera look takes a moment, so "Let me look." is said as
+soon as the model picks it); ``look_at`` is a movement (``follow_up=False``: spoken while
 the head turns; a failed call still gets its follow-up round).
 """
 
@@ -20,7 +21,7 @@ def _vision(ctx: SkillContext):
     return ctx.scene
 
 
-@skill(keywords=("see", "camera", "who", "describe", "room"))
+@skill(keywords=("see", "camera", "who", "describe", "room"), preamble="Let me look.")
 def describe_scene(ctx: SkillContext) -> dict:
     """Describe what the camera sees now: people, where they are, light and motion."""
     vision = _vision(ctx)

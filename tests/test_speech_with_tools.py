@@ -53,6 +53,9 @@ def test_follow_up_is_declared_per_skill_and_defaults_to_true(tmp_path):
     assert all(reg.skills[n].follow_up for n in DATA)
     new_skill_file("greet_guest", tmp_path)  # the template moves the robot: no follow-up
     assert not load_registry([tmp_path], entry_points=False).skills["greet_guest"].follow_up
+    # A data skill that takes a while says its preamble at once; the others say none.
+    assert reg.skills["describe_scene"].preamble == "Let me look."
+    assert all(not reg.skills[n].preamble for n in (*MOTION, "get_time"))
 
 
 def _variants(schema):
@@ -223,6 +226,19 @@ def test_data_command_takes_a_second_round_that_says_the_result(agent):
     later = f"{(hh + (mm + 1) // 60) % 24:02d}:{(mm + 1) % 60:02d}"
     reply = evs.of(Reply)[0].text
     assert f"{hh:02d}:{mm:02d}" in reply or later in reply, (result.result, reply)
+
+
+def test_a_slow_data_skill_says_its_preamble_before_its_result(agent, fixtures_dir):
+    """describe_scene (no camera here: it fails at once) still says "Let me look." before any result."""
+    evs, _ = _run(agent, agent.listen, fixtures_dir / "commands" / "what_see.wav")
+    turn = evs.of(Transcript)[-1].turn_id
+    assert [c.tool for c in evs.of(ToolCall, turn)] == ["describe_scene"]
+    reply = evs.of(Reply, turn)[0].text
+    assert reply.startswith("Let me look.") and len(reply) > len("Let me look. "), reply
+    assert evs.of(PlaybackStarted, turn)[0].text == "Let me look." and _rounds(evs) == 2
+    # heard while the model still writes the reply: generation starts after ASR and runs llm_ms
+    t = evs.of(Timing, turn)[0]
+    assert 0 < t.first_played_ms < t.asr_done_ms + t.llm_ms, t
 
 
 def test_multi_step_command_calls_both_tools(agent):

@@ -173,8 +173,9 @@ class GrammarRounds:
             if allow_tools and names.name is None:
                 name = names.feed(gen.text)
                 skill = self.registry.skills.get(name or "")
-                if skill is not None and not skill.follow_up:  # a movement: say so while it starts
-                    ack = self.acks.next(said)
+                # A movement: say so while it starts; a slow look-up: its preamble while it runs.
+                if skill is not None and (not skill.follow_up or skill.preamble):
+                    ack = skill.preamble or self.acks.next(said)
                     if on_text:
                         on_text(ack)
                     if on_utterance:

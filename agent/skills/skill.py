@@ -87,6 +87,7 @@ class _Marker:
     clamp: bool
     keywords: tuple[str, ...] = ()
     follow_up: bool = True
+    preamble: str = ""
 
 
 def skill(
@@ -97,6 +98,7 @@ def skill(
     clamp: bool = False,
     keywords: tuple[str, ...] | list[str] = (),
     follow_up: bool = True,
+    preamble: str = "",
 ) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
@@ -112,6 +114,9 @@ def skill(
             (wave, nod): the model speaks in the same round as the call, while the robot
             moves, and the turn ends unless the user asked for more. Default True: a result
             is never silently dropped.
+        preamble: Words the robot says the moment the model chooses this skill, before its
+            result is read back ("Let me look." for a camera look): for a skill with follow-up
+            that takes a while, so the user hears an answer at once. Empty: none.
 
     Returns:
         The same function, with a marker attribute the loader looks for.
@@ -119,7 +124,11 @@ def skill(
     """
 
     def mark(f: Callable) -> Callable:
-        setattr(f, _MARK, _Marker(name, background, clamp, tuple(w.lower() for w in keywords), follow_up))
+        setattr(
+            f,
+            _MARK,
+            _Marker(name, background, clamp, tuple(w.lower() for w in keywords), follow_up, preamble),
+        )
         return f
 
     return mark(fn) if fn is not None else mark
@@ -158,6 +167,7 @@ class Skill:
         wants_context: The function's first parameter takes a :class:`SkillContext`.
         keywords: Words users say for this skill (lower case).
         follow_up: Its result needs a spoken follow-up round (see :func:`skill`).
+        preamble: Said as soon as the model chooses it, before the result (see :func:`skill`).
         choices: Keys of the :class:`Choices` lists its schema was built from.
 
     """
@@ -174,6 +184,7 @@ class Skill:
     keywords: tuple[str, ...] = ()
     choices: tuple[str, ...] = ()
     follow_up: bool = True
+    preamble: str = ""
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -282,5 +293,6 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         wants_context=wants_context,
         keywords=marker.keywords,
         follow_up=marker.follow_up,
+        preamble=marker.preamble,
         choices=tuple(dict.fromkeys(used.values())),
     )
