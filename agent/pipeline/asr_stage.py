@@ -82,8 +82,9 @@ class ASRStage:
         judge: Semantic end-of-turn (``PauseCheck`` messages); None = silence only.
         on_verdict: Where a pause's verdict goes: ``(pause_id, complete, rule, ASRResult)``.
         wants: Whether a pause still needs judging (a stale one is skipped).
-        prefill: Early model start: called with the transcript of a pause judged unfinished
-            (the model evaluates that prompt now; if the user goes on, it is discarded).
+        prefill: Early model start: called with the transcript of each pause before it is
+            judged, and must not block (the model evaluates that prompt beside the judgement; a
+            finished turn finds it in the KV cache, and if the user goes on it is discarded).
         early_pad_ms: Silence an early transcript (``PauseCheck.early``) lacks against one made at
             the judgement (``[turn] short_silence_ms - early_asr_ms``), ms: added as zeros, so
             both end in the same silence.
@@ -192,6 +193,9 @@ class ASRStage:
                 res = early[1]  # no speech since it was made: the same words
             else:
                 res = self._transcribe_pause(msg.audio, 0)
+            if self.prefill is not None and res.text:
+                # The turn may end at this pause: the model reads it while the pause is judged.
+                self.prefill(res.text)
             v = self.judge.judge(msg.audio, res.text)
         except Exception as e:  # the turn then ends by silence and is transcribed as a whole
             log.exception("end-of-turn check failed")
@@ -212,9 +216,6 @@ class ASRStage:
             )
         )
         self.on_verdict(msg.pause_id, v.complete, v.rule, res)
-        if v.rule == "unfinished" and self.prefill is not None:
-            # The turn may still end here by silence: have the model read it meanwhile.
-            self.prefill(res.text)
 
     def _transcribe_pause(self, audio: np.ndarray, extra: int) -> ASRResult:
         """Transcribe the utterance so far, ending in the pause's silence plus zeros.

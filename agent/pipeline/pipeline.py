@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -125,6 +126,7 @@ class Pipeline:
         )
         bus.route(Timing, self._turn_done)
         bus.route(CutHistory, self.driver_q.put)
+        self._early_start = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-start")
         self._threads = [
             threading.Thread(target=self._guard, args=(fn,), name=name, daemon=True)
             for name, fn in (
@@ -177,6 +179,7 @@ class Pipeline:
             if t.is_alive():
                 t.join(max(0.0, deadline - time.monotonic()))
         self.source.close()
+        self._early_start.shutdown(wait=False, cancel_futures=True)
 
     def finish(self, wait_background_s: float = 0.0) -> bool:
         """Wait until the source is exhausted and every turn is over, then for background calls.
@@ -321,10 +324,22 @@ class Pipeline:
         )
 
     def _prefill(self, text: str) -> None:
-        """Early model start for a turn that may end at this pause (only while nothing else runs)."""
-        if not self._busy() and not self.sink.busy:
-            n = self.core.conversation.prefill(text, self.core.state_line())
-            log.debug("early start: %d prompt tokens evaluated for %r", n, text)
+        """Early model start for a turn that may end at this pause (only while nothing else runs).
+
+        Returns at once: the prompt is evaluated on the early-start thread (the model decodes on
+        its own thread) while the ASR thread judges the pause; a turn that starts meanwhile waits
+        for the model's lock and then evaluates only what the prompt adds.
+        """
+        if not self._busy() and not self.sink.busy and not self._stopping.is_set():
+            self._early_start.submit(self._prefill_now, text)
+
+    def _prefill_now(self, text: str) -> None:
+        try:
+            if not self._busy() and not self.sink.busy:
+                n = self.core.conversation.prefill(text, self.core.state_line())
+                log.debug("early start: %d prompt tokens evaluated for %r", n, text)
+        except Exception:  # the turn evaluates its prompt itself
+            log.exception("early model start failed")
 
     def _turn_started(self, turn: UserTurn, unprompted: bool) -> None:
         self.bus.book.open(
