@@ -146,7 +146,12 @@ class ASRConfig(StrictModel):
     device: str = "cpu"
     compute_type: str = "int8"
     threads: int = Field(2, ge=1)
-    beam_size: int = Field(5, ge=1, description="5 = Whisper's default; 1 = greedy, faster")
+    beam_size: int = Field(
+        1,
+        ge=1,
+        description="1 = greedy (as accurate as beam 5 on the shared commands, 80-90 ms faster per "
+        "pause); 5 = Whisper's own default",
+    )
     temperature: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     compression_ratio_threshold: float = 2.4
     log_prob_threshold: float = -1.0

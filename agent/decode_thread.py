@@ -3,7 +3,7 @@
 llama.cpp's CPU backend (built with OpenMP, as llama-cpp-python builds it on Linux) runs each
 decode as an OpenMP parallel region, and libgomp keeps one thread team per thread that starts
 such a region. A pipeline decodes from several threads (the main thread warms the model up,
-the turn thread writes replies, the ASR thread starts the model early), so several teams stay
+the turn thread writes replies, a third thread starts the model early), so several teams stay
 alive. libgomp then counts more OpenMP threads than CPUs and cuts its spin-wait to 100 spins
 (libgomp manual, ``GOMP_SPINCOUNT``: "If there are more OpenMP threads than available CPUs,
 1000 and 100 spins for OMP_WAIT_POLICY being ACTIVE or undefined"), so every barrier of the

@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from agent.asr import ASRResult, WhisperASR
+from agent.audio import SAMPLE_RATE
 from agent.config import LiveConfig
 from agent.events import (
     EndOfTurnCheck,
@@ -116,7 +117,7 @@ class ASRStage:
         self.echo_guard = echo_guard and live.echo_guard
         self.attention = Attention(live)
         self.judge, self.on_verdict, self.wants, self.prefill = judge, on_verdict, wants, prefill
-        self.early_pad = int(early_pad_ms * 16)  # samples at 16 kHz
+        self.early_pad = early_pad_ms * SAMPLE_RATE // 1000  # samples
         self._early: tuple[int, ASRResult] | None = None  # (pause_id, transcript made early)
 
     def run(self) -> None:
