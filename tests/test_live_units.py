@@ -46,15 +46,19 @@ def test_echo_transcript_matching():
     assert not is_echo("wave your right hand", said, 75)
 
 
+def _feed(audio: np.ndarray, ep: Endpointer) -> list:
+    """Every update of Silero VAD + ``ep`` over ``audio``, one 32 ms frame at a time."""
+    vad = SileroFrameVAD()
+    return [
+        ep.feed(audio[i : i + FRAME], vad(audio[i : i + FRAME]))
+        for i in range(0, audio.size - FRAME + 1, FRAME)
+    ]
+
+
 def test_streaming_vad_finds_the_command_with_pre_roll(fixtures_dir):
     audio = decode_file(fixtures_dir / "commands" / "joke.wav")
     audio = np.concatenate([np.zeros(8000, np.float32), audio, np.zeros(16000, np.float32)])
-    vad, ep = SileroFrameVAD(), Endpointer(VADConfig())
-    ups = []
-    for i in range(0, audio.size - FRAME + 1, FRAME):
-        u = ep.feed(audio[i : i + FRAME], vad(audio[i : i + FRAME]))
-        if u.started or u.ended:
-            ups.append(u)
+    ups = [u for u in _feed(audio, Endpointer(VADConfig())) if u.started or u.ended]
     starts, ends = [u for u in ups if u.started], [u for u in ups if u.ended]
     assert len(starts) == 1 and len(ends) == 1
     from faster_whisper.vad import VadOptions, get_speech_timestamps
@@ -76,12 +80,7 @@ def test_streaming_vad_finds_the_command_with_pre_roll(fixtures_dir):
 def test_each_pause_is_transcribed_early_then_judged_under_one_id(fixtures_dir):
     """Early ASR: at 96 ms of silence the utterance so far goes to ASR, at 200 ms the same pause is judged."""
     audio = decode_file(fixtures_dir / "audio" / "jfk.flac")  # pauses of 0.64-1.12 s inside one sentence
-    vad, ep = SileroFrameVAD(), Endpointer(VADConfig(), 200, 1600, 96)
-    ups = []
-    for i in range(0, audio.size - FRAME + 1, FRAME):
-        u = ep.feed(audio[i : i + FRAME], vad(audio[i : i + FRAME]))
-        if u.early or u.paused:
-            ups.append(u)
+    ups = [u for u in _feed(audio, Endpointer(VADConfig(), 200, 1600, 96)) if u.early or u.paused]
     early, paused = [u for u in ups if u.early], [u for u in ups if u.paused]
     assert len(paused) >= 3 and [u.pause_id for u in paused] == list(range(1, len(paused) + 1))
     for judged in paused:  # every judged pause was transcribed earlier, three frames shorter
@@ -89,11 +88,7 @@ def test_each_pause_is_transcribed_early_then_judged_under_one_id(fixtures_dir):
         assert ups.index(first) == ups.index(judged) - 1
         assert judged.audio.size - first.audio.size == 3 * FRAME
     # Without early ASR the same pauses are reported once each, at 200 ms.
-    vad, ep = SileroFrameVAD(), Endpointer(VADConfig(), 200, 1600)
-    late = [
-        ep.feed(audio[i : i + FRAME], vad(audio[i : i + FRAME]))
-        for i in range(0, audio.size - FRAME + 1, FRAME)
-    ]
+    late = _feed(audio, Endpointer(VADConfig(), 200, 1600))
     assert [u.pause_id for u in late if u.paused] == [u.pause_id for u in paused]
     assert not any(u.early for u in late)
 
