@@ -48,6 +48,13 @@ class DecodeThread:
 
         A call made on the decode thread itself runs directly (no deadlock).
 
+        Args:
+            fn: The call (``Llama.eval`` with a token list, in :class:`agent.llm.ChatModel`).
+            *args: Its arguments.
+
+        Returns:
+            What ``fn`` returns.
+
         Raises:
             Whatever ``fn`` raises; RuntimeError after :meth:`close`.
         """

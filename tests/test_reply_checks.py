@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from agent.accuracy import _turn_rows
 from agent.config import LLMConfig
-from agent.conversation.history import repeats_previous_reply, same_words, without_say
+from agent.conversation.history import repeats_previous_reply, said_in, same_words, without_say
 from agent.conversation.prompt import CHAT_EXAMPLE, Prompter
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult, Transcript
 from agent.reply_checks import answers_chat, carries_result, repeats, reply_check, spoken_words
@@ -123,6 +123,7 @@ def test_repeat_guard_function_for_the_turn_loop():
     assert not repeats_previous_reply(history, "It is 06:49 on Tuesday.", results=TIME)  # still true
     history[1]["content"] = "Sure!"
     assert not repeats_previous_reply(history, "Sure!")  # acknowledgements may repeat
+    assert said_in("it is 06:49", TIME) and not said_in("It is 06:50.", TIME) and not said_in("", TIME)
     assert same_words("Hi, there!", "hi there") and not same_words("", "")
 
 

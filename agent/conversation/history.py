@@ -80,8 +80,18 @@ def words(text: str) -> list[str]:
 
 def same_words(a: str, b: str) -> bool:
     """``a`` and ``b`` say the same words (case and punctuation ignored); False when either is empty."""
-    wa, wb = _WORDS.findall(a.lower()), _WORDS.findall(b.lower())
-    return bool(wa) and wa == wb
+    wa = words(a)
+    return bool(wa) and wa == words(b)
+
+
+def said_in(say: str, text: str) -> bool:
+    """Whether the words of ``say`` occur together, in order, in the words of ``text``.
+
+    Case and punctuation are ignored; False when either has no words. A reply contained in
+    this turn's tool results is a true statement, not a copy of an earlier reply.
+    """
+    a, b = " ".join(words(say)), " ".join(words(text))
+    return bool(a and b) and a in b
 
 
 def repeats_previous_reply(
@@ -102,7 +112,6 @@ def repeats_previous_reply(
     """
     last_user = max((i for i, m in enumerate(history) if m["role"] == "user"), default=-1)
     previous = last_reply(history[:last_user]) if last_user >= 0 else ""
-    if len(_WORDS.findall(say.lower())) < min_words or not same_words(say, previous):
+    if len(words(say)) < min_words or not same_words(say, previous):
         return False
-    said = " ".join(_WORDS.findall(say.lower()))
-    return not (results and said in " ".join(_WORDS.findall(results.lower())))
+    return not said_in(say, results)

@@ -96,8 +96,7 @@ def _last_turn_speech(history: list[dict[str, Any]]) -> list[str]:
 
 def _not_within(replies: list[str], results: str) -> list[str]:
     """``replies`` except those whose words this turn's tool results contain (a repeat that is true)."""
-    words = " ".join(hist.words(results))
-    return [r for r in replies if not (words and " ".join(hist.words(r)) in words)]
+    return [r for r in replies if not hist.said_in(r, results)]
 
 
 def _release(cap: SentenceCap, on_pause: Callable[[], None] | None) -> None:

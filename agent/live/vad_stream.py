@@ -129,6 +129,13 @@ class Endpointer:
 
     Args:
         cfg: ``[vad]`` thresholds: probability, ms, s.
+        pause_ms: Semantic end-of-turn: silence after which a pause is reported for judging
+            (``[turn] short_silence_ms``), ms; None = silence-only endpointing.
+        long_silence_ms: With ``pause_ms``: silence that ends the utterance anyway, ms
+            (otherwise ``cfg.min_silence_ms``).
+        early_ms: With ``pause_ms``: silence after which the same pause is reported early, for
+            its transcript (``[turn] early_asr_ms``), ms; None, 0 or not below ``pause_ms``
+            (in 32 ms frames) = no early report.
 
     """
 

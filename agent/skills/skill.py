@@ -116,7 +116,9 @@ def skill(
             is never silently dropped.
         preamble: Words the robot says the moment the model chooses this skill, before its
             result is read back ("Let me look." for a camera look): for a skill with follow-up
-            that takes a while, so the user hears an answer at once. Empty: none.
+            that takes a while, so the user hears an answer at once. Empty: none. Grammar mode
+            (the embedded small model) only: a native-format model writes its own words
+            before a call.
 
     Returns:
         The same function, with a marker attribute the loader looks for.
