@@ -315,7 +315,7 @@ class ChatModel(Completions):
 
     # --- generation -------------------------------------------------------------------
     def hold(self, on: bool) -> None:
-        """Pause (True) or resume (False) generation between tokens.
+        """Pause (True) or resume (False) generation between tokens (and before a prompt is evaluated).
 
         The speech stage holds the model while it synthesizes audio the speaker is waiting
         for: on 2 cores piper took 394 ms for a turn's first sentence with the model decoding
@@ -364,7 +364,8 @@ class ChatModel(Completions):
                 grammar now forces (``"}, "say": "`` once a reply chose no tool) or ``""``.
                 That text is evaluated in the same batch as the token, not one decode step per
                 token (jump-forward decoding, as SGLang's compressed finite-state machine does),
-                and yielded as one piece. Text the grammar rejects is logged and generated instead.
+                and yielded as one piece before that batch runs (a call it completes can start
+                meanwhile). Text the grammar rejects is logged and generated instead.
 
         Yields:
             Text pieces (whole UTF-8 characters), in order.
@@ -383,6 +384,8 @@ class ChatModel(Completions):
         stops = [s for s in (stop or []) if s]
         with self._lock:
             t0 = time.perf_counter()
+            if not self._go.is_set():  # the speaker waits for a sentence: the prompt waits too
+                self._wait_go(cancel)
             gen.prompt_tokens += self._eval_uncached(tokens + forced)
             processor = logits_processor(len(tokens)) if logits_processor else None
             sampler = TokenSampler(
@@ -430,10 +433,9 @@ class ChatModel(Completions):
                         gen.finish_reason = "stop"
                         break
                     ahead = self._jump(jump, gen.text, sampler)
-                    if not self._go.is_set():
-                        self._wait_go(cancel)
-                    self._decoder.run(self.llm.eval, [token, *ahead])
                     if ahead:
+                        # Forced text is known before it is evaluated: handed out first, so a
+                        # call it completes starts (and its acknowledgement is spoken) meanwhile.
                         gen.extra["jump_tokens"] = gen.extra.get("jump_tokens", 0) + len(ahead)
                         piece, stopped = text.feed(self.llm.detokenize(ahead))
                         if piece:
@@ -442,6 +444,12 @@ class ChatModel(Completions):
                         if stopped:
                             gen.finish_reason = "stop"
                             break
+                    if cancel is not None and cancel.is_set():  # what was handed out needs no evaluation
+                        gen.cancelled = True
+                        break
+                    if not self._go.is_set():
+                        self._wait_go(cancel)
+                    self._decoder.run(self.llm.eval, [token, *ahead])
                 else:
                     gen.finish_reason = "length"
                 tail = text.flush()

@@ -165,6 +165,8 @@ class CallStreamer:
         self._start = -1
         self.done = False
         """The call object is complete (whether or not it named a tool)."""
+        self.call: dict[str, Any] | None = None
+        """The call once complete (None for ``"none"``): the reply then only closes its object."""
 
     def feed(self, piece: str) -> dict[str, Any] | None:
         """Add generated text; return the call when this piece completed it, else None."""
@@ -192,10 +194,34 @@ class CallStreamer:
                 if self._depth == 1 and self._start >= 0:
                     self.done = True
                     try:
-                        return _call_of(json.loads(self._buf[self._start : i + 1], strict=False))
+                        self.call = _call_of(json.loads(self._buf[self._start : i + 1], strict=False))
                     except json.JSONDecodeError:
                         return None
+                    return self.call
         return None
+
+    def closing(self, text: str) -> str:
+        """The braces that close a reply cut off after its call (``text``: the reply so far).
+
+        The grammar allows nothing but them after a tool call, so generation can stop the
+        moment the call is complete and the reply be finished here.
+        """
+        depth, in_str, esc = 0, False, False
+        for ch in text:
+            if in_str:
+                if esc:
+                    esc = False
+                elif ch == "\\":
+                    esc = True
+                elif ch == '"':
+                    in_str = False
+            elif ch == '"':
+                in_str = True
+            elif ch == "{":
+                depth += 1
+            elif ch == "}":
+                depth -= 1
+        return "}" * max(0, depth)
 
 
 class Acknowledgements:

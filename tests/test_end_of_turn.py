@@ -7,6 +7,7 @@ be one turn with both tools called.
 
 from __future__ import annotations
 
+import threading
 import wave
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from rig import AgentRig
 from agent.accuracy import word_error_rate
 from agent.audio import decode_file
 from agent.config import load_config
-from agent.events import EndOfTurnCheck, Notice, Timing, ToolCall, Transcript
+from agent.events import EndOfTurnCheck, Notice, Timing, ToolCall, Transcript, Utterance
 from agent.live.end_of_turn import EndOfTurnJudge, TextEndOfTurn, ends_in_continuation
 from agent.live.smart_turn import SmartTurn
 from agent.live.turns import stop_command
@@ -131,6 +132,29 @@ def test_each_pause_is_transcribed_once_ahead_of_its_judgement(rig, fixtures_dir
     heard = [t.text for t in evs.of(Transcript)]
     assert len(heard) == 1 and word_error_rate(["tell me a short joke"], heard) == 0.0, heard
     assert len(checks) == 1 and checks[0].complete and len(calls) == 1, (checks, calls)
+
+
+def test_a_verdict_ends_the_turn_at_once_not_at_the_next_audio_block(rig, fixtures_dir, monkeypatch):
+    """In real time the ASR thread's verdict hands the utterance over itself (the listener
+    thread would act on it only with the next 32 ms block)."""
+    from agent.pipeline import FileSource, NullSink, Pipeline
+    from agent.pipeline.listener import Listener
+    from agent.pipeline.pipeline import run_to_end
+
+    handed: list[tuple[str, str]] = []
+    hand_over = Listener._hand_over
+
+    def recording(self, msg):
+        if isinstance(msg, Utterance):
+            handed.append((threading.current_thread().name, msg.end_rule))
+        return hand_over(self, msg)
+
+    monkeypatch.setattr(Listener, "_hand_over", recording)
+    rig.core.conversation.history.clear()
+    source = FileSource([fixtures_dir / "commands" / "joke.wav"], True, rig.bus.publish)
+    assert run_to_end(Pipeline(rig.core, rig.bus, source, NullSink(), speak=False))
+    assert len(handed) == 1 and handed[0][0] == "asr", handed
+    assert handed[0][1] in ("text", "smart_turn"), handed
 
 
 def _two_part_command(path: Path) -> Path:

@@ -177,6 +177,48 @@ def test_speech_stage_holds_the_model_until_the_first_audio_is_queued(voice):
     assert log == ["hold True", "play It is a fine day.", "hold False", "play The sun is out."], log
 
 
+def _run_stage(stage: SpeechStage, q: StageQueue, messages: list[Event]) -> None:
+    th = threading.Thread(target=stage.run)
+    th.start()
+    for m in messages:
+        q.put(m)
+    deadline = time.monotonic() + 30
+    while len(q) and time.monotonic() < deadline:  # Shutdown is control: it would overtake the data
+        time.sleep(0.01)
+    q.put(Shutdown(-1))
+    th.join(30)
+
+
+def test_a_hold_ahead_of_an_utterance_lasts_until_its_audio_is_queued(voice):
+    """The driver holds the model from its own thread as it hands over an acknowledgement."""
+    gate = TurnGate()
+    tid = gate.new_turn()
+    log: list[str] = []
+    sink, q = QueueingSink(log), StageQueue(gate)
+    stage = SpeechStage(voice, sink, q, gate, lambda e: None, hold=lambda on: log.append(f"hold {on}"))
+    stage.hold_ahead()  # before the stage has seen anything of it
+    assert log == ["hold True"]
+    stage.hold_ahead()  # already held: once
+    _run_stage(stage, q, [ReplyDelta(tid, "Sure!"), ReplyDelta(tid, "", flush=True), ReplyEnd(tid)])
+    assert log == ["hold True", "play Sure!", "hold False"], log
+    # A flush with nothing to say ends a hold ahead too; so does the driver at the turn's end.
+    log.clear()
+    idle = SpeechStage(
+        voice, CollectingSink(), q, gate, lambda e: None, hold=lambda on: log.append(f"hold {on}")
+    )
+    idle.hold_ahead()
+    _run_stage(idle, q, [ReplyDelta(tid, " ", flush=True)])
+    idle.hold_ahead()
+    idle.release_hold()
+    assert log == ["hold True", "hold False", "hold True", "hold False"], log
+    # Audio queued or playing: the model and piper share the CPU, nothing is held.
+    log.clear()
+    busy = SpeechStage(voice, sink, q, gate, lambda e: None, hold=lambda on: log.append(f"hold {on}"))
+    assert sink.busy
+    busy.hold_ahead()
+    assert log == []
+
+
 def test_speech_stage_speaks_each_sentence_as_soon_as_it_is_complete(voice):
     gate = TurnGate()
     tid = gate.new_turn()

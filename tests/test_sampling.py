@@ -127,6 +127,27 @@ def test_forced_text_after_none_is_evaluated_with_the_token_that_chose_it(model,
     assert say.split()[0] == parse_reply(ref)[0].split()[0]
 
 
+def test_forced_text_is_handed_out_before_it_is_evaluated(model, grammar):
+    """A call the forced text completes can start while the batch that evaluates it runs."""
+    g, tools = grammar
+    prompt = _prompt(model, tools, "tell me a short joke")
+    forced = SAY_OPENING[len("none") :]
+    n_forced = len(model.llm.tokenize(forced.encode(), add_bos=False, special=False))
+    cached_at: dict[str, int] = {}
+    stream = model.stream(
+        prompt, Generation(), grammar=g, max_tokens=40, temperature=0.0, prefix=REPLY_OPENING, jump=_say_jump
+    )
+    for piece in stream:
+        cached_at[piece] = model.llm.n_tokens
+    n_after = model.llm.n_tokens
+    assert forced in cached_at
+    words = [p for p in cached_at if p not in (REPLY_OPENING, "none", forced)]
+    # When the forced piece arrived, neither it nor the token before it was in the KV cache yet;
+    # the next piece came after both were evaluated in one batch.
+    assert cached_at[words[0]] >= cached_at[forced] + n_forced + 1
+    assert n_after > cached_at[forced]
+
+
 def test_a_jump_the_grammar_rejects_is_generated_instead(model, grammar, caplog):
     g, tools = grammar
     prompt = _prompt(model, tools, "tell me a short joke")
@@ -155,7 +176,15 @@ def test_forced_text_after_each_tool_name():
         "look": "",  # may still become look_at
         'look"': ', "arguments": {',
         "look_at": '", "arguments": {',
-        "get_ti": "",
+        "get_ti": 'me", "arguments": {}}}',  # no other name starts so: the rest is forced
+        "d": "",  # dance or describe_scene
+        "da": 'nce", "arguments": {}}}',
+        "de": 'scribe_scene", "arguments": {}}}',
+        "s": "",  # set_timer or stop
+        "lo": "",  # look or look_at
+        "n": "",  # nod or none
+        "no": "",
+        "non": 'e"}, "say": "',
         'nod", "': 'arguments": {}}}',
         'nod", "arguments": {}}}': "",
     }

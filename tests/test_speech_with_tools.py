@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 
 import pytest
@@ -116,7 +117,13 @@ def test_call_is_spotted_the_moment_its_object_closes():
     speak = CallStreamer()
     assert speak.feed('{"call": {"tool": "none"}, "say": "Hi"}') is None and speak.done
     cut = CallStreamer()
-    assert cut.feed('{"call": {"tool": "nod", "argum') is None and not cut.done
+    assert cut.feed('{"call": {"tool": "nod", "argum') is None and not cut.done and cut.call is None
+    # a reply stopped once its call is complete is closed with the braces the grammar forces
+    stopped = CallStreamer()
+    text = '{"call": {"tool": "wave", "arguments": {"x": "}{"}}'
+    assert stopped.feed(text) == {"name": "wave", "arguments": {"x": "}{"}} == stopped.call
+    assert stopped.closing(text) == "}" and stopped.closing(text + "}") == ""
+    assert speak.call is None
 
 
 def test_only_tools_the_words_still_point_at_are_left():
@@ -216,6 +223,31 @@ def test_spoken_motion_command_speaks_in_one_round_while_the_arm_moves(agent, fi
     _assert_spoken_while_moving(evs, stamped, "wave")
 
 
+def test_an_acknowledgement_holds_the_model_until_its_audio_is_out(agent, monkeypatch):
+    """The driver holds the model as it hands the acknowledgement over: the arguments are
+    decoded after its audio is queued, not beside its synthesis on the same 2 cores."""
+    model, log = agent.core.model, []
+    real_hold, real_run = model.hold, model._decoder.run
+
+    def hold(on):
+        log.append(("hold", on, threading.current_thread().name))
+        real_hold(on)
+
+    def run(fn, *args):
+        log.append(("eval",))
+        return real_run(fn, *args)
+
+    monkeypatch.setattr(model, "hold", hold)
+    monkeypatch.setattr(model._decoder, "run", run)
+    evs, _ = _run(agent, agent.text, "Look to the left.")
+    calls = evs.of(ToolCall)
+    assert [c.tool for c in calls] == ["look"] and calls[0].arguments  # arguments follow the name
+    held = log.index(("hold", True, "driver"))  # before the speech stage has the sentence
+    released = next(i for i in range(held, len(log)) if log[i][:2] == ("hold", False))
+    assert ("eval",) not in log[held:released], log
+    assert ("eval",) in log[released:]  # the arguments were decoded after the acknowledgement's audio
+
+
 def test_data_command_takes_a_second_round_that_says_the_result(agent):
     evs, _ = _run(agent, agent.text, "What time is it?")
     assert _rounds(evs) == 2 and [c.tool for c in evs.of(ToolCall)] == ["get_time"]
@@ -226,6 +258,31 @@ def test_data_command_takes_a_second_round_that_says_the_result(agent):
     later = f"{(hh + (mm + 1) // 60) % 24:02d}:{(mm + 1) % 60:02d}"
     reply = evs.of(Reply)[0].text
     assert f"{hh:02d}:{mm:02d}" in reply or later in reply, (result.result, reply)
+
+
+def test_a_tool_round_stops_the_moment_its_call_is_complete(agent):
+    """Nothing but closing braces can follow a call: they are written here, not generated."""
+    from agent.llm import Generation
+    from agent.toolprior import tool_prior
+
+    conv = agent.core.conversation
+    conv.history.clear()
+    conv.history.append({"role": "user", "content": "What time is it?"})
+    skills = list(conv.registry.skills.values())
+    bonuses = tool_prior("What time is it?", skills, set(), conv.cfg.tool_prior_bonus)
+    gen, handed = Generation(), []
+    prompt = conv.render(True)
+    say, calls, problem = conv._grammar_rounds.run(
+        prompt, gen, True, None, None, bonuses, frozenset(), on_call=handed.append
+    )
+    assert calls == handed == [{"name": "get_time", "arguments": {}}] and not problem
+    assert gen.cancelled and json.loads(gen.text) == {"call": {"tool": "get_time", "arguments": {}}}
+    # The forced '_time", "arguments": {}}}' was handed out, not evaluated: the KV cache ends
+    # before it (the prompt and the reply opening, then the sampled tokens).
+    model = conv.model
+    n_reply = model.count_tokens(gen.text)
+    assert model.llm.n_tokens < len(model.tokenize(prompt)) + n_reply - 2
+    conv.history.clear()
 
 
 def test_a_slow_data_skill_says_its_preamble_before_its_result(agent, fixtures_dir):

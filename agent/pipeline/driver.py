@@ -56,6 +56,9 @@ class TurnDriver:
         may_speak_up: True when a background result or greeting may be spoken now.
         on_turn_start: Called with the turn and whether nobody asked for it (background result,
             greeting) before it runs (bookkeeping).
+        hold_ahead: Called as a whole utterance (an acknowledgement) is handed to speech: holds
+            the model until its audio is out (:meth:`~agent.pipeline.speech.SpeechStage.hold_ahead`).
+        release_hold: Called when a turn's generation is over: ends such a hold.
     """
 
     def __init__(
@@ -67,8 +70,11 @@ class TurnDriver:
         publish: Callable[[Event], None],
         may_speak_up: Callable[[], bool],
         on_turn_start: Callable[[UserTurn, bool], None],
+        hold_ahead: Callable[[], None] | None = None,
+        release_hold: Callable[[], None] | None = None,
     ) -> None:
         self.core, self.inbox, self.speech, self.gate, self.publish = core, inbox, speech, gate, publish
+        self.hold_ahead, self.release_hold = hold_ahead, release_hold
         self.may_speak_up = may_speak_up
         self.on_turn_start = on_turn_start
         self._cancels: dict[int, threading.Event] = {}
@@ -128,7 +134,9 @@ class TurnDriver:
         def on_text(delta: str) -> None:
             self.speech.put(ReplyDelta(tid, delta))
 
-        def on_pause() -> None:  # a round spoke and another follows: speak what was said now
+        def on_pause() -> None:  # a whole utterance (or round) was said: speak it now
+            if self.hold_ahead is not None:
+                self.hold_ahead()
             self.speech.put(ReplyDelta(tid, "", flush=True))
 
         t0 = time.perf_counter()
@@ -146,6 +154,9 @@ class TurnDriver:
             self.publish(Error(tid, f"model error: {e}"))
             result = None
             on_text(SORRY)
+        finally:
+            if self.release_hold is not None:  # a flush of a cancelled turn is dropped unhandled
+                self.release_hold()
         self.speech.put(ReplyEnd(tid))
         if result is not None:
             for problem in result.problems:

@@ -35,7 +35,7 @@ from agent.events import (
     Utterance,
 )
 from agent.live.echo import EchoGate
-from agent.live.vad_stream import FRAME, RATE, Endpointer, SileroFrameVAD
+from agent.live.vad_stream import FRAME, RATE, Endpointer, SileroFrameVAD, VADUpdate
 from agent.pipeline.queues import StageQueue
 from agent.pipeline.speech import AudioSink
 
@@ -137,6 +137,10 @@ class Listener:
         )
         self._verdict: tuple[int, bool, str, ASRResult | None] | None = None
         self._verdict_ready = threading.Event()
+        # The endpointer's state is the listener thread's, and the ASR thread's when a verdict
+        # ends the turn between two audio blocks.
+        self._ep_lock = threading.Lock()
+        self._t_last, self._n_last = 0.0, 0  # the newest frame's end: perf_counter s, stream samples
         self.echo = EchoGate(cfg.live.echo_max_delay_ms, cfg.live.echo_tail_ms)
         self._drain_lock = threading.Lock()
         self._buf = np.zeros(0, dtype=np.float32)
@@ -149,7 +153,7 @@ class Listener:
         """The user is inside an utterance (background results wait for the end of it)."""
 
     def verdict(self, pause_id: int, complete: bool, rule: str, transcript: ASRResult | None) -> None:
-        """The ASR stage's judgement of a pause (called from its thread).
+        """The ASR stage's judgement of a pause (called from its thread); a complete one ends the turn now.
 
         Args:
             pause_id: The pause judged.
@@ -157,8 +161,17 @@ class Listener:
             rule: The deciding rule.
             transcript: The transcript of the utterance up to the pause (None when it failed).
         """
-        self._verdict = (pause_id, complete, rule, transcript)
-        self._verdict_ready.set()
+        if not self.source.realtime:  # files as fast as possible: _frame waits for the verdict
+            self._verdict = (pause_id, complete, rule, transcript)
+            self._verdict_ready.set()
+            return
+        with self._ep_lock:
+            self._verdict = (pause_id, complete, rule, transcript)
+            self._verdict_ready.set()
+            if complete and self.semantic:
+                # The turn ends now, from this thread, not when the next audio block arrives
+                # (up to 32 ms later).
+                self._settle(VADUpdate(speaking=self.endpointer.speaking), self._t_last)
 
     def wants(self, pause_id: int) -> bool:
         """Whether pause ``pause_id`` still needs judging (no newer speech; the ASR stage asks)."""
@@ -166,8 +179,9 @@ class Listener:
 
     def reset(self) -> None:
         """Forget the VAD state (device recovered, new input)."""
-        self.endpointer.reset()
-        self._verdict = None
+        with self._ep_lock:
+            self.endpointer.reset()
+            self._verdict = None
         self.vad.reset()
         self._buf = np.zeros(0, dtype=np.float32)
         self.speaking = False
@@ -224,7 +238,14 @@ class Listener:
         if live.echo_guard and prob >= thr - 0.15 and self.echo.active(t):
             if self.echo.user_share(self._recent, t) < live.echo_min_unexplained:
                 prob = 0.0  # the robot hearing itself
-        upd = self.endpointer.feed(frame, prob)
+        with self._ep_lock:
+            self._t_last, self._n_last = t, self._n_total
+            upd = self.endpointer.feed(frame, prob)
+            self._listen(upd, prob, thr)
+
+    def _listen(self, upd: VADUpdate, prob: float, thr: float) -> None:
+        """Act on one frame's endpointer update: barge-in, pauses to judge, utterances (lock held)."""
+        live = self.cfg.live
         # An utterance that ends here is still "speaking" until it is handed over (and counted
         # as work): no instant in between lets a background result start over the user's turn.
         self.speaking = upd.speaking or upd.ended
@@ -249,6 +270,15 @@ class Listener:
             if not self.source.realtime:  # files as fast as possible: the verdict decides before more audio
                 while not self._verdict_ready.wait(0.1) and not self.control.stopping:
                     pass
+        self._settle(upd, self._t_last)
+
+    def _settle(self, upd: VADUpdate, t: float) -> None:
+        """Apply a verdict on the newest pause and hand over an utterance that ended (lock held).
+
+        Args:
+            upd: The newest frame's update (or an empty one when a verdict arrives between frames).
+            t: When the newest frame ended, perf_counter s.
+        """
         transcript = None
         v = self._verdict
         if v is not None and self.semantic:
@@ -260,7 +290,7 @@ class Listener:
             if upd.ended:
                 self._verdict = None
         if upd.ended and upd.audio is not None:
-            t_end = t - (self._n_total - upd.end_sample) / RATE
+            t_end = t - (self._n_last - upd.end_sample) / RATE
             now = time.perf_counter()
             if not self.source.realtime:
                 t_end = now  # as fast as possible: the utterance is complete now

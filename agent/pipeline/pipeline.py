@@ -110,9 +110,6 @@ class Pipeline:
             prefill=self._prefill,
             early_pad_ms=cfg.turn.short_silence_ms - cfg.turn.early_asr_ms if cfg.turn.early_asr_ms else 0,
         )
-        self.driver = TurnDriver(
-            core, self.driver_q, self.speech_q, self.gate, bus.publish, self._may_speak_up, self._turn_started
-        )
         self.speech = SpeechStage(
             core.tts,
             sink,
@@ -123,6 +120,17 @@ class Pipeline:
             streaming=streaming,
             speak=speak,
             hold=core.model.hold,
+        )
+        self.driver = TurnDriver(
+            core,
+            self.driver_q,
+            self.speech_q,
+            self.gate,
+            bus.publish,
+            self._may_speak_up,
+            self._turn_started,
+            hold_ahead=self.speech.hold_ahead,
+            release_hold=self.speech.release_hold,
         )
         bus.route(Timing, self._turn_done)
         bus.route(CutHistory, self.driver_q.put)
