@@ -59,14 +59,19 @@ class CopyPrior:
         self.bonus = bonus
         self._tokens: dict[str, list[int]] = {}
 
-    def continuation(self, written: str) -> str:
-        """What follows the longest end of ``written`` (at least ``min_match`` chars) found in a source."""
+    def continuation(self, written: str, ahead: int = AHEAD) -> str:
+        """What follows the longest end of ``written`` (at least ``min_match`` chars) found in a source.
+
+        Args:
+            written: The reply so far (its last :data:`LOOKBACK` characters are looked up).
+            ahead: Characters of the continuation to return.
+        """
         for k in range(min(len(written), LOOKBACK), self.min_match - 1, -1):
             end = written[-k:]
             for source in self.sources:
                 at = source.find(end)
                 if at >= 0:
-                    return source[at + k : at + k + AHEAD]
+                    return source[at + k : at + k + ahead]
         return ""
 
     def _prefix_tokens(self, text: str) -> list[int]:

@@ -284,3 +284,59 @@ def test_stop_strings_end_the_text_and_are_not_emitted():
     ts = _TextStream([])
     e = "é".encode()
     assert ts.feed(e[:1]) == ("", False) and ts.feed(e[1:]) == ("é", False)
+
+
+def test_a_drafted_tool_result_gives_the_same_reply_in_fewer_decode_steps(model, monkeypatch):
+    """Prompt-lookup drafting (greedy): a right draft is taken in batches, a wrong one costs
+    only time; the reply is exactly what decoding one token at a time writes."""
+    from agent.copyprior import CopyPrior
+
+    result = "It is 19:21 on Tuesday 1 December."
+    prompt = model.render(
+        [
+            {"role": "system", "content": "You are a robot. Tell the user the tool result."},
+            {"role": "user", "content": "What time is it?"},
+            {"role": "user", "content": f'Result of get_time: "{result}"'},
+        ]
+    )
+    llm = model.llm
+
+    def copy_prior(n):
+        tok = lambda t: llm.tokenize(t.encode(), add_bos=False, special=False)  # noqa: E731
+        return CopyPrior(tok, lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"), n, [result], 3.0)
+
+    lookup = CopyPrior(lambda t: [], lambda ids: "", 0, [result], 3.0)
+    decodes: list[int] = []
+    run = model._decoder.run
+
+    def counting(fn, tokens):
+        decodes.append(len(tokens))
+        return run(fn, tokens)
+
+    monkeypatch.setattr(model._decoder, "run", counting)
+
+    def reply(draft):
+        gen, decodes[:] = Generation(), []
+        pieces = model.stream(
+            prompt,
+            gen,
+            temperature=0.0,
+            max_tokens=24,
+            prefix="It is",
+            logits_processor=copy_prior,
+            draft=draft,
+        )
+        return "".join(pieces), gen, len(decodes)
+
+    plain, plain_gen, plain_steps = reply(None)
+    assert plain.startswith(result), plain  # the model copies the result (the copy prior's job)
+    drafted, gen, steps = reply(lambda text: lookup.continuation(text, 60))
+    assert drafted == plain and gen.completion_tokens == plain_gen.completion_tokens
+    assert gen.draft_accepted >= 8 and gen.draft_acceptance == 1.0, gen
+    assert steps <= plain_steps - 7, (steps, plain_steps)
+    wrong, wrong_gen, _ = reply(lambda text: " and the moon is made of cheese")
+    assert wrong == plain and wrong_gen.draft_tokens > 0 and wrong_gen.draft_accepted < wrong_gen.draft_tokens
+    # Sampling at a temperature draws: nothing is drafted there.
+    warm = Generation()
+    list(model.stream(prompt, warm, temperature=0.7, max_tokens=8, draft=lambda text: result))
+    assert warm.draft_tokens == 0

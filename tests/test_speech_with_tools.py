@@ -18,7 +18,15 @@ import time
 import pytest
 from rig import AgentRig
 
-from agent.events import PlaybackStarted, Reply, RobotCommand, Timing, ToolCall, ToolResult, Transcript
+from agent.events import (
+    PlaybackStarted,
+    Reply,
+    RobotCommand,
+    Timing,
+    ToolCall,
+    ToolResult,
+    Transcript,
+)
 from agent.skills import build_skill, load_registry, new_skill_file, skill
 from agent.toolgrammar import (
     ACKNOWLEDGEMENTS,
@@ -258,6 +266,8 @@ def test_data_command_takes_a_second_round_that_says_the_result(agent):
     later = f"{(hh + (mm + 1) // 60) % 24:02d}:{(mm + 1) % 60:02d}"
     reply = evs.of(Reply)[0].text
     assert f"{hh:02d}:{mm:02d}" in reply or later in reply, (result.result, reply)
+    # the result was the reply's draft: read back in batches, not one decode step per token
+    assert evs.of(Timing)[0].draft_acceptance >= 0.5, evs.of(Timing)[0]  # -1: nothing drafted
 
 
 def test_a_tool_round_stops_the_moment_its_call_is_complete(agent):

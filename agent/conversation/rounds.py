@@ -26,7 +26,7 @@ from typing import Any
 
 from agent.config import LLMConfig
 from agent.conversation.prompt import Prompter
-from agent.copyprior import REPEAT_MIN_MATCH, CopyPrior
+from agent.copyprior import LOOKBACK, REPEAT_MIN_MATCH, CopyPrior
 from agent.llm import ChatModel, Generation
 from agent.reasoning import ThinkingBudget, ThinkingStats, markers_for
 from agent.sampling import ProcessorChain
@@ -52,6 +52,9 @@ SAY_OPENING = f'{NO_TOOL}"}}, "say": "'
 """What follows :data:`REPLY_OPENING` in a reply that only speaks, up to its first word: the
 whole opening of a speech-only round, and forced at once (``stream``'s ``jump``) when a tool
 round writes ``none``."""
+DRAFT_CHARS = 60
+"""Characters of a tool result drafted at a time (the model checks at most
+:data:`agent.llm.DRAFT_MAX_TOKENS` of them per batch)."""
 
 
 class GrammarRounds:
@@ -157,6 +160,16 @@ class GrammarRounds:
             return parts[0] if len(parts) == 1 else ProcessorChain(parts)
 
         forced = forced_after_names([s for s in self.registry.skills.values() if s.name not in done])
+        # The result a reply reads back is also its draft (prompt-lookup decoding): taken in
+        # one batch where the model copies it (greedy rounds only; see ChatModel.stream).
+        draft = None
+        if copy_from and copy_bonus:
+            as_written = [json.dumps(r)[1:-1] for r in copy_from]  # as it appears inside "say"
+            lookup = CopyPrior(tokenize, detokenize, 0, as_written, copy_bonus)
+
+            def draft(text: str) -> str:
+                return lookup.continuation(text[-LOOKBACK:], DRAFT_CHARS)
+
         # A multi-step command's later round may start with the sentence cap already spent:
         # its call still counts, so the cap stops it only once the call is written.
         stop = _StopAfterCall(cancel, barge_in, spotter) if allow_tools else cancel
@@ -169,6 +182,7 @@ class GrammarRounds:
             temperature=temperature,
             prefix=REPLY_OPENING if allow_tools else REPLY_OPENING + SAY_OPENING,
             jump=forced if allow_tools else None,
+            draft=draft,
         ):
             if allow_tools and names.name is None:
                 name = names.feed(gen.text)

@@ -76,6 +76,7 @@ class ChatEngine(Protocol):
         logits_processor: Callable[[int], Any] | None = None,
         prefix: str = "",
         jump: Callable[[str], str] | None = None,
+        draft: Callable[[str], str] | None = None,
     ) -> Iterator[str]:
         """Generate text pieces for a rendered prompt, filling ``gen``."""
         ...
