@@ -32,8 +32,9 @@ Reported (ms, p50/p95 over turns):
 - ``per_turn``: per turn ``file``, ``voice_to_voice_ms``, ``floor_ms``, ``floor_ratio``,
   ``new_tokens``, ``sentence_tokens``, ``first_sentence`` and the floor's parts;
 - ``turns_per_file`` (user turns each command file became; one is right), ``tokens_per_s``
-  (the model's decoding speed in the turns, grammar included) and, with a drafter
-  (``[llm.server] draft_model``), the mean ``draft_acceptance``;
+  (the model's decoding speed in the turns, grammar included) and, over turns that drafted
+  (a ``[llm.server] draft_model``, or an embedded model reading a tool result back), the mean
+  ``draft_acceptance``;
 - ``stages``: every :class:`~agent.events.Timing` mark.
 """
 
