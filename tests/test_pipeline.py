@@ -139,6 +139,12 @@ def run_speech(voice, messages: list[Event], gate: TurnGate, streaming: bool = T
     stage = SpeechStage(
         voice, sink, q, gate, published.append, clause_chars=80, streaming=streaming, hold=hold
     )
+    run_stage_to_end(stage, q, messages)
+    return sink, published
+
+
+def run_stage_to_end(stage: SpeechStage, q: StageQueue, messages: list[Event]) -> None:
+    """Feed ``messages`` to the stage's thread and stop it once they are all handled."""
     th = threading.Thread(target=stage.run)
     th.start()
     for m in messages:
@@ -148,7 +154,6 @@ def run_speech(voice, messages: list[Event], gate: TurnGate, streaming: bool = T
         time.sleep(0.01)
     q.put(Shutdown(-1))  # read only after the message in hand is done
     th.join(30)
-    return sink, published
 
 
 class QueueingSink(CollectingSink):
@@ -177,18 +182,6 @@ def test_speech_stage_holds_the_model_until_the_first_audio_is_queued(voice):
     assert log == ["hold True", "play It is a fine day.", "hold False", "play The sun is out."], log
 
 
-def _run_stage(stage: SpeechStage, q: StageQueue, messages: list[Event]) -> None:
-    th = threading.Thread(target=stage.run)
-    th.start()
-    for m in messages:
-        q.put(m)
-    deadline = time.monotonic() + 30
-    while len(q) and time.monotonic() < deadline:  # Shutdown is control: it would overtake the data
-        time.sleep(0.01)
-    q.put(Shutdown(-1))
-    th.join(30)
-
-
 def test_a_hold_ahead_of_an_utterance_lasts_until_its_audio_is_queued(voice):
     """The driver holds the model from its own thread as it hands over an acknowledgement."""
     gate = TurnGate()
@@ -199,7 +192,7 @@ def test_a_hold_ahead_of_an_utterance_lasts_until_its_audio_is_queued(voice):
     stage.hold_ahead()  # before the stage has seen anything of it
     assert log == ["hold True"]
     stage.hold_ahead()  # already held: once
-    _run_stage(stage, q, [ReplyDelta(tid, "Sure!"), ReplyDelta(tid, "", flush=True), ReplyEnd(tid)])
+    run_stage_to_end(stage, q, [ReplyDelta(tid, "Sure!"), ReplyDelta(tid, "", flush=True), ReplyEnd(tid)])
     assert log == ["hold True", "play Sure!", "hold False"], log
     # A flush with nothing to say ends a hold ahead too; so does the driver at the turn's end.
     log.clear()
@@ -207,7 +200,7 @@ def test_a_hold_ahead_of_an_utterance_lasts_until_its_audio_is_queued(voice):
         voice, CollectingSink(), q, gate, lambda e: None, hold=lambda on: log.append(f"hold {on}")
     )
     idle.hold_ahead()
-    _run_stage(idle, q, [ReplyDelta(tid, " ", flush=True)])
+    run_stage_to_end(idle, q, [ReplyDelta(tid, " ", flush=True)])
     idle.hold_ahead()
     idle.release_hold()
     assert log == ["hold True", "hold False", "hold True", "hold False"], log
