@@ -31,6 +31,27 @@ REPEAT_MIN_MATCH = 16
 and "Why did the robot" are shared freely; acknowledgements are shorter)."""
 
 
+def continuation(sources: list[str], written: str, min_match: int = MIN_MATCH, ahead: int = AHEAD) -> str:
+    """What follows the longest end of ``written`` found in one of ``sources`` (prompt lookup).
+
+    Args:
+        sources: Texts the reply may copy (tool results; for the repeat guard, earlier replies).
+        written: The reply so far; at most its last :data:`LOOKBACK` characters are looked up.
+        min_match: Fewest characters of the end of ``written`` that must match.
+        ahead: Characters of the continuation to return.
+
+    Returns:
+        Up to ``ahead`` characters that follow the match in its source; ``""`` without a match.
+    """
+    for k in range(min(len(written), LOOKBACK), min_match - 1, -1):
+        end = written[-k:]
+        for source in sources:
+            at = source.find(end)
+            if at >= 0:
+                return source[at + k : at + k + ahead]
+    return ""
+
+
 class CopyPrior:
     """Favours the tokens that continue a tool result the reply is copying.
 
@@ -59,20 +80,9 @@ class CopyPrior:
         self.bonus = bonus
         self._tokens: dict[str, list[int]] = {}
 
-    def continuation(self, written: str, ahead: int = AHEAD) -> str:
-        """What follows the longest end of ``written`` (at least ``min_match`` chars) found in a source.
-
-        Args:
-            written: The reply so far (its last :data:`LOOKBACK` characters are looked up).
-            ahead: Characters of the continuation to return.
-        """
-        for k in range(min(len(written), LOOKBACK), self.min_match - 1, -1):
-            end = written[-k:]
-            for source in self.sources:
-                at = source.find(end)
-                if at >= 0:
-                    return source[at + k : at + k + ahead]
-        return ""
+    def continuation(self, written: str) -> str:
+        """What follows the longest end of ``written`` found in a source (see :func:`continuation`)."""
+        return continuation(self.sources, written, self.min_match)
 
     def _prefix_tokens(self, text: str) -> list[int]:
         """Every token whose text is a prefix of ``text`` (cached per text)."""

@@ -162,7 +162,7 @@ class CallStreamer:
         self._depth = 0
         self._in_str = False
         self._esc = False
-        self._start = -1
+        self._start = self._end = -1  # where the call object opens and closes in the reply
         self.done = False
         """The call object is complete (whether or not it named a tool)."""
         self.call: dict[str, Any] | None = None
@@ -192,7 +192,7 @@ class CallStreamer:
             elif ch == "}":
                 self._depth -= 1
                 if self._depth == 1 and self._start >= 0:
-                    self.done = True
+                    self.done, self._end = True, i
                     try:
                         self.call = _call_of(json.loads(self._buf[self._start : i + 1], strict=False))
                     except json.JSONDecodeError:
@@ -201,27 +201,16 @@ class CallStreamer:
         return None
 
     def closing(self, text: str) -> str:
-        """The braces that close a reply cut off after its call (``text``: the reply so far).
+        """The brace that closes a reply cut off after its call (``text``: the reply so far).
 
-        The grammar allows nothing but them after a tool call, so generation can stop the
-        moment the call is complete and the reply be finished here.
+        The call is the reply's only nested object, so once it is complete the reply's own
+        object is the one left open, and the grammar allows nothing but its ``}`` (and white
+        space): generation can stop the moment the call is complete and the reply be finished
+        here. ``""`` when ``text`` closed it already, or before the call is complete.
         """
-        depth, in_str, esc = 0, False, False
-        for ch in text:
-            if in_str:
-                if esc:
-                    esc = False
-                elif ch == "\\":
-                    esc = True
-                elif ch == '"':
-                    in_str = False
-            elif ch == '"':
-                in_str = True
-            elif ch == "{":
-                depth += 1
-            elif ch == "}":
-                depth -= 1
-        return "}" * max(0, depth)
+        if not self.done:
+            return ""
+        return "" if "}" in text[self._end + 1 :] else "}"
 
 
 class Acknowledgements:

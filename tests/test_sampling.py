@@ -133,19 +133,14 @@ def test_forced_text_is_handed_out_before_it_is_evaluated(model, grammar):
     prompt = _prompt(model, tools, "tell me a short joke")
     forced = SAY_OPENING[len("none") :]
     n_forced = len(model.llm.tokenize(forced.encode(), add_bos=False, special=False))
-    cached_at: dict[str, int] = {}
     stream = model.stream(
         prompt, Generation(), grammar=g, max_tokens=40, temperature=0.0, prefix=REPLY_OPENING, jump=_say_jump
     )
-    for piece in stream:
-        cached_at[piece] = model.llm.n_tokens
-    n_after = model.llm.n_tokens
-    assert forced in cached_at
-    words = [p for p in cached_at if p not in (REPLY_OPENING, "none", forced)]
+    cached = [(piece, model.llm.n_tokens) for piece in stream]  # KV cache length as each piece arrives
+    at = [p for p, _ in cached].index(forced)
     # When the forced piece arrived, neither it nor the token before it was in the KV cache yet;
     # the next piece came after both were evaluated in one batch.
-    assert cached_at[words[0]] >= cached_at[forced] + n_forced + 1
-    assert n_after > cached_at[forced]
+    assert cached[at + 1][1] >= cached[at][1] + n_forced + 1, cached
 
 
 def test_a_jump_the_grammar_rejects_is_generated_instead(model, grammar, caplog):
@@ -289,7 +284,7 @@ def test_stop_strings_end_the_text_and_are_not_emitted():
 def test_a_drafted_tool_result_gives_the_same_reply_in_fewer_decode_steps(model, monkeypatch):
     """Prompt-lookup drafting (greedy): a right draft is taken in batches, a wrong one costs
     only time; the reply is exactly what decoding one token at a time writes."""
-    from agent.copyprior import CopyPrior
+    from agent.copyprior import CopyPrior, continuation
 
     result = "It is 19:21 on Tuesday 1 December."
     prompt = model.render(
@@ -305,7 +300,6 @@ def test_a_drafted_tool_result_gives_the_same_reply_in_fewer_decode_steps(model,
         tok = lambda t: llm.tokenize(t.encode(), add_bos=False, special=False)  # noqa: E731
         return CopyPrior(tok, lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"), n, [result], 3.0)
 
-    lookup = CopyPrior(lambda t: [], lambda ids: "", 0, [result], 3.0)
     decodes: list[int] = []
     run = model._decoder.run
 
@@ -330,7 +324,7 @@ def test_a_drafted_tool_result_gives_the_same_reply_in_fewer_decode_steps(model,
 
     plain, plain_gen, plain_steps = reply(None)
     assert plain.startswith(result), plain  # the model copies the result (the copy prior's job)
-    drafted, gen, steps = reply(lambda text: lookup.continuation(text, 60))
+    drafted, gen, steps = reply(lambda text: continuation([result], text, ahead=60))
     assert drafted == plain and gen.completion_tokens == plain_gen.completion_tokens
     assert gen.draft_accepted >= 8 and gen.draft_acceptance == 1.0, gen
     assert steps <= plain_steps - 7, (steps, plain_steps)

@@ -126,6 +126,7 @@ def test_call_is_spotted_the_moment_its_object_closes():
     assert speak.feed('{"call": {"tool": "none"}, "say": "Hi"}') is None and speak.done
     cut = CallStreamer()
     assert cut.feed('{"call": {"tool": "nod", "argum') is None and not cut.done and cut.call is None
+    assert cut.closing('{"call": {"tool": "nod", "argum') == ""  # not complete: nothing to close
     # a reply stopped once its call is complete is closed with the braces the grammar forces
     stopped = CallStreamer()
     text = '{"call": {"tool": "wave", "arguments": {"x": "}{"}}'

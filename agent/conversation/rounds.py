@@ -26,7 +26,7 @@ from typing import Any
 
 from agent.config import LLMConfig
 from agent.conversation.prompt import Prompter
-from agent.copyprior import LOOKBACK, REPEAT_MIN_MATCH, CopyPrior
+from agent.copyprior import LOOKBACK, REPEAT_MIN_MATCH, CopyPrior, continuation
 from agent.llm import ChatModel, Generation
 from agent.reasoning import ThinkingBudget, ThinkingStats, markers_for
 from agent.sampling import ProcessorChain
@@ -165,10 +165,9 @@ class GrammarRounds:
         draft = None
         if copy_from and copy_bonus:
             as_written = [json.dumps(r)[1:-1] for r in copy_from]  # as it appears inside "say"
-            lookup = CopyPrior(tokenize, detokenize, 0, as_written, copy_bonus)
 
             def draft(text: str) -> str:
-                return lookup.continuation(text[-LOOKBACK:], DRAFT_CHARS)
+                return continuation(as_written, text[-LOOKBACK:], ahead=DRAFT_CHARS)
 
         # A multi-step command's later round may start with the sentence cap already spent:
         # its call still counts, so the cap stops it only once the call is written.

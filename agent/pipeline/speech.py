@@ -118,7 +118,7 @@ class SpeechStage:
             for piece in stream.feed(msg.text) + (stream.flush() if msg.flush else []):
                 self._piece(tid, piece)
             if msg.flush:  # a hold ahead of this utterance ends with it, spoken or not
-                self._release()
+                self.release_hold()
         elif isinstance(msg, ReplyEnd):
             if self.streaming:
                 stream = self._streams.pop(tid, None)
@@ -132,7 +132,7 @@ class SpeechStage:
                 del self._streams[old]
             if not self.gate.stale(tid):
                 self.sink.end(tid)
-            self._release()
+            self.release_hold()
 
     def _piece(self, tid: int, piece: str, one_block: bool = False) -> None:
         if self.gate.stale(tid):
@@ -148,7 +148,7 @@ class SpeechStage:
             log.exception("turn %d: TTS failed on %r", tid, piece)
             self.publish(Error(tid, f"speech synthesis failed on {piece!r}: {e}; continuing"))
         finally:
-            self._release()
+            self.release_hold()
 
     def hold_ahead(self) -> None:
         """Hold the model now if the speaker has nothing to play: an utterance is on its way.
@@ -171,10 +171,7 @@ class SpeechStage:
                 self._holding = True
 
     def release_hold(self) -> None:
-        """End a hold (safe from any thread): the driver's turn is over, or was cancelled."""
-        self._release()
-
-    def _release(self) -> None:
+        """End a hold (safe from any thread): its audio is queued, or the driver's turn is over."""
         with self._hold_lock:
             if self._holding and self.hold is not None:
                 self._holding = False
@@ -207,4 +204,4 @@ class SpeechStage:
     def _out(self, msg: AudioOut) -> None:
         self.publish(msg)
         self.sink.play(msg)
-        self._release()  # audio is queued: the model and the rest of the synthesis share the CPU
+        self.release_hold()  # audio is queued: the model and the rest of the synthesis share the CPU
