@@ -1,5 +1,5 @@
 """``python -m agent`` runs the bolt-agent CLI."""
 
-from agent.cli import main
+from agent.cli.main import main
 
 main()

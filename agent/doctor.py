@@ -152,15 +152,15 @@ def check_audio(backend: Any | None = None, cfg: Any | None = None) -> Check:
     """Input and output devices with their default sample rates (Hz); the configured ones must exist.
 
     Args:
-        backend: A :class:`~agent.live.devices.SoundBackend` (default: PortAudio).
+        backend: A :class:`~agent.audio_io.devices.SoundBackend` (default: PortAudio).
         cfg: The config: its ``[audio] input_device`` / ``output_device`` are looked up as ``run``
             does (None: only the device list).
     """
-    from agent.live.devices import DeviceError, find_device
+    from agent.audio_io.devices import DeviceError, find_device
 
     try:
         if backend is None:
-            from agent.live.devices import SoundDeviceBackend
+            from agent.audio_io.devices import SoundDeviceBackend
 
             backend = SoundDeviceBackend()
         devices = backend.query_devices()

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:
-    from agent.asr import ASRResult
+    from agent.speech.asr import ASRResult
 
 
 def _no_json(default: Any = None) -> Any:
@@ -118,7 +118,7 @@ class Utterance(Event):
         t_speech_end: Wall-clock time of the speech end (perf_counter s).
         t_endpoint: Wall-clock time the endpoint was decided (perf_counter s).
         end_rule: What ended it: ``silence``, ``max_length``, or an end-of-turn rule
-            (``text``, ``smart_turn``, ``stop``; see :mod:`agent.live.end_of_turn`).
+            (``text``, ``smart_turn``, ``stop``; see :mod:`agent.listening.end_of_turn`).
         transcript: The ASR result made at the pause, when the utterance ended with no speech
             after it: nothing is left to decode.
     """
@@ -160,7 +160,7 @@ class EndOfTurnCheck(Event):
         pause_id: The endpointer's pause number.
         text: The transcript so far.
         complete: The user has finished.
-        rule: The deciding rule (:class:`agent.live.end_of_turn.Verdict`).
+        rule: The deciding rule (:class:`agent.listening.end_of_turn.Verdict`).
         smart_turn: Smart Turn's probability (-1: not run).
         text_score: log10 probability that the sentence ends here (1: not run).
         asr_ms: Transcription time, ms.

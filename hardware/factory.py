@@ -9,9 +9,9 @@ so, while the driver keeps trying to connect in the background.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from hardware.animation import Animation, load_animations
@@ -24,29 +24,53 @@ from hardware.sim import SimulatedDriver
 
 BUILTIN_ANIMATIONS = Path(__file__).resolve().parent / "animations"
 
-# kind → (module, class, centre units, units per degree, device range); sources in each module.
-_SERIAL_KINDS: dict[str, tuple[str, str]] = {
-    "bolt_serial": ("hardware.bolt_serial", "BoltSerialDriver"),
-    "maestro": ("hardware.maestro", "MaestroDriver"),
-    "feetech": ("hardware.feetech", "FeetechDriver"),
+
+def _bolt_serial() -> ModuleType:
+    from hardware import bolt_serial
+
+    return bolt_serial
+
+
+def _maestro() -> ModuleType:
+    from hardware import maestro
+
+    return maestro
+
+
+def _feetech() -> ModuleType:
+    from hardware import feetech  # imports the vendor SDK (scservo_sdk)
+
+    return feetech
+
+
+# kind → (protocol module loader, driver class, package to install); the module gives the
+# channel scale (CENTRE, PER_DEG, DEVICE_RANGE), with its sources.
+_SERIAL_KINDS: dict[str, tuple[Callable[[], ModuleType], str, str]] = {
+    "bolt_serial": (_bolt_serial, "BoltSerialDriver", "pyserial"),
+    "maestro": (_maestro, "MaestroDriver", "pyserial"),
+    "feetech": (_feetech, "FeetechDriver", "feetech-servo-sdk"),
 }
 
 
-def _import(kind: str) -> type[SerialDriver]:
-    module, cls = _SERIAL_KINDS[kind]
+def _protocol(kind: str) -> tuple[ModuleType, type[SerialDriver]]:
+    """The protocol module of a serial driver kind and its driver class (imported now)."""
+    load, cls, package = _SERIAL_KINDS[kind]
     try:
-        return getattr(importlib.import_module(module), cls)
+        module = load()
     except ImportError as e:
-        extra = {"feetech": "feetech-servo-sdk"}.get(kind, "pyserial")
         raise DriverError(
-            f"driver kind {kind!r} needs the package {extra!r} (pip install {extra}): {e}"
+            f"driver kind {kind!r} needs the package {package!r} (pip install {package}): {e}"
         ) from None
+    return module, getattr(module, cls)
 
 
 def make_channels(kind: str, joints: list[tuple[int, JointConfig]], dcfg: DriverConfig) -> list[Channel]:
-    """Build the :class:`Channel` of every joint on one driver (scale from the protocol module)."""
-    cls = _import(kind)
-    module = importlib.import_module(cls.__module__)
+    """Build the :class:`Channel` of every joint on one driver (scale from the protocol module).
+
+    Raises:
+        DriverError: the kind's package is missing.
+    """
+    module, _ = _protocol(kind)
     per_deg = module.PER_DEG if kind != "maestro" else module.QUARTER_US_PER_US * dcfg.us_per_deg
     return [
         Channel.for_joint(
@@ -77,7 +101,7 @@ def make_driver(
         DriverError: the kind's package is missing.
 
     """
-    cls = _import(dcfg.kind)
+    _, cls = _protocol(dcfg.kind)
     kw: dict[str, Any] = dict(
         baud=dcfg.baud,
         timeout_s=dcfg.timeout_s,

@@ -6,6 +6,7 @@ is absent, so ``make test`` also passes on a fresh clone without it.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -14,10 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def find_fixtures() -> Path | None:
-    """The fixtures folder, found the way the CLI finds it ($BOLT_FIXTURES, or ../shared/fixtures)."""
-    from agent.cli import fixtures_root
-
-    return fixtures_root()
+    """The shared fixtures folder: ``$BOLT_FIXTURES``, else ``../shared/fixtures`` beside the repository."""
+    env = os.environ.get("BOLT_FIXTURES")
+    for cand in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "fixtures"]:
+        if cand.is_dir():
+            return cand
+    return None
 
 
 @pytest.fixture(scope="session")

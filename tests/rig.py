@@ -12,7 +12,7 @@ import contextlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from agent.bench import EventLog
+from agent.bench.latency import EventLog
 from agent.config import Config, load_config
 from agent.events import Event
 from agent.pipeline import Bus, FileSource, NullSink, Pipeline, TextSource, WavSink, build_core

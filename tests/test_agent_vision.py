@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from rig import AgentRig
 
-from agent.bench import EventLog
+from agent.bench.latency import EventLog
 from agent.config import load_config
 from agent.events import Notice, Reply, ToolCall, ToolResult, Transcript
 from agent.pipeline import Bus, build_core

@@ -5,12 +5,12 @@ import wave
 import numpy as np
 import pytest
 
-from agent.accuracy import word_error_rate
-from agent.asr import WhisperASR
-from agent.audio import AudioError, decode_file, write_wav
+from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
-from agent.live.vad_stream import find_utterances
+from agent.listening.vad import find_utterances
 from agent.models import resolve_model
+from agent.speech.asr import WhisperASR
+from agent.speech.audio import AudioError, decode_file, write_wav
 
 JFK = (
     "And so my fellow Americans, ask not what your country can do for you, "

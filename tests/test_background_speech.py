@@ -2,7 +2,7 @@
 
 The pipeline is ``bolt-agent run``'s (:func:`agent.pipeline.pipeline.live_pipeline`: the real
 microphone source and speaker sink) on in-process sound streams that keep real time
-(:mod:`agent.live.fake`, the OS boundary), with the real models. Timers are started the way
+(:mod:`agent.audio_io.fake`, the OS boundary), with the real models. Timers are started the way
 the turn loop starts them (the ``set_timer`` skill through the registry, with the
 conversation's completion callback), so when each one finishes is known; everything else —
 when a result may be spoken, its turn, its speech, barge-in and the history cut — is the
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from rig import AgentRig
 
-from agent.audio import decode_file
+from agent.audio_io.fake import FakeBackend
 from agent.config import load_config
 from agent.events import (
     BackgroundDone,
@@ -32,7 +32,7 @@ from agent.events import (
     Transcript,
     Utterance,
 )
-from agent.live.fake import FakeBackend
+from agent.speech.audio import decode_file
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.bench import (
+from agent.bench.latency import (
     FLOOR_PARTS,
     ModelSpeed,
     _report,
@@ -18,8 +18,8 @@ from agent.bench import (
     turn_floor,
 )
 from agent.config import load_config
+from agent.engines.base import Generation
 from agent.events import Timing
-from agent.llm import Generation
 
 SPEED = ModelSpeed(decode_tokens_per_s=100.0, prefill_tokens_per_s=500.0)
 

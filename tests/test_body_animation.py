@@ -10,7 +10,7 @@ import typer
 from typer.testing import CliRunner
 from waiting import wait_until
 
-from agent.cli_body import register
+from agent.cli.body import register
 from agent.skills import ANIMATIONS, SkillContext, load_registry
 from hardware.config import RobotConfig
 from hardware.factory import build_robot

@@ -37,7 +37,7 @@ def _wav(path: Path, data: np.ndarray, rate: int, channels: int = 1) -> Path:
 def test_listen_json_survives_every_bad_input(tmp_path, fixtures_dir):
     import soxr
 
-    from agent.audio import decode_file
+    from agent.speech.audio import decode_file
 
     empty = tmp_path / "empty.wav"
     empty.write_bytes(b"")

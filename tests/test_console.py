@@ -22,12 +22,12 @@ from types import SimpleNamespace
 import pytest
 from waiting import wait_until
 
-from agent.bench import EventLog
+from agent.audio_io.fake import FakeBackend
+from agent.bench.latency import EventLog
 from agent.config import ConsoleConfig, load_config
 from agent.console import Console
 from agent.console.hub import dumps
 from agent.events import Timing, ToolCall, ToolResult, Transcript
-from agent.live.fake import FakeBackend
 from agent.pipeline import Bus, build_core
 from agent.pipeline.pipeline import live_pipeline
 

@@ -20,11 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 DRIVER = r"""
 import json, os, signal, sys, threading, urllib.error, urllib.request
-import agent.live.devices as devices
-from agent.live.fake import FakeBackend
+import agent.audio_io.devices as devices
+from agent.audio_io.fake import FakeBackend
 
 devices.SoundDeviceBackend = FakeBackend  # the OS boundary: no sound card needed
-import agent.cli_live as cli_live
+import agent.cli.live as cli_live
 
 checks = {}
 
@@ -46,7 +46,7 @@ def notify(state):
         threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGTERM)).start()
 
 cli_live.notify = notify
-from agent.cli import main
+from agent.cli.main import main
 
 sys.argv = ["bolt-agent", "run", "--json", *sys.argv[1:]]
 try:

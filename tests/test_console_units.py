@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from agent.cli import optional_values
+from agent.cli.main import optional_values
 from agent.console.auth import Access, RateLimiter, ensure_token, is_loopback
 from agent.console.feed import ConsoleFeed, tee
 from agent.console.hub import Hub, dumps

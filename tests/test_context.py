@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agent.config import LLMConfig, load_config
-from agent.context import SUMMARY_KEY, split_turns
 from agent.conversation import Conversation
-from agent.llm import ChatModel
+from agent.conversation.context import SUMMARY_KEY, split_turns
+from agent.engines.embedded.model import ChatModel
 from agent.models import resolve_model
 from agent.skills import SkillContext, load_registry
 from hardware.factory import build_robot
@@ -87,7 +87,7 @@ def test_state_goes_into_the_newest_turn_only(ctx):
 
 
 def test_compaction_keeps_calls_with_results_and_summarizes():
-    from agent.context import compact
+    from agent.conversation.context import compact
 
     history = []
     for i in range(6):

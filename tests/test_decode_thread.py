@@ -1,7 +1,7 @@
 """Where the chat model decodes, and holding it while speech is synthesized.
 
 Every llama.cpp decode of a model runs on its one decode thread, whichever thread asks
-(:mod:`agent.decode_thread`: libgomp slows every decode once two threads own OpenMP teams).
+(:mod:`agent.engines.embedded.decode_thread`: libgomp slows every decode once two threads own OpenMP teams).
 ``ChatModel.hold`` pauses generation between tokens (the speech stage's side is tested in
 ``test_pipeline.py``).
 """
@@ -16,8 +16,9 @@ import pytest
 from waiting import wait_until
 
 from agent.config import LLMConfig
-from agent.decode_thread import DecodeThread
-from agent.llm import ChatModel, Generation
+from agent.engines.base import Generation
+from agent.engines.embedded.decode_thread import DecodeThread
+from agent.engines.embedded.model import ChatModel
 from agent.models import resolve_model
 
 SMOLLM2 = resolve_model("packaged:smollm2-135m", "LLM")

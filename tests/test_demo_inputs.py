@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from agent.audio import decode_file
+from agent.cli.demo import BUILTIN_UTTERANCES, demo_inputs
 from agent.config import load_config
-from agent.demo import BUILTIN_UTTERANCES, demo_inputs
-from agent.live.vad_stream import find_utterances
+from agent.listening.vad import find_utterances
 from agent.models import resolve_model
-from agent.tts import PiperTTS
+from agent.speech.audio import decode_file
+from agent.speech.tts import PiperTTS
 
 
 def test_builtin_utterances_are_synthesized_once_and_hold_speech(tmp_path, monkeypatch):

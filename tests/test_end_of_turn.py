@@ -15,15 +15,15 @@ import numpy as np
 import pytest
 from rig import AgentRig
 
-from agent.accuracy import word_error_rate
-from agent.audio import decode_file
+from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
 from agent.events import EndOfTurnCheck, Notice, Timing, ToolCall, Transcript, Utterance
-from agent.live.end_of_turn import EndOfTurnJudge, TextEndOfTurn, ends_in_continuation
-from agent.live.smart_turn import SmartTurn
-from agent.live.turns import stop_command
+from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn, ends_in_continuation
+from agent.listening.smart_turn import SmartTurn
+from agent.listening.turns import stop_command
 from agent.models import resolve_model
 from agent.pipeline.core import build_end_of_turn
+from agent.speech.audio import decode_file
 
 JFK = (
     "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
@@ -161,7 +161,7 @@ def _two_part_command(path: Path) -> Path:
     """'Turn your head to the left and then' + 0.8 s + 'wave with your right hand.' in piper's voice."""
     import soxr
 
-    from agent.tts import PiperTTS
+    from agent.speech.tts import PiperTTS
 
     # Deterministic synthesis (no noise): the same audio on every run and every machine.
     tts = PiperTTS(resolve_model("packaged:piper-joe-medium"), noise_scale=0.0, noise_w_scale=0.0)

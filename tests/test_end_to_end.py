@@ -8,9 +8,7 @@ import re
 import pytest
 from rig import AgentRig
 
-from agent.accuracy import word_error_rate
-from agent.asr import WhisperASR
-from agent.audio import decode_file
+from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
 from agent.events import (
     BackgroundDone,
@@ -24,6 +22,8 @@ from agent.events import (
     Transcript,
 )
 from agent.models import resolve_model
+from agent.speech.asr import WhisperASR
+from agent.speech.audio import decode_file
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_reply_wav_transcribes_back_to_reply_text(agent, fixtures_dir):
     cfg = load_config()
     asr = WhisperASR(resolve_model(cfg.asr.model), cfg.asr)
     heard = asr.transcribe(decode_file(reply.audio), bias=False).text
-    from agent.speech_text import clean_for_speech
+    from agent.speech.text import clean_for_speech
 
     if ":" in reply.text:  # Whisper writes a spoken "eighteen oh four" as 1804
         heard = re.sub(r"\b([01]?\d|2[0-3])([0-5]\d)\b", r"\1:\2", heard)
@@ -101,7 +101,7 @@ def test_reply_wav_transcribes_back_to_reply_text(agent, fixtures_dir):
 def test_silence_is_skipped_without_a_turn(agent, tmp_path):
     import numpy as np
 
-    from agent.audio import write_wav
+    from agent.speech.audio import write_wav
 
     path = write_wav(tmp_path / "silence.wav", np.zeros(32000, dtype=np.int16), 16000)
     evs = agent.listen(path)

@@ -8,7 +8,7 @@ here, SmolLM2 drafting for itself (speculative decoding, and its acceptance rate
 report), the tiny random Gemma 4 model's native tool calls through ``/v1/chat/completions``, the
 server's reasoning budget, cancellation, and a server killed in the middle of a turn. Small
 contexts and 2 threads keep each server start under a second. The chat-stream translation
-(:class:`~agent.engines.chat_api.ChatDeltas`) is also tested without a server, on crafted
+(:class:`~agent.engines.remote.chat_api.ChatDeltas`) is also tested without a server, on crafted
 OpenAI-style chunks.
 """
 
@@ -23,21 +23,22 @@ from gemma4_model import tiny_gemma4
 
 from agent.config import ConfigError, LLMConfig, load_config
 from agent.conversation import Conversation
+from agent.conversation.messages import normalize_for_template
+from agent.conversation.toolgrammar import NO_TOOL
+from agent.conversation.toolprior import tool_prior
 from agent.conversation.turn import SORRY
 from agent.engines import ENGINES, make_chat_model
-from agent.engines.chat_api import ChatDeltas, openai_messages
-from agent.engines.processors import prior_logit_bias
-from agent.engines.remote import load_vocab
-from agent.engines.server_process import LlamaServerProcess, find_binary, server_args
+from agent.engines.base import Generation, LLMError
+from agent.engines.remote.chat_api import ChatDeltas, openai_messages
+from agent.engines.priors import ToolChoicePrior
+from agent.engines.remote.body import prior_logit_bias
+from agent.engines.remote.model import load_vocab
+from agent.engines.remote.server_process import LlamaServerProcess, find_binary, server_args
+from agent.engines.thinking import GEMMA4, THINK_TAGS
 from agent.events import ToolCall, ToolResult
-from agent.llm import Generation, LLMError
-from agent.messages import normalize_for_template
 from agent.models import resolve_model
-from agent.reasoning import GEMMA4, THINK_TAGS
 from agent.skills import SkillContext, load_registry
-from agent.toolgrammar import NO_TOOL
 from agent.toolparse import ParsedToolCall, TextDelta, ThinkingDelta, make_parser, merge_deltas
-from agent.toolprior import ToolChoicePrior, tool_prior
 from hardware.factory import build_robot
 
 BINARY = find_binary()
@@ -286,8 +287,7 @@ def test_a_data_round_on_the_server_keeps_the_tool_prior_and_names_the_copy_prio
 ):
     """Both priors on one round: the tool prior still becomes a logit bias; the copy prior, which
     follows the text as it is written, cannot cross HTTP and says so once."""
-    from agent.copyprior import CopyPrior
-    from agent.sampling import ProcessorChain
+    from agent.engines.priors import CopyPrior, ProcessorChain
 
     monkeypatch.setenv(KEY_ENV, KEY)  # a model of its own: its notices are not spent yet
     cfg = small(
@@ -310,7 +310,7 @@ def test_a_data_round_on_the_server_keeps_the_tool_prior_and_names_the_copy_prio
         )
 
     prompt = server_model.render([{"role": "user", "content": "Say hello."}])
-    with caplog.at_level("WARNING", logger="agent.engines.remote"):
+    with caplog.at_level("WARNING", logger="agent.engines.remote.model"):
         gen = Generation()
         text = "".join(server_model.stream(prompt, gen, max_tokens=8, logits_processor=chain))
     assert text and gen.completion_tokens > 0
@@ -389,7 +389,7 @@ def test_bench_report_carries_the_drafters_acceptance(drafting_model, robot):
     """A drafted turn's counts reach the bench report: turn result -> TurnGenerated -> Timing -> report."""
     import time
 
-    from agent.bench import ModelSpeed, _report, _Turn, format_report
+    from agent.bench.latency import ModelSpeed, _report, _Turn, format_report
     from agent.events import FirstToken, PlaybackStarted, Timing, TurnGenerated, TurnPlayed
     from agent.pipeline.turnbook import TurnBook
 

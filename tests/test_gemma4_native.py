@@ -16,8 +16,8 @@ from gemma4_model import tiny_gemma4
 
 from agent.config import LLMConfig, load_config
 from agent.conversation import Conversation
+from agent.engines.embedded.model import ChatModel
 from agent.events import ToolCall, ToolResult
-from agent.llm import ChatModel
 from agent.skills import SkillContext, load_registry
 from hardware.factory import build_robot
 

@@ -60,7 +60,7 @@ def test_import_detector_sees_every_form():
     src = (
         "import agent\nimport agent.config as c\nfrom agent import config\n"
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from agent.skills import Skill\n"
-        "def f():\n    import importlib\n    importlib.import_module('agent.cli')\n"
+        "def f():\n    import importlib\n    importlib.import_module('agent.cli.main')\n"
         "    __import__('skills.motion')\n"
         "from . import sibling\nfrom ..agent import x\n"
     )
@@ -70,13 +70,13 @@ def test_import_detector_sees_every_form():
         "agent.config",
         "agent.skills",
         "agent.skills.Skill",
-        "agent.cli",
+        "agent.cli.main",
     }
     assert hits(names, "skills") == {"skills.motion"}
     assert "hardware.sub.sibling" in names and "hardware.agent.x" in names
     relative = imported_names("from .skill import Skill\n", "agent.skills", is_package=True)
     assert "agent.skills.skill" in relative
-    assert "skills" not in hits(imported_names("from agent import skills\n", "agent.cli"), "skills")
+    assert "skills" not in hits(imported_names("from agent import skills\n", "agent.cli.main"), "skills")
 
 
 def test_hardware_imports_nothing_from_agent():

@@ -98,9 +98,9 @@ def agent(pulse, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def asr():
-    from agent.asr import WhisperASR
     from agent.config import ASRConfig
     from agent.models import resolve_model
+    from agent.speech.asr import WhisperASR
 
     return WhisperASR(resolve_model("packaged:whisper-tiny.en", "ASR"), ASRConfig())
 

@@ -1,4 +1,4 @@
-"""Live pipeline faults, in process: real models, fake streams at the OS boundary (agent.live.fake).
+"""Live pipeline faults, in process: real models, fake streams at the OS boundary (agent.audio_io.fake).
 
 None of these faults may stop the agent: after each, a spoken command still gets an answer.
 """
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from rig import AgentRig
 
-from agent.audio import decode_file
+from agent.audio_io.fake import FakeBackend
 from agent.config import load_config
 from agent.events import DeviceState, Error, Reply, Skipped, Spoken, Timing, Transcript
-from agent.live.fake import FakeBackend
+from agent.speech.audio import decode_file
 
 
 @pytest.fixture(scope="module")

@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from agent.audio import decode_file
 from agent.config import LiveConfig, TurnConfig, VADConfig
-from agent.live.echo import EchoGate
-from agent.live.turns import Attention, is_echo, stop_command, strip_wake
-from agent.live.vad_stream import FRAME, Endpointer, SileroFrameVAD
+from agent.listening.echo import EchoGate
+from agent.listening.turns import Attention, is_echo, stop_command, strip_wake
+from agent.listening.vad import FRAME, Endpointer, SileroFrameVAD
+from agent.speech.audio import decode_file
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from llama_buffers import measure, server_reports
 from typer.testing import CliRunner
 
 from agent.config import LLMConfig, load_config
-from agent.engines.server_process import LlamaServerProcess, find_binary, server_args
+from agent.engines.remote.server_process import LlamaServerProcess, find_binary, server_args
 from agent.memplan import (
     PROFILES,
     DeviceProfile,
@@ -179,7 +179,7 @@ def test_e4b_published_shape_at_full_scale_matches_llama_cpp(vocab):
     print(figures)
     assert _close(plan.weights, rep.model) and _close(plan.kv_bytes, rep.kv), figures
     assert _close(plan.compute, rep.compute), figures
-    # NOTES.md: KV ≈ 2 x layers x n_ctx x kv_heads x head_dim x 2 bytes; 4 global layers own KV,
+    # docs/facts.md: KV ≈ 2 x layers x n_ctx x kv_heads x head_dim x 2 bytes; 4 global layers own KV,
     # and without flash attention the 20 sliding layers' V rows are padded to the global width.
     assert plan.kv[0].bytes == 2 * 4 * 16384 * 2 * 512 * 2
     assert plan.kv[1].bytes == 20 * 16384 * 2 * (256 + 512) * 2
@@ -274,7 +274,8 @@ def test_config_validates_the_new_llm_fields(tmp_path):
 
 
 def test_chat_model_honours_cache_types_and_refuses_an_unresolved_fit():
-    from agent.llm import ChatModel, LLMError
+    from agent.engines.base import LLMError
+    from agent.engines.embedded.model import ChatModel
 
     with pytest.raises(LLMError, match="resolve_n_ctx"):
         ChatModel(_smollm2(), LLMConfig(n_ctx="fit"))
@@ -286,7 +287,7 @@ def test_chat_model_honours_cache_types_and_refuses_an_unresolved_fit():
 
 
 def test_budget_command_table_json_and_exit_status(tmp_path):
-    from agent.cli import _register_plugins, app
+    from agent.cli.main import _register_plugins, app
 
     _register_plugins()
     runner = CliRunner()
@@ -323,7 +324,7 @@ def test_plan_json_is_complete():
 def test_chat_model_loads_gemma4_with_lazy_per_layer_embeddings(vocab):
     import llama_cpp.llama
 
-    from agent.llm import ChatModel
+    from agent.engines.embedded.model import ChatModel
 
     original = llama_cpp.llama.llama_cpp.llama_model_default_params
     model = ChatModel(tiny_gemma4(vocab), LLMConfig(n_ctx=1024, threads=1, lazy_per_layer_embd=True))
@@ -501,7 +502,7 @@ def test_semantic_end_of_turn_models_are_planned():
         ).total
     )
     # Smart Turn: the ONNX file + the onnxruntime session, labelled an estimate
-    from agent.live.smart_turn import find_smart_turn_model
+    from agent.listening.smart_turn import find_smart_turn_model
 
     onnx = find_smart_turn_model()
     size = onnx.stat().st_size if onnx is not None else SMART_TURN_FILE_BYTES
@@ -539,7 +540,7 @@ def test_cli_load_resolves_fit_in_a_real_process(tmp_path):
         return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
 
     code = (
-        "import sys; from pathlib import Path; from agent.cli import _load; "
+        "import sys; from pathlib import Path; from agent.cli.main import _load; "
         "n = _load(Path(sys.argv[1])).llm.n_ctx; print(type(n).__name__, n)"
     )
     loaded = run(sys.executable, "-c", code, str(cfg))

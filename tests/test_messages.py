@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agent.config import LLMConfig
-from agent.llm import ChatModel, LLMError
-from agent.messages import normalize_for_template
+from agent.conversation.messages import normalize_for_template
+from agent.engines.base import LLMError
+from agent.engines.embedded.model import ChatModel
 from agent.models import resolve_model
 
 TOOLS = [

@@ -43,7 +43,7 @@ from agent.pipeline import FileSource, NullSink, Pipeline, SpeakerSink
 from agent.pipeline.queues import StageQueue, TurnGate
 from agent.pipeline.speech import SpeechStage
 from agent.pipeline.turnbook import TurnBook
-from agent.tts import PiperTTS
+from agent.speech.tts import PiperTTS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -268,8 +268,8 @@ def _summary(events: list) -> list[tuple]:
 
 
 def test_listen_and_the_live_pipeline_hear_do_and_say_the_same(fixtures_dir, tmp_path):
-    from agent.live.fake import FakeBackend
-    from agent.live.speaker import Speaker
+    from agent.audio_io.fake import FakeBackend
+    from agent.audio_io.speaker import Speaker
 
     files = [fixtures_dir / "commands" / f"{n}.wav" for n in COMMANDS]
     r = subprocess.run(

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from agent.accuracy import _turn_rows
+from agent.bench.accuracy import _turn_rows
+from agent.bench.reply_checks import answers_chat, carries_result, repeats, reply_check, spoken_words
 from agent.config import LLMConfig
 from agent.conversation.history import repeats_previous_reply, said_in, same_words, without_say
 from agent.conversation.prompt import CHAT_EXAMPLE, Prompter
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult, Transcript
-from agent.reply_checks import answers_chat, carries_result, repeats, reply_check, spoken_words
 from agent.skills import load_registry
 
 TIME = "It is 06:49 on Tuesday 01 December 2026."

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 from rig import AgentRig
 
+from agent.bench.reply_checks import reply_check
 from agent.config import load_config
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
-from agent.reply_checks import reply_check
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def test_the_time_is_read_back_as_get_time_wrote_it(agent, hh, mm):
 
 
 def test_copy_prior_favours_what_continues_a_result():
-    from agent.copyprior import CopyPrior
+    from agent.engines.priors import CopyPrior
 
     text = "It is 15:25 on Tuesday 01 December 2026."
     vocab = {c: i for i, c in enumerate(sorted(set(text + "xyz")))}  # one token per character
@@ -111,7 +111,7 @@ def test_the_same_time_twice_in_a_minute_is_no_repeat_to_avoid(agent):
 
 
 def test_repeat_guard_holds_back_the_token_that_would_go_on_copying():
-    from agent.copyprior import REPEAT_MIN_MATCH, CopyPrior
+    from agent.engines.priors import REPEAT_MIN_MATCH, CopyPrior
 
     previous = "Why did the robot go on holiday? It needed to recharge."
     vocab = {c: i for i, c in enumerate(sorted(set(previous + "xyz")))}

@@ -1,7 +1,7 @@
 """In-process sampling: the lazy grammar check gives what llama.cpp's full grammar pass gives.
 
-The embedded SmolLM2-135M with the product's own reply grammar (:mod:`agent.toolgrammar`):
-greedy output through :meth:`ChatModel.stream` (:class:`agent.sampling.TokenSampler`) must be
+The embedded SmolLM2-135M with the product's own reply grammar (:mod:`agent.conversation.toolgrammar`):
+greedy output through :meth:`ChatModel.stream` (:class:`agent.engines.embedded.sampling.TokenSampler`) must be
 token for token what llama-cpp-python's ``create_completion`` (grammar over the whole
 vocabulary at every step) writes, and the grammar must still hold where the model's own
 first choice breaks it.
@@ -17,10 +17,11 @@ import pytest
 
 from agent.config import load_config
 from agent.conversation.rounds import REPLY_OPENING, SAY_OPENING
-from agent.llm import ChatModel, Generation, LLMError, _TextStream
+from agent.conversation.toolgrammar import parse_reply, reply_schema, tools_prompt
+from agent.engines.base import Generation, LLMError
+from agent.engines.embedded.model import ChatModel, _TextStream
 from agent.models import resolve_model
 from agent.skills import load_registry
-from agent.toolgrammar import parse_reply, reply_schema, tools_prompt
 
 COMMANDS = ("wave your right hand", "what time is it", "look to the left", "tell me a short joke")
 
@@ -150,7 +151,7 @@ def test_a_jump_the_grammar_rejects_is_generated_instead(model, grammar, caplog)
     gen = Generation()
     # '"}, "' is allowed, '"]' is not: the check covers the whole text, not its first token
     bad = lambda text: '"}, "say"]' if text == REPLY_OPENING + "none" else ""  # noqa: E731
-    with caplog.at_level("WARNING", logger="agent.llm"):
+    with caplog.at_level("WARNING", logger="agent.engines.embedded.model"):
         text = "".join(model.stream(prompt, gen, grammar=g, temperature=0.0, prefix=REPLY_OPENING, jump=bad))
     assert text == ref  # nothing of the rejected text was accepted
     assert "jump_tokens" not in gen.extra
@@ -284,7 +285,7 @@ def test_stop_strings_end_the_text_and_are_not_emitted():
 def test_a_drafted_tool_result_gives_the_same_reply_in_fewer_decode_steps(model, monkeypatch):
     """Prompt-lookup drafting (greedy): a right draft is taken in batches, a wrong one costs
     only time; the reply is exactly what decoding one token at a time writes."""
-    from agent.copyprior import CopyPrior, continuation
+    from agent.engines.priors import CopyPrior, continuation
 
     result = "It is 19:21 on Tuesday 1 December."
     prompt = model.render(

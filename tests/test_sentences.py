@@ -1,4 +1,4 @@
-"""The one sentence splitter (agent.sentences): finished text, the text stream, the sentence cap.
+"""The one sentence splitter (agent.speech.sentences): finished text, the text stream, the sentence cap.
 
 Every hard case is checked three ways: split_sentences on the whole text, SentenceStream fed
 1, 3 and 7 characters at a time (same sentences; pieces joined give the input back up to white
@@ -14,14 +14,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.sentences import SentenceCap, SentenceStream, limit_sentences, split_sentences
+from agent.speech.sentences import SentenceCap, SentenceStream, limit_sentences, split_sentences
 
 
 def _case(name: str, text: str, *want: str) -> object:
     return pytest.param(text, list(want), id=name)
 
 
-# Comments name the post-processing rule of agent.sentences where pysbd alone gets a case wrong.
+# Comments name the post-processing rule of agent.speech.sentences where pysbd alone gets a case wrong.
 HARD = [
     _case(
         "decimal", "The servo is at 3.5 degrees. I moved it.", "The servo is at 3.5 degrees.", "I moved it."

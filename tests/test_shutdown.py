@@ -25,7 +25,7 @@ import pytest
 from emu_bolt import BoltBoard
 from waiting import wait_until
 
-from agent.audio import decode_file, write_wav
+from agent.speech.audio import decode_file, write_wav
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = [sys.executable, "-m", "agent"]

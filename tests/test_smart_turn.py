@@ -34,11 +34,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.audio import decode_file
 from agent.config import VADConfig
+from agent.listening.smart_turn import EndOfTurnModelMissing, SmartTurn, find_smart_turn_model
+from agent.listening.vad import find_utterances
 from agent.live import smart_turn as st
-from agent.live.smart_turn import EndOfTurnModelMissing, SmartTurn, find_smart_turn_model
-from agent.live.vad_stream import find_utterances
+from agent.speech.audio import decode_file
 
 RATE = st.SAMPLE_RATE
 PAUSE = np.zeros(RATE // 5, dtype=np.float32)  # 200 ms: the short silence before the model is asked
@@ -195,7 +195,7 @@ def test_piper_sentence_cut_after_and_then_is_not_complete(model):
     from faster_whisper import WhisperModel
 
     from agent.models import resolve_model
-    from agent.tts import PiperTTS
+    from agent.speech.tts import PiperTTS
 
     tts = PiperTTS(resolve_model("packaged:piper-joe-medium"))
     chunks = list(tts.synthesize("Turn your head to the left and then wave with your right hand."))

@@ -1,4 +1,4 @@
-"""Cleaning model output for speech (agent.speech_text)."""
+"""Cleaning model output for speech (agent.speech.text)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.speech_text import clean_for_speech
+from agent.speech.text import clean_for_speech
 
 
 def _cases(*rows: tuple[str, str, str]) -> list:

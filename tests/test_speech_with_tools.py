@@ -18,6 +18,17 @@ import time
 import pytest
 from rig import AgentRig
 
+from agent.conversation.toolgrammar import (
+    ACKNOWLEDGEMENTS,
+    NO_TOOL,
+    Acknowledgements,
+    CallStreamer,
+    ToolNameSpotter,
+    as_grammar_messages,
+    parse_reply,
+    reply_schema,
+)
+from agent.conversation.toolprior import tools_left
 from agent.events import (
     PlaybackStarted,
     Reply,
@@ -28,17 +39,6 @@ from agent.events import (
     Transcript,
 )
 from agent.skills import build_skill, load_registry, new_skill_file, skill
-from agent.toolgrammar import (
-    ACKNOWLEDGEMENTS,
-    NO_TOOL,
-    Acknowledgements,
-    CallStreamer,
-    ToolNameSpotter,
-    as_grammar_messages,
-    parse_reply,
-    reply_schema,
-)
-from agent.toolprior import tools_left
 
 MOTION = ("wave", "nod", "dance", "look", "look_at", "stop", "play_animation")
 DATA = ("get_time", "describe_scene", "emergency_stop")
@@ -273,8 +273,8 @@ def test_data_command_takes_a_second_round_that_says_the_result(agent):
 
 def test_a_tool_round_stops_the_moment_its_call_is_complete(agent):
     """Nothing but closing braces can follow a call: they are written here, not generated."""
-    from agent.llm import Generation
-    from agent.toolprior import tool_prior
+    from agent.conversation.toolprior import tool_prior
+    from agent.engines.base import Generation
 
     conv = agent.core.conversation
     conv.history.clear()

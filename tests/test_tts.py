@@ -1,4 +1,4 @@
-"""Piper text-to-speech with the packaged voice (agent.tts), checked by ear with faster-whisper."""
+"""Piper text-to-speech with the packaged voice (agent.speech.tts), checked by ear with faster-whisper."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 import soxr
 
 from agent.models import resolve_model
-from agent.sentences import split_sentences
-from agent.speech_text import clean_for_speech
-from agent.tts import PiperTTS, SpeechChunk, SynthesisResult, TTSError
+from agent.speech.sentences import split_sentences
+from agent.speech.text import clean_for_speech
+from agent.speech.tts import PiperTTS, SpeechChunk, SynthesisResult, TTSError
 
 LONG_REPLY = (
     "Sure! I can do that. First I will turn my head to the left. Then I will wave my right hand, "
@@ -130,7 +130,7 @@ def test_failed_sentence_is_skipped_and_logged(
         return real(text, syn_config)
 
     monkeypatch.setattr(tts.voice, "synthesize", flaky)
-    with caplog.at_level(logging.WARNING, logger="agent.tts"):
+    with caplog.at_level(logging.WARNING, logger="agent.speech.tts"):
         chunks = list(tts.synthesize("First sentence. This one is broken. Last sentence."))
     assert [c.text for c in chunks] == ["First sentence.", "Last sentence."]
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

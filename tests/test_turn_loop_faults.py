@@ -11,8 +11,8 @@ import pytest
 
 from agent.config import LLMConfig, load_config
 from agent.conversation import Conversation
+from agent.engines.embedded.model import ChatModel
 from agent.events import ToolCall, ToolResult
-from agent.llm import ChatModel
 from agent.models import resolve_model
 from agent.skills import SkillContext, load_registry
 from hardware.factory import build_robot

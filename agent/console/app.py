@@ -23,7 +23,7 @@ import asyncio
 import json
 from http.cookies import SimpleCookie
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
 from starlette.applications import Starlette
@@ -43,12 +43,31 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from agent.console.auth import COOKIE, Access, RateLimiter
-from agent.console.controls import ControlError
-
-if TYPE_CHECKING:
-    from agent.console.service import Console
+from agent.console.controls import ControlError, Controls
+from agent.console.hub import Hub
 
 STATIC = Path(__file__).resolve().parent / "static"
+
+
+class ConsoleView(Protocol):
+    """What the routes read and drive (:class:`agent.console.service.Console`)."""
+
+    hub: Hub
+    controls: Controls | None
+
+    def info_message(self) -> str:
+        """The static info message every new page starts with (JSON text)."""
+        ...
+
+    def state(self) -> dict[str, Any]:
+        """Everything the page shows now, as JSON-able data."""
+        ...
+
+    def frame_jpeg(self) -> bytes | None:
+        """The camera's newest frame with its boxes, JPEG; None without a camera."""
+        ...
+
+
 KEEPALIVE_S = 15.0
 """A comment line is sent on an idle stream this often, s (proxies close silent streams)."""
 MAX_BODY = 4096
@@ -151,7 +170,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
     return data
 
 
-def build_app(console: Console, access: Access, limiter: RateLimiter) -> ASGIApp:
+def build_app(console: ConsoleView, access: Access, limiter: RateLimiter) -> ASGIApp:
     """The console's ASGI application for one server.
 
     Args:

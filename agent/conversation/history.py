@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agent.speech.words import words
+
 # The say string to its closing quote, or to the end of a reply cut off by the token cap.
 _SAY_FIELD = re.compile(r'\s*,\s*"say"\s*:\s*"(?:[^"\\]|\\.)*(?:"|$)')
-_WORDS = re.compile(r"[a-z0-9']+")
 
 
 def assistant_message(say: str, calls: list[dict[str, Any]], raw: str = "") -> dict[str, Any]:
@@ -71,11 +72,6 @@ def without_say(reply_json: str) -> str:
         The same text without ``, "say": "..."``; unchanged when it has no say field.
     """
     return _SAY_FIELD.sub("", reply_json, count=1)
-
-
-def words(text: str) -> list[str]:
-    """The words of ``text``, lower case, punctuation dropped."""
-    return _WORDS.findall(text.lower())
 
 
 def same_words(a: str, b: str) -> bool:

@@ -18,10 +18,10 @@ from typing import Any
 
 from agent.config import LLMConfig
 from agent.conversation.history import without_say
-from agent.llm import ChatModel
-from agent.reasoning import markers_for, template_knows_thinking
+from agent.conversation.toolgrammar import as_grammar_messages, tools_prompt
+from agent.engines.embedded.model import ChatModel
+from agent.engines.thinking import markers_for, template_knows_thinking
 from agent.skills import SkillRegistry
-from agent.toolgrammar import as_grammar_messages, tools_prompt
 
 CHAT_EXAMPLE = (
     'For example: user "Tell me a joke." → {"call": {"tool": "none"}, "say": "Why did the robot go on '
@@ -31,7 +31,7 @@ CHAT_EXAMPLE = (
 seeds, after a timer and a time question): without it "Tell me a short joke" got "I'm not a
 joke, I am a joke." or "It's a joke about the moon." six times in six; with it and earlier
 says hidden, a question-and-answer joke six times (often this one). Movements speak from their
-own list of acknowledgements (:data:`agent.toolgrammar.ACKNOWLEDGEMENTS`); the one copy seen
+own list of acknowledgements (:data:`agent.conversation.toolgrammar.ACKNOWLEDGEMENTS`); the one copy seen
 elsewhere was the reply to a failed ``describe_scene``."""
 
 
@@ -94,7 +94,7 @@ class Prompter:
                 for m in as_grammar_messages(history)
             ]
             return self.model.render(messages, conversational_mode=self.cfg.conversational_mode)
-        from agent.messages import normalize_for_template
+        from agent.conversation.messages import normalize_for_template
 
         msgs = normalize_for_template(messages + history, self.model.template)
         tools = self.registry.tool_schemas() if allow_tools else None

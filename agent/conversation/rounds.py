@@ -1,14 +1,14 @@
 """One model round, two strategies: grammar-constrained JSON, or a model's native tool-call markup.
 
 * :class:`GrammarRounds` — for models without a tool format (the embedded SmolLM2): the
-  reply is JSON held to a grammar built from the skills' schemas (:mod:`agent.toolgrammar`),
+  reply is JSON held to a grammar built from the skills' schemas (:mod:`agent.conversation.toolgrammar`),
   tools already called this turn left out; a movement's acknowledgement is spoken as soon as
   its tool name is written, the call is handed out as soon as its JSON object is complete,
   a reply without a call streams its ``say`` to speech as it is written; a lexical *tool
   prior* biases the tool-name position toward tools the user named. Text the grammar
   forces (after ``none`` or a tool name) is evaluated in one batch, not generated token by
   token (:func:`forced_after_names`); a reply after a data tool is biased to copy its result
-  as written, and every reply away from repeating the previous one (:mod:`agent.copyprior`).
+  as written, and every reply away from repeating the previous one (:mod:`agent.engines.priors`).
 * :class:`NativeRounds` — Bolt / Gemma 4 and Hermes markup, parsed by the streaming parsers
   of :mod:`agent.toolparse` (markup and thinking never reach speech), with the thinking
   budget as a logits processor.
@@ -26,12 +26,7 @@ from typing import Any
 
 from agent.config import LLMConfig
 from agent.conversation.prompt import Prompter
-from agent.copyprior import LOOKBACK, REPEAT_MIN_MATCH, CopyPrior, continuation
-from agent.llm import ChatModel, Generation
-from agent.reasoning import ThinkingBudget, ThinkingStats, markers_for
-from agent.sampling import ProcessorChain
-from agent.skills import Skill, SkillRegistry
-from agent.toolgrammar import (
+from agent.conversation.toolgrammar import (
     NO_TOOL,
     Acknowledgements,
     CallStreamer,
@@ -40,7 +35,18 @@ from agent.toolgrammar import (
     parse_reply,
     reply_schema,
 )
-from agent.toolprior import ToolChoicePrior
+from agent.engines.base import Generation
+from agent.engines.embedded.model import ChatModel
+from agent.engines.priors import (
+    LOOKBACK,
+    REPEAT_MIN_MATCH,
+    CopyPrior,
+    ProcessorChain,
+    ToolChoicePrior,
+    continuation,
+)
+from agent.engines.thinking import ThinkingBudget, ThinkingStats, markers_for
+from agent.skills import Skill, SkillRegistry
 
 RoundOutput = tuple[str, list[dict[str, Any]], str]
 
@@ -54,7 +60,7 @@ whole opening of a speech-only round, and forced at once (``stream``'s ``jump``)
 round writes ``none``."""
 DRAFT_CHARS = 60
 """Characters of a tool result drafted at a time (the model checks at most
-:data:`agent.llm.DRAFT_MAX_TOKENS` of them per batch)."""
+:data:`agent.engines.embedded.model.DRAFT_MAX_TOKENS` of them per batch)."""
 
 
 class GrammarRounds:
@@ -119,10 +125,10 @@ class GrammarRounds:
             on_utterance: Called after a movement's acknowledgement went to ``on_text``: it is
                 a whole utterance, to be spoken now (a sentence chunker otherwise holds a
                 sentence until the next one begins).
-            copy_from: Tool results this round reads back (:class:`~agent.copyprior.CopyPrior`).
+            copy_from: Tool results this round reads back (:class:`~agent.engines.priors.CopyPrior`).
             copy_bonus: Its logit bonus (0 = off).
             avoid: Earlier replies this round must not repeat word for word (the repeat guard,
-                :data:`~agent.copyprior.REPEAT_MIN_MATCH`).
+                :data:`~agent.engines.priors.REPEAT_MIN_MATCH`).
             avoid_penalty: Its logit penalty (0 = off).
 
         Returns:
@@ -216,7 +222,7 @@ class GrammarRounds:
 def forced_after_names(skills: list[Skill]) -> Callable[[str], str]:
     """What the reply grammar forces once a tool name is written, as ``stream``'s ``jump``.
 
-    After ``{"call": {"tool": "NAME`` the grammar of :func:`~agent.toolgrammar.reply_schema`
+    After ``{"call": {"tool": "NAME`` the grammar of :func:`~agent.conversation.toolgrammar.reply_schema`
     leaves no choice up to the next decision: ``"}, "say": "`` for ``none``; for a skill
     ``", "arguments": {`` followed by ``}}}`` when it takes no arguments (the call is complete
     and runs at once), or by its first required argument's key (and a string's opening quote).

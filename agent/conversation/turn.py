@@ -24,23 +24,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import LLMConfig
-from agent.context import fit_history
 from agent.conversation import history as hist
 from agent.conversation.background import BackgroundCalls
+from agent.conversation.context import fit_history
 from agent.conversation.prompt import Prompter, resolve_format
 from agent.conversation.rounds import REPLY_OPENING, GrammarRounds, NativeRounds, RoundOutput
+from agent.conversation.toolgrammar import NO_TOOL
+from agent.conversation.toolprior import tool_prior, tools_left
+from agent.engines.base import Generation
+from agent.engines.embedded.model import ChatModel
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
-from agent.llm import ChatModel, Generation
-from agent.sentences import SentenceCap, limit_sentences
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
-from agent.toolgrammar import NO_TOOL
-from agent.toolprior import tool_prior, tools_left
+from agent.speech.sentences import SentenceCap, limit_sentences
 
 log = logging.getLogger(__name__)
 
 REPEAT_WARN = 3
 REPEAT_STOP = 5
 SORRY = "Sorry, I had a problem thinking about that."
+"""What the robot says when a turn fails (a model error): the conversation goes on."""
 
 
 @dataclass

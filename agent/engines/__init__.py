@@ -1,7 +1,7 @@
 """Chat-model engines behind one interface: ``[llm] engine`` picks where the model runs.
 
 =================  ======================================================================
-``embedded``       llama-cpp-python in this process (:class:`agent.llm.ChatModel`; default)
+``embedded``       llama-cpp-python in this process (:class:`agent.engines.embedded.model.ChatModel`; default)
 ``llama-server``   llama.cpp's server as a child process started with flags from ``[llm]`` and
                    ``[llm.server]``, restarted when it dies (:mod:`.server_process`)
 ``openai``         an OpenAI-compatible server elsewhere (llama-server, Ollama, vLLM, NIM):
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from agent.config import LLMConfig
-    from agent.llm import Generation
+    from agent.engines.base import Generation
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,8 @@ class ChatEngine(Protocol):
 
 
 def _embedded(cfg: LLMConfig, path: Path | None) -> ChatEngine:
-    from agent.llm import ChatModel, LLMError
+    from agent.engines.base import LLMError
+    from agent.engines.embedded.model import ChatModel
 
     if path is None:
         raise LLMError('[llm] engine = "embedded" needs a model file ([llm] model)')
@@ -103,9 +104,14 @@ def _embedded(cfg: LLMConfig, path: Path | None) -> ChatEngine:
 
 
 def _llama_server(cfg: LLMConfig, path: Path | None) -> ChatEngine:
-    from agent.engines.remote import ServerChatModel, load_vocab
-    from agent.engines.server_process import LlamaServerProcess, ServerStartError, find_binary, server_args
-    from agent.llm import LLMError
+    from agent.engines.base import LLMError
+    from agent.engines.remote.model import ServerChatModel, load_vocab
+    from agent.engines.remote.server_process import (
+        LlamaServerProcess,
+        ServerStartError,
+        find_binary,
+        server_args,
+    )
     from agent.models import resolve_model
 
     if path is None:
@@ -140,8 +146,8 @@ def _llama_server(cfg: LLMConfig, path: Path | None) -> ChatEngine:
 
 
 def _openai(cfg: LLMConfig, path: Path | None) -> ChatEngine:
-    from agent.engines.remote import ServerChatModel, load_vocab
-    from agent.llm import LLMError
+    from agent.engines.base import LLMError
+    from agent.engines.remote.model import ServerChatModel, load_vocab
 
     oa = cfg.openai
     headers = {}
@@ -193,7 +199,7 @@ def make_chat_model(cfg: LLMConfig, path: Path | None) -> ChatEngine:
         by ``close()`` or at interpreter exit.
 
     Raises:
-        agent.llm.LLMError: the model cannot be loaded, llama-server is missing or does not
+        agent.engines.base.LLMError: the model cannot be loaded, llama-server is missing or does not
             start (the message names its log file), or the API key variable is unset.
         agent.models.ModelNotFoundError: the draft model reference points at nothing.
     """

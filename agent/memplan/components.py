@@ -19,7 +19,7 @@ Measured here (x86_64, Debian 12, Python 3.11, 2026-12-01):
 
 With ``[turn] end_of_turn = "semantic"`` two more models load (agent/pipeline/core.py
 ``build_end_of_turn``): the text end-of-turn scorer, a GGUF that
-``agent.live.end_of_turn.TextEndOfTurn`` loads on the CPU with ``n_ctx = 512`` (planned from
+``agent.listening.end_of_turn.TextEndOfTurn`` loads on the CPU with ``n_ctx = 512`` (planned from
 its header with llama.cpp's sizing, like the chat model), and Smart Turn, an ONNX model on
 onnxruntime's CPU provider (its file size plus a session overhead, an estimate).
 """
@@ -49,7 +49,7 @@ VISION_OPENCV_MIB = 68
 # agent/live/end_of_turn.py TextEndOfTurn: LLMConfig(n_ctx=512, n_gpu_layers=0), other keys default.
 TEXT_SCORER_N_CTX = 512
 TEXT_SCORER_ESTIMATE_MIB = 160  # no GGUF here: SmolLM2-135M's plan at n_ctx 512 (~150 MiB), rounded up
-# Smart Turn v3.2 CPU ONNX: 8.7 MB in pipecat-ai 1.14.0 (../shared/NOTES.md), used when the file
+# Smart Turn v3.2 CPU ONNX: 8.7 MB in pipecat-ai 1.14.0 (``docs/facts.md``), used when the file
 # is absent; the onnxruntime session, its arena and the Whisper feature extractor add to the
 # file's bytes (SMART_TURN_SESSION_MIB, measured here once, see above).
 SMART_TURN_FILE_BYTES = 8_700_000
@@ -250,7 +250,7 @@ def _smart_turn(ref: str) -> Line:
     if ref:
         path = Path(ref).expanduser()
     else:
-        from agent.live.smart_turn import find_smart_turn_model
+        from agent.listening.smart_turn import find_smart_turn_model
 
         path = find_smart_turn_model()
     size = path.stat().st_size if path is not None and path.is_file() else None

@@ -3,7 +3,7 @@
 The unified-memory rule: on a Jetson the CPU and the GPU share one DRAM, so GPU buffers
 (weights, KV cache, compute) and host memory (mapped weights, Python, ASR, TTS, vision)
 all come out of the same budget; llama.cpp even reports the iGPU's free "VRAM" as
-``MemAvailable`` (../shared/NOTES.md). On a machine without a GPU backend the same single
+``MemAvailable`` (``docs/facts.md``). On a machine without a GPU backend the same single
 budget applies and ``n_gpu_layers`` is ignored, as in a CPU build of llama.cpp.
 
 Board figures are public numbers, not measured here, and are labelled as such in reports;

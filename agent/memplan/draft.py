@@ -29,7 +29,7 @@ from agent.memplan.shape import ModelShape
 
 if TYPE_CHECKING:
     from agent.config import LLMConfig
-    from agent.engines.settings import LlamaServerConfig
+    from agent.config.llm import LlamaServerConfig
 
 __all__ = ["DRAFT_ESTIMATES", "DraftPlan", "draft_settings", "plan_draft", "server_outputs"]
 
@@ -45,7 +45,7 @@ DRAFT_ESTIMATES: dict[str, tuple[int, str]] = {
     "other": (
         10**9 * 85 // 80,
         "~1B parameters (Bolt's DFlash drafter with its own 262k-vocabulary output layer, "
-        "../shared/NOTES.md) at Q8_0, 8.5 bits each",
+        "docs/facts.md) at Q8_0, 8.5 bits each",
     ),
 }
 """Weight bytes and source of a drafter whose file is not here, by ``--spec-type`` (``other``: the rest)."""

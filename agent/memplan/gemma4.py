@@ -235,9 +235,9 @@ def _e4b() -> Gemma4Layout:
     )
 
 
-#: Bolt E4B (= Gemma 4 E4B) from its published shape (../shared/NOTES.md): 42 layers, hidden
+#: Bolt E4B (= Gemma 4 E4B) from its published shape (``docs/facts.md``): 42 layers, hidden
 #: 2560, 8 heads, 2 KV heads, head size 256 (sliding) / 512 (global), 5 sliding : 1 global,
-#: window 512, the last 18 layers share KV. Not in NOTES and taken from the Gemma 4 E4B model
+#: window 512, the last 18 layers share KV; from the Gemma 4 E4B model
 #: config: vocabulary 262144, FFN width 10240, per-layer embedding width 256, 128K training
 #: context. Tensor types: llama.cpp's Q4_K_M recipe (module docstring).
 BOLT_E4B = _e4b()

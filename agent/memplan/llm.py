@@ -57,7 +57,7 @@ REPACK_X86_AVX2 = frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"})
 REPACK_ARM_DOTPROD = frozenset({"Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "MXFP4", "Q8_0"})
 # llama.cpp PR 27794 (lazy per-layer embeddings, ``--lazy-mode on``): Gemma 4 E4B's peak memory
 # fell from 7.37 GB to 6.16 GB, i.e. 1.21 GB saved of a ~1.9 GB ``per_layer_token_embd`` tensor
-# (../shared/NOTES.md). The rest, ~0.69 GB or 36 % of the tensor, stays resident: the page-cache
+# (``docs/facts.md``). The rest, ~0.69 GB or 36 % of the tensor, stays resident: the page-cache
 # working set of the rows a conversation reads. Applied as a share of the tensor in the file.
 LAZY_PEAK_BEFORE_GB = 7.37
 LAZY_PEAK_AFTER_GB = 6.16

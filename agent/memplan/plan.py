@@ -113,7 +113,7 @@ class BudgetVerdict:
 PUBLISHED = {
     BOLT_E4B_REF: (
         BOLT_E4B,
-        "published shape of Bolt E4B (NOTES.md; vocabulary, FFN and per-layer widths from the Gemma 4 "
+        "published shape of Bolt E4B (docs/facts.md; vocabulary, FFN and per-layer widths from the Gemma 4 "
         "E4B config), Q4_K_M tensor types per llama.cpp's recipe; not read from the GGUF",
     ),
 }

@@ -19,8 +19,6 @@ from typing import Protocol
 
 import numpy as np
 
-from agent.asr import ASRResult, WhisperASR
-from agent.audio import SAMPLE_RATE
 from agent.config import LiveConfig
 from agent.events import (
     EndOfTurnCheck,
@@ -35,10 +33,12 @@ from agent.events import (
     UserTurn,
     Utterance,
 )
-from agent.live.end_of_turn import EndOfTurnJudge
-from agent.live.turns import Attention, is_echo, stop_command
+from agent.listening.end_of_turn import EndOfTurnJudge
+from agent.listening.turns import Attention, is_echo, stop_command
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
 from agent.skills import SkillContext, SkillRegistry
+from agent.speech.asr import ASRResult, WhisperASR
+from agent.speech.audio import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 ECHO_WINDOW_S = 30.0

@@ -16,17 +16,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from agent.asr import WhisperASR
 from agent.config import Config
 from agent.conversation import Conversation
 from agent.engines import make_chat_model
+from agent.engines.embedded.model import ChatModel
 from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked
-from agent.live.end_of_turn import EndOfTurnJudge
-from agent.llm import ChatModel
+from agent.listening.end_of_turn import EndOfTurnJudge
 from agent.models import resolve_model
 from agent.pipeline.queues import TurnGate
 from agent.skills import SkillContext, SkillRegistry, load_registry
-from agent.tts import PiperTTS
+from agent.speech.asr import WhisperASR
+from agent.speech.tts import PiperTTS
 from hardware.factory import build_robot
 from hardware.robot import Robot
 from hardware.vision import SceneChange, Vision, build_vision
@@ -104,7 +104,7 @@ def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> lis
     Verbs such as "get"/"set" are left out: as hotwords they leak into transcripts. With a
     wake phrase (``[live] attention = "wake"``) the phrases come first.
     """
-    from agent.toolprior import STOPWORDS
+    from agent.conversation.toolprior import STOPWORDS
 
     words: list[str] = []
     for name in [*registry.names(), *animations]:
@@ -131,8 +131,8 @@ def build_core(
 
     Raises:
         agent.models.ModelNotFoundError: a model reference points at nothing.
-        agent.llm.LLMError: the GGUF cannot be loaded.
-        agent.tts.TTSError: the voice cannot be loaded.
+        agent.engines.base.LLMError: the GGUF cannot be loaded.
+        agent.speech.tts.TTSError: the voice cannot be loaded.
         hardware.driver.DriverError: the robot's driver cannot be built.
     """
     t0 = time.perf_counter()
@@ -212,10 +212,10 @@ def build_end_of_turn(cfg: Config, emit: Callable[[Event], None]) -> EndOfTurnJu
     Returns:
         The judge, or None (``[turn] end_of_turn = "silence"``, or neither model loadable).
     """
-    from agent.live.end_of_turn import EndOfTurnJudge, TextEndOfTurn
-    from agent.live.smart_turn import EndOfTurnModelMissing, SmartTurn
-    from agent.live.turns import stop_command
-    from agent.llm import LLMError
+    from agent.engines.base import LLMError
+    from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn
+    from agent.listening.smart_turn import EndOfTurnModelMissing, SmartTurn
+    from agent.listening.turns import stop_command
     from agent.models import ModelNotFoundError
 
     turn = cfg.turn

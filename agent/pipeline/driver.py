@@ -21,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from agent.conversation import TurnResult
+from agent.conversation import SORRY, TurnResult
 from agent.events import (
     BackgroundDone,
     CutHistory,
@@ -36,12 +36,11 @@ from agent.events import (
     TurnGenerated,
     UserTurn,
 )
-from agent.live.turns import normalize
 from agent.pipeline.core import AgentCore
 from agent.pipeline.queues import StageQueue, TurnGate
+from agent.speech.words import normalize
 
 log = logging.getLogger(__name__)
-SORRY = "Sorry, I had a problem thinking about that."
 
 
 class TurnDriver:

@@ -21,7 +21,6 @@ from typing import Protocol
 
 import numpy as np
 
-from agent.asr import ASRResult
 from agent.config import Config
 from agent.events import (
     AudioIn,
@@ -34,10 +33,12 @@ from agent.events import (
     TextIn,
     Utterance,
 )
-from agent.live.echo import EchoGate
-from agent.live.vad_stream import FRAME, RATE, Endpointer, SileroFrameVAD, VADUpdate
+from agent.listening.echo import EchoGate
+from agent.listening.vad import FRAME, Endpointer, SileroFrameVAD, VADUpdate
 from agent.pipeline.queues import StageQueue
 from agent.pipeline.speech import AudioSink
+from agent.speech.asr import ASRResult
+from agent.speech.audio import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
 
@@ -230,7 +231,7 @@ class Listener:
             frame, self._buf = self._buf[:FRAME], self._buf[FRAME:]
             self._n_total += FRAME
             self._recent = np.concatenate([self._recent[FRAME:], frame])
-            self._frame(frame, msg.t_end - self._buf.size / RATE)
+            self._frame(frame, msg.t_end - self._buf.size / SAMPLE_RATE)
 
     def _frame(self, frame: np.ndarray, t: float) -> None:
         prob = self.vad(frame)
@@ -256,7 +257,7 @@ class Listener:
             and upd.speaking
             and prob >= thr
         ):
-            self._user_run_ms += FRAME * 1000 / RATE
+            self._user_run_ms += FRAME * 1000 / SAMPLE_RATE
             if self._user_run_ms >= live.barge_in_ms:
                 self._user_run_ms = 0.0
                 self.control.interrupt("speech")
@@ -290,15 +291,15 @@ class Listener:
             if upd.ended:
                 self._verdict = None
         if upd.ended and upd.audio is not None:
-            t_end = t - (self._n_last - upd.end_sample) / RATE
+            t_end = t - (self._n_last - upd.end_sample) / SAMPLE_RATE
             now = time.perf_counter()
             if not self.source.realtime:
                 t_end = now  # as fast as possible: the utterance is complete now
-            end_ms = upd.end_sample / RATE * 1000
+            end_ms = upd.end_sample / SAMPLE_RATE * 1000
             utt = Utterance(
                 -1,
                 self.source.name,
-                round(max(0.0, end_ms - upd.audio.size / RATE * 1000), 1),
+                round(max(0.0, end_ms - upd.audio.size / SAMPLE_RATE * 1000), 1),
                 round(end_ms, 1),
                 upd.audio,
                 t_end,

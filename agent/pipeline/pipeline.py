@@ -30,8 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from agent.audio_io.devices import SoundBackend
 from agent.events import BargeIn, CutHistory, Error, Event, Shutdown, TextIn, Timing, UserTurn
-from agent.live.devices import SoundBackend
 from agent.pipeline.asr_stage import ASRStage
 from agent.pipeline.bus import Bus
 from agent.pipeline.core import AgentCore
@@ -157,7 +157,7 @@ class Pipeline:
         """Open the source and start every stage.
 
         Raises:
-            agent.live.devices.DeviceError: the microphone is missing or refuses to open.
+            agent.audio_io.devices.DeviceError: the microphone is missing or refuses to open.
         """
         self.source.open()
         for t in self._threads:
@@ -398,7 +398,7 @@ def live_pipeline(
         backend: sounddevice, or fake streams at the OS boundary in tests and ``bench``.
         heartbeat: Called from every listener loop iteration (the systemd watchdog).
     """
-    from agent.live.supervisor import Devices
+    from agent.audio_io.supervisor import Devices
     from agent.pipeline.sinks import SpeakerSink
     from hardware.speech_motion import speak_along
 

@@ -5,7 +5,7 @@ reports, through :meth:`poll`, what was played: ``PlaybackStarted`` (first sampl
 ``Spoken`` (a sentence played to the end, or cut), ``TurnPlayed`` (the turn's audio is
 done) and, for the speaker, ``PlayedBlock`` (the echo guard's reference).
 
-* :class:`SpeakerSink` — a real output stream (:class:`~agent.live.speaker.Speaker`); plays
+* :class:`SpeakerSink` — a real output stream (:class:`~agent.audio_io.speaker.Speaker`); plays
   in real time, can be cleared at once (barge-in), drives head motion from the speech
   envelope while a sentence plays.
 * :class:`WavSink` — writes each turn's reply to ``out_dir/reply_NNN.wav`` (16-bit mono
@@ -25,10 +25,9 @@ from pathlib import Path
 import numpy as np
 import soxr
 
+from agent.audio_io.speaker import BlockPlayed, ItemStarted, PlayItem, Speaker
 from agent.events import AudioOut, Event, PlaybackStarted, PlayedBlock, Spoken, TurnPlayed
-from agent.live.speaker import BlockPlayed, ItemStarted, PlayItem, Speaker
-
-RATE = 16_000
+from agent.speech.audio import SAMPLE_RATE
 
 
 def _drain(q: queue.Queue[Event]) -> list[Event]:
@@ -95,7 +94,7 @@ class SpeakerSink:
                 return out
             if isinstance(r, BlockPlayed):
                 if self._ref is None or self._ref_rate != self.speaker.rate:
-                    self._ref = soxr.ResampleStream(self.speaker.rate, RATE, 1, dtype="float32")
+                    self._ref = soxr.ResampleStream(self.speaker.rate, SAMPLE_RATE, 1, dtype="float32")
                     self._ref_rate = self.speaker.rate
                 out.append(PlayedBlock(-1, self._ref.resample_chunk(r.block), r.t))
             elif isinstance(r, ItemStarted):

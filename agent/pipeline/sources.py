@@ -24,12 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from agent.audio import AudioError, decode_file
+from agent.audio_io.supervisor import Devices
 from agent.config import AudioConfig
 from agent.events import AudioIn, Error, Event, InputEnded, InputStarted, TextIn
-from agent.live.supervisor import Devices
+from agent.speech.audio import SAMPLE_RATE, AudioError, decode_file
 
-RATE = 16_000
 BLOCK = 512
 """Samples per block from a file source (32 ms, one VAD frame)."""
 TAIL_S = 1.2
@@ -39,7 +38,7 @@ ZERO_WARN_S = 10.0
 
 
 class MicSource:
-    """The microphone (and, through :class:`~agent.live.supervisor.Devices`, speaker recovery).
+    """The microphone (and, through :class:`~agent.audio_io.supervisor.Devices`, speaker recovery).
 
     Args:
         devices: Mic and speaker of this agent.
@@ -71,7 +70,7 @@ class MicSource:
         """Open the mic (required) and the speaker (optional).
 
         Raises:
-            agent.live.devices.DeviceError: the input device is missing or refuses to open.
+            agent.audio_io.devices.DeviceError: the input device is missing or refuses to open.
         """
         self.devices.open()
         self.name = self.devices.mic.name
@@ -154,7 +153,7 @@ class FileSource:
                 continue
             self.name = str(path)
             yield InputStarted(-1, str(path))
-            audio = np.concatenate([audio, np.zeros(int(TAIL_S * RATE), dtype=np.float32)])
+            audio = np.concatenate([audio, np.zeros(int(TAIL_S * SAMPLE_RATE), dtype=np.float32)])
             for k in range(0, audio.size, BLOCK):
                 yield AudioIn(-1, audio[k : k + BLOCK], 0.0)
             yield InputEnded(-1, str(path), last)
@@ -168,7 +167,7 @@ class FileSource:
         if isinstance(msg, AudioIn):
             now = time.perf_counter()
             if self.realtime:
-                self._t_next = max(self._t_next, now) + msg.samples.size / RATE
+                self._t_next = max(self._t_next, now) + msg.samples.size / SAMPLE_RATE
                 if self._t_next > now:
                     time.sleep(self._t_next - now)
                 now = time.perf_counter()

@@ -1,6 +1,6 @@
 """Speech stage: reply text deltas → sentences (chunker) → piper audio → the sink.
 
-One thread. For each turn a :class:`~agent.sentences.SentenceStream` releases a piece as
+One thread. For each turn a :class:`~agent.speech.sentences.SentenceStream` releases a piece as
 soon as it is certainly a complete sentence (long ones are cut at a clause), and the piece
 is synthesized at once, so the first sentence plays while the model still writes the
 second. ``streaming=False`` is the sequential baseline of ``bolt-agent bench``: the whole
@@ -30,8 +30,8 @@ import numpy as np
 
 from agent.events import AudioOut, Error, Event, ReplyDelta, ReplyEnd, SentenceReady, Spoken
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
-from agent.sentences import SentenceStream
-from agent.tts import TextToSpeech
+from agent.speech.sentences import SentenceStream
+from agent.speech.tts import TextToSpeech
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,7 @@ class SpeechStage:
         streaming: False: synthesize the whole reply at its end (sequential baseline).
         speak: False: no synthesis at all (typed chat without output, accuracy runs).
         hold: Pauses (True) and resumes (False) the chat model's generation
-            (:meth:`agent.llm.ChatModel.hold`); None = never held.
+            (:meth:`agent.engines.embedded.model.ChatModel.hold`); None = never held.
     """
 
     def __init__(

@@ -11,7 +11,7 @@ Design:
   shared by all formats. Markers may be split anywhere between chunks; only the minimal suffix
   that could still become a marker is held back, so speech starts as soon as a word is certain.
 - ``formats`` holds each format's markers and body decoder, and ``detect_format``:
-  ``bolt`` (Gemma 4 native, Bolt E4B's own; from the Gemma 4 chat template, see NOTES.md),
+  ``bolt`` (Gemma 4 native, Bolt E4B's own; from the Gemma 4 chat template, see ``docs/facts.md``),
   ``hermes`` (Hermes/Qwen ``<tool_call>`` JSON), ``llama3`` (Llama 3.1 ``<|python_tag|>`` and
   whole-reply JSON) and ``none``. All of them strip thinking in both syntaxes
   (``<|channel>thought ... <channel|>`` and ``<think>...</think>``) and model special tokens.

@@ -3,7 +3,7 @@ r"""The tool-call formats: their markers, how a call's body is decoded, and form
 Sources:
 
 - ``bolt``: Gemma 4's native format, which Nemotron 3.5 Bolt E4B inherits. Read from the Gemma 4
-  chat template shipped in the GGUF (``tokenizer.chat_template``) and summarised in NOTES.md:
+  chat template shipped in the GGUF (``tokenizer.chat_template``) and summarised in ``docs/facts.md``:
   ``<|tool_call>call:NAME{key:<|"|>text<|"|>,n:3}<tool_call|>``, thinking as
   ``<|channel>thought\n...<channel|>``; ``<turn|>``, ``<eos>`` and ``<|tool_response>`` end
   generation.

@@ -3,7 +3,7 @@
 One small recursive-descent parser reads both, with a switch for Gemma's string delimiter.
 
 Gemma 4 (and so Bolt) writes a call as ``call:NAME{key:value,...}`` (see the ``format_argument``
-macro of the Gemma 4 chat template in the GGUF, and NOTES.md):
+macro of the Gemma 4 chat template in the GGUF, and ``docs/facts.md``):
 
 - strings are wrapped in the ``<|"|>`` token, with no escaping: ``<|"|>say "hi", {ok}<|"|>``;
 - keys are bare (``city:``) or, in declarations, ``<|"|>``-wrapped;

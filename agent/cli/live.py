@@ -1,0 +1,195 @@
+"""``bolt-agent run`` (live conversation) and ``bolt-agent bench`` (latency benchmark).
+
+Added to the ``bolt-agent`` app by :mod:`agent.cli.main`. ``run`` checks the input device before
+loading any model (a wrong device name fails in a second with the list of devices), then
+loads and warms every model, opens the devices and listens until Ctrl-C or SIGTERM.
+``bench`` only parses options; the work is in :mod:`agent.bench.latency` and :mod:`agent.bench.accuracy`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Optional
+
+import typer
+
+from agent.cli.common import (
+    ConfigOpt,
+    JsonOpt,
+    build_agent,
+    echo_error,
+    fixtures_root,
+    load_or_exit,
+    setup_logging,
+)
+from agent.cli.printer import EventPrinter
+from agent.events import Error
+from agent.stopper import Stopper
+from agent.systemd import Watchdog, extend_timeout, notify
+
+if TYPE_CHECKING:
+    from agent.audio_io.devices import SoundBackend
+    from agent.config import Config
+    from agent.console import Console
+
+log = logging.getLogger(__name__)
+
+
+def run(
+    config: ConfigOpt = None,
+    json_out: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    console_at: Annotated[
+        Optional[str],
+        typer.Option(
+            "--console",
+            metavar="[HOST:PORT]",
+            help="serve the live web console; alone: the config's console host and port (default "
+            "127.0.0.1:8080); any address but localhost needs the console token",
+        ),
+    ] = None,
+) -> None:
+    """Listen and talk in real time on the configured microphone and speaker (Ctrl-C stops)."""
+    setup_logging(verbose)
+    with Stopper() as stopper:  # from the first line: a signal while the models load parks the robot
+        _run(config, json_out, console_at, stopper)
+
+
+def _run(config: Path | None, json_out: bool, console_at: str | None, stopper: Stopper) -> None:
+    """Check the budget and the microphone, start the console, then listen (:func:`_listen`)."""
+    from agent.audio_io.devices import DeviceError, SoundDeviceBackend, find_device
+
+    cfg = load_or_exit(config)
+    printer = EventPrinter(json_out)
+    from agent.memplan import check_budget
+
+    # From GGUF headers only, before any model is loaded; an "openai" engine runs the model elsewhere.
+    verdict = check_budget(cfg) if cfg.llm.engine != "openai" else None
+    if verdict is not None and not verdict.fits:
+        printer(Error(-1, verdict.message))
+        echo_error(verdict.message)
+        raise typer.Exit(2)
+    if verdict is not None and verdict.message.startswith("memory not planned"):
+        log.warning("%s", verdict.message)
+    try:
+        backend = SoundDeviceBackend()
+        find_device(backend, cfg.audio.input_device, "input")
+    except DeviceError as e:
+        printer(Error(-1, str(e)))
+        echo_error(str(e))
+        raise typer.Exit(2) from None
+    console = None
+    if console_at is not None or cfg.console.enabled:  # imported only when asked for
+        try:
+            from agent.cli.console import start_console
+        except ModuleNotFoundError as e:
+            if e.name not in ("starlette", "uvicorn"):
+                raise
+            msg = (
+                f"the console needs {e.name}: BOLT_CONSOLE=1 bash launch/setup.sh run "
+                "(or pip install 'bolt-agent[console]')"
+            )
+            printer(Error(-1, msg))
+            echo_error(msg)
+            raise typer.Exit(2) from None
+        console = start_console(cfg, console_at or "", printer)  # bound now: a busy port fails before loading
+    try:
+        _listen(cfg, printer, backend, console, verdict, stopper)
+    finally:
+        if console is not None:
+            console.close()
+    printer.note("stopped")
+
+
+def _listen(
+    cfg: Config,
+    printer: EventPrinter,
+    backend: SoundBackend,
+    console: Console | None,
+    verdict: Any,
+    stopper: Stopper,
+) -> None:
+    """Load the models, open the devices and run the live pipeline until a signal."""
+    from agent.audio_io.devices import DeviceError
+    from agent.pipeline.pipeline import live_pipeline
+
+    emit = console.tee(printer) if console is not None else printer  # the console sees every message
+    with extend_timeout("loading models..."):  # systemd: a long first load is not a failed start
+        core, bus = build_agent(cfg, emit, stopper)  # loads and warms every model, emits "ready"
+    # WATCHDOG=1 from the listener loop itself: if it hangs, the pings stop and systemd restarts us.
+    pipeline = live_pipeline(core, bus, backend, heartbeat=Watchdog())
+    try:
+        with stopper.running(pipeline.stop):
+            pipeline.start()
+            if console is not None:
+                console.attach(core, bus, pipeline, verdict)
+            log.info("ready: listening")
+            printer.note("listening (Ctrl-C stops)")
+            notify("READY=1\nSTATUS=listening")  # systemd Type=notify: models are warm, devices open
+            while not pipeline.stopping:
+                time.sleep(0.1)
+    except DeviceError as e:
+        printer(Error(-1, str(e)))
+        echo_error(str(e))
+        raise typer.Exit(2) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        notify("STOPPING=1\nSTATUS=stopping: parking the robot")
+        pipeline.close()
+        core.close()
+
+
+def bench(
+    config: ConfigOpt = None,
+    fixtures: Annotated[
+        Optional[Path],
+        typer.Option(help="folder of command WAVs with manifest.json (default: $BOLT_FIXTURES/commands)"),
+    ] = None,
+    runs: Annotated[int, typer.Option(min=1, help="passes over the fixtures")] = 1,
+    limit: Annotated[int, typer.Option(min=0, help="use at most this many fixtures (0 = all)")] = 0,
+    json_out: JsonOpt = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    accuracy: Annotated[
+        bool,
+        typer.Option(
+            "--accuracy",
+            help="measure tool-call accuracy and reply checks on the spoken "
+            "commands (with and without ASR biasing, and as one conversation) instead of latency",
+        ),
+    ] = False,
+) -> None:
+    """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
+
+    Latency includes the floor (the unavoidable work at the model's measured raw speeds) and
+    voice-to-voice over it. With ``--accuracy``: the fraction of spoken commands whose tool
+    calls match the manifest, and of replies that fit (data passed on, no copy of the
+    previous reply, chat answered).
+    """
+    from agent.bench.accuracy import format_accuracy, run_accuracy
+    from agent.bench.latency import format_report, run_bench
+
+    setup_logging(verbose)
+    cfg = load_or_exit(config)
+    folder = fixtures
+    if folder is None:
+        root = fixtures_root()
+        folder = root / "commands" if root else None
+    if folder is None or not folder.is_dir():
+        typer.echo("error: no fixtures folder; pass --fixtures DIR (a folder of WAV commands)", err=True)
+        raise typer.Exit(2)
+    if accuracy and not (folder / "manifest.json").is_file():
+        typer.echo(f"error: {folder} has no manifest.json (file, text, expect_any per command)", err=True)
+        raise typer.Exit(2)
+    report: dict[str, Any] | None = None
+    with Stopper() as stopper:  # a signal parks the robot, also while the models load; no report then
+        if accuracy:
+            report = run_accuracy(cfg, folder, stopper)
+        else:
+            report = run_bench(cfg, folder, runs=runs, limit=limit, stopper=stopper)
+    if report is not None:
+        text = format_accuracy(report) if accuracy else format_report(report)
+        typer.echo(json.dumps(report) if json_out else text)

@@ -1,0 +1,61 @@
+"""``bolt-agent`` command line: the Typer app, assembled from the command modules of this package.
+
+Commands: ``demo`` (the main job, no arguments), ``listen FILE...``, ``chat``, ``skills
+list|new`` (:mod:`~agent.cli.talk`, :mod:`~agent.cli.skills`); ``run`` and ``bench``
+(:mod:`~agent.cli.live`); ``see`` and ``animate`` (:mod:`~agent.cli.body`); ``budget``
+(:mod:`~agent.cli.budget`); ``models pull`` and ``doctor`` (:mod:`~agent.cli.ops`). The app is
+built here by plain imports: a command module never imports this one.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from agent.cli import body, budget, live, ops, talk
+from agent.cli.skills import skills_app
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="bolt-agent: an on-device voice and robot agent (Nemotron 3.5 Bolt E4B).",
+)
+app.command()(talk.demo)
+app.command()(talk.listen)
+app.command()(talk.chat)
+app.add_typer(skills_app, name="skills")
+app.command("run")(live.run)
+app.command("bench")(live.bench)
+app.command("see")(body.see)
+app.command("animate")(body.animate)
+app.command("budget")(budget.budget)
+app.add_typer(ops.models_app, name="models")
+app.command("doctor")(ops.doctor)
+
+
+OPTIONAL_VALUE = ("--console",)
+"""Options whose value may be left out (``run --console`` = the config's address)."""
+
+
+def optional_values(argv: list[str]) -> list[str]:
+    """Give a bare ``--console`` an empty value, so ``--console`` alone parses (Typer has no such options).
+
+    Args:
+        argv: Arguments after the program name.
+
+    Returns:
+        The arguments with ``""`` inserted after an option of :data:`OPTIONAL_VALUE` that is
+        last or followed by another option.
+    """
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        out.append(arg)
+        if arg in OPTIONAL_VALUE and (i + 1 == len(argv) or argv[i + 1].startswith("-")):
+            out.append("")
+    return out
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(args=optional_values(sys.argv[1:]), prog_name="bolt-agent")

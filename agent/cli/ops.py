@@ -1,0 +1,124 @@
+"""Operations commands: ``bolt-agent models pull`` and ``bolt-agent doctor``.
+
+Added to the ``bolt-agent`` app by :mod:`agent.cli.main`.
+
+- ``models pull [--config PATH] [--from-dir DIR]``: makes every ``hf:`` model of the config
+  present in the cache (:mod:`agent.models_pull`): cached files are only verified, missing ones
+  downloaded, or copied from ``DIR`` (offline install); exit 0 when all are present and
+  verified, 1 when one failed (offline: the message names the file and where to copy it), 2 on
+  a bad config.
+- ``doctor [--config PATH] [--json]``: every check of :mod:`agent.doctor`, one line each with
+  the fix command, or one JSON object ``{"ok": ..., "checks": [...]}``; exit 1 when a check
+  that blocks ``run`` failed.
+
+Both use the installed service's ``HF_HOME`` when run for its config with no ``HF_HOME`` of
+their own (:func:`agent.models_pull.service_hf_home`), so they look where the service does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Optional
+
+import typer
+
+from agent.cli.common import ConfigOpt
+
+if TYPE_CHECKING:
+    from agent.systemd import ServiceInfo
+
+models_app = typer.Typer(help="Manage model files.", no_args_is_help=True)
+
+
+@models_app.command("pull")
+def pull(
+    config: ConfigOpt = None,
+    from_dir: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--from-dir",
+            file_okay=False,
+            exists=True,
+            help="copy the model files from this folder into the cache instead of downloading (offline)",
+        ),
+    ] = None,
+) -> None:
+    """Download every hf: model of the config into the Hugging Face cache and verify its SHA-256."""
+    use_service_cache(config)  # before huggingface_hub is imported: it reads HF_HOME once
+    from agent.config import ConfigError, load_config
+    from agent.models_pull import PullError, config_model_refs, pull_model
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    refs = [(k, r) for k, r in config_model_refs(cfg) if r.startswith("hf:")]
+    if not refs:
+        typer.echo("no hf: models in this config; nothing to download")
+        return
+    failed = 0
+    for key, ref in refs:
+        try:
+            got = pull_model(ref, key, cfg.source, from_dir)
+        except PullError as e:
+            typer.echo(f"error: {e}", err=True)
+            failed += 1
+            continue
+        if got.origin == "copied":
+            check = "copied; no sha256 from the hub offline"
+        else:
+            check = ("sha256 ok" if got.verified else "no sha256 from the hub") + (
+                ", already in the cache" if got.origin == "cached" else ""
+            )
+        typer.echo(f"{key} {ref}: {got.path} ({got.size} bytes, {check})")
+    if failed:
+        raise typer.Exit(1)
+
+
+def doctor(
+    config: ConfigOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
+) -> None:
+    """Check this machine for `run`: packages, models, memory, audio, serial, camera, GPU, service."""
+    service = use_service_cache(config)
+    from agent.doctor import run_checks
+
+    checks = run_checks(config, service=service)
+    blocked = any(not c.ok and c.blocking for c in checks)
+    if json_out:
+        typer.echo(json.dumps({"ok": not blocked, "checks": [c.as_json() for c in checks]}))
+    else:
+        for c in checks:
+            mark = "ok  " if c.ok else ("FAIL" if c.blocking else "warn")
+            typer.echo(f"{mark} {c.name}: {c.detail}")
+            if not c.ok and c.fix:
+                typer.echo(f"     fix: {c.fix}")
+        typer.echo("run can start" if not blocked else "run cannot start: fix the FAIL lines above")
+    if blocked:
+        raise typer.Exit(1)
+
+
+def use_service_cache(config: Path | None) -> ServiceInfo | None:
+    """Look where the installed service looks: its ``HF_HOME`` when this command is for its config.
+
+    Sets ``HF_HOME`` in this process's environment (this is an entry point, and huggingface_hub
+    reads it once, at import) and says so on stderr.
+
+    Args:
+        config: The command's ``--config``.
+
+    Returns:
+        The installed unit (:func:`agent.systemd.service_info`), or None.
+    """
+    from agent.models_pull import service_hf_home
+    from agent.systemd import SERVICE, service_info
+
+    service = service_info()
+    home = service_hf_home(config, service)
+    if home:
+        os.environ["HF_HOME"] = home
+        typer.echo(f"note: HF_HOME={home}, as {SERVICE}.service has it", err=True)
+    return service

@@ -1,0 +1,66 @@
+"""``bolt-agent skills list`` and ``bolt-agent skills new NAME``: inspect and create skills."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from agent.cli.common import ConfigOpt, JsonOpt, load_or_exit
+
+skills_app = typer.Typer(no_args_is_help=True, help="Inspect and create skills.")
+
+
+@skills_app.command("list")
+def skills_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
+    """List the skills the model can call, with their schema and source."""
+    from agent.skills import load_registry
+
+    cfg = load_or_exit(config)
+    reg = load_registry(
+        cfg.skills.folders, cfg.skills.include_builtin, cfg.skills.enabled, cfg.skills.timeout_s
+    )
+    for msg in reg.load_errors:
+        typer.echo(f"warning: {msg}", err=True)
+    for s in reg.skills.values():
+        if json_out:
+            typer.echo(
+                json.dumps(
+                    {
+                        "name": s.name,
+                        "description": s.description,
+                        "parameters": s.parameters,
+                        "source": s.source,
+                        "background": s.background,
+                        "follow_up": s.follow_up,
+                    }
+                )
+            )
+        else:
+            params = ", ".join(s.parameters.get("properties", {}))
+            kind = (" [background]" if s.background else "") + ("" if s.follow_up else " [no follow-up]")
+            typer.echo(
+                f"{s.name}({params}){kind}  {s.description}\n    schema: {json.dumps(s.parameters)}\n"
+                f"    source: {s.source}"
+            )
+
+
+@skills_app.command("new")
+def skills_new(
+    name: Annotated[str, typer.Argument(help="skill name, e.g. greet_guest")],
+    folder: Annotated[Path, typer.Option("--dir", help="folder to write NAME.py into")] = Path("skills"),
+) -> None:
+    """Write a commented template skill to start from."""
+    from agent.skills import SkillError, new_skill_file
+
+    try:
+        path = new_skill_file(name, folder)
+    except SkillError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(
+        f"wrote {path}; add its folder to [skills] folders in your config (the packaged skills/ "
+        f"folder is always loaded), then check it with: bolt-agent skills list"
+    )

@@ -1,0 +1,105 @@
+"""The conversation commands: ``demo`` (the main job), ``listen FILE...`` and ``chat``.
+
+Each runs inside a :class:`~agent.stopper.Stopper`: SIGTERM or Ctrl-C, at any moment from the
+first line (also while the models load), parks the robot at neutral with torque off and ends
+the command within 2 s, with status 0.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from agent.cli.common import (
+    ConfigOpt,
+    JsonOpt,
+    VerboseOpt,
+    build_agent,
+    fixtures_root,
+    load_or_exit,
+    run_pipeline,
+    setup_logging,
+)
+from agent.cli.printer import EventPrinter
+from agent.stopper import Stopper
+
+
+def demo(
+    config: ConfigOpt = None,
+    out: Annotated[Path, typer.Option(help="folder for reply WAVs")] = Path("out"),
+    json_out: JsonOpt = False,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Run a short spoken conversation on the embedded models and print every step."""
+    from agent.cli.demo import demo_inputs
+    from agent.pipeline import FileSource, WavSink
+
+    setup_logging(verbose)
+    with Stopper() as stopper:
+        cfg = load_or_exit(config)
+        printer = EventPrinter(json_out)
+        core, bus = build_agent(cfg, printer, stopper)
+        try:
+            inputs, origin = demo_inputs(fixtures_root(), core.tts)
+            printer.note(f"demo: {len(inputs)} spoken commands from {origin}")
+            source = FileSource([p for p, _ in inputs], False, bus.publish)
+            run_pipeline(core, bus, source, WavSink(out), 30.0, stopper)
+        finally:
+            core.close()
+    printer.note(f"\nreply WAVs are in {out.resolve()}")
+
+
+def listen(
+    files: Annotated[list[Path], typer.Argument(help="audio files; every utterance is one user turn")],
+    config: ConfigOpt = None,
+    out: Annotated[Path, typer.Option(help="folder for reply WAVs")] = Path("out"),
+    json_out: JsonOpt = False,
+    verbose: VerboseOpt = False,
+    wait_background: Annotated[
+        float, typer.Option(help="seconds to wait at the end for background tool calls (timers) to finish")
+    ] = 30.0,
+) -> None:
+    """Treat speech in audio files as user turns of one conversation."""
+    from agent.pipeline import FileSource, WavSink
+
+    setup_logging(verbose)
+    with Stopper() as stopper:
+        cfg = load_or_exit(config)
+        printer = EventPrinter(json_out)
+        core, bus = build_agent(cfg, printer, stopper)
+        source = FileSource(files, False, bus.publish)
+        try:
+            run_pipeline(core, bus, source, WavSink(out), wait_background, stopper)
+        finally:
+            core.close()
+    if source.unreadable == len(files):
+        raise typer.Exit(1)
+
+
+def chat(
+    config: ConfigOpt = None,
+    out: Annotated[Optional[Path], typer.Option(help="also synthesize replies into this folder")] = None,
+    json_out: JsonOpt = False,
+    verbose: VerboseOpt = False,
+    wait_background: Annotated[
+        float, typer.Option(help="seconds to wait at end of input for background tool calls")
+    ] = 30.0,
+) -> None:
+    """Talk to the agent by typing (one line per turn; Ctrl-D ends)."""
+    from agent.pipeline import NullSink, TextSource, WavSink
+
+    setup_logging(verbose)
+    with Stopper() as stopper:
+        cfg = load_or_exit(config)
+        printer = EventPrinter(json_out)
+        core, bus = build_agent(cfg, printer, stopper)
+        prompt = (lambda: typer.echo("you> ", nl=False)) if sys.stdin.isatty() and not json_out else None
+        sink = WavSink(out) if out is not None else NullSink()
+        try:
+            source = TextSource(sys.stdin, prompt)
+            run_pipeline(core, bus, source, sink, wait_background, stopper, speak=out is not None)
+        finally:
+            core.close()

@@ -1,0 +1,143 @@
+"""Robot configuration: one TOML file, validated with pydantic.
+
+A config file describes one robot: which models to run (a local path, a packaged default
+such as ``packaged:smollm2-135m``, or ``hf:owner/repo/file.gguf`` downloaded on first
+use), audio, VAD and ASR settings, the LLM, the voice, where skills come from, and the
+robot's joints. ``launch/desktop.toml`` is the embedded default (CPU, the three packaged
+models, a simulated robot).
+
+Loading happens once, in the entry point; the resulting :class:`Config` is passed down
+explicitly. A bad file raises :class:`ConfigError` whose message names the file, the key
+and what was expected.
+
+One module per group of sections, all re-exported here:
+
+* :mod:`~agent.config.speech` — ``[asr]``, ``[vad]``, ``[turn]``, ``[tts]``;
+* :mod:`~agent.config.llm` — ``[llm]`` with ``[llm.server]`` and ``[llm.openai]``;
+* :mod:`~agent.config.live` — ``[audio]``, ``[live]``;
+* :mod:`~agent.config.app` — ``[skills]``, ``[console]``;
+* ``hardware/config.py`` — ``[robot]``, ``[camera]``, ``[vision]``, beside the code that uses
+  them (``hardware/`` imports nothing from ``agent/``).
+
+This package is the bottom of ``agent/``: it imports nothing else of the agent.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+
+from agent.config.app import ConsoleConfig, SkillsConfig
+from agent.config.live import AudioConfig, LiveConfig
+from agent.config.llm import DEFAULT_SYSTEM_PROMPT, LlamaServerConfig, LLMConfig, OpenAIConfig
+from agent.config.speech import ASRConfig, TTSConfig, TurnConfig, VADConfig
+from hardware.config import (
+    CameraConfig,
+    DriverConfig,
+    JointConfig,
+    RobotConfig,
+    StrictModel,
+    VisionConfig,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10 (JetPack 6)
+    import tomli as tomllib
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "DEFAULT_SYSTEM_PROMPT",
+    "ASRConfig",
+    "AudioConfig",
+    "CameraConfig",
+    "Config",
+    "ConfigError",
+    "ConsoleConfig",
+    "DriverConfig",
+    "JointConfig",
+    "LLMConfig",
+    "LiveConfig",
+    "LlamaServerConfig",
+    "OpenAIConfig",
+    "RobotConfig",
+    "SkillsConfig",
+    "StrictModel",
+    "TTSConfig",
+    "VADConfig",
+    "VisionConfig",
+    "load_config",
+]
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "launch" / "desktop.toml"
+
+
+class ConfigError(Exception):
+    """The config file is missing, not TOML, or has a key with a wrong value."""
+
+
+class Config(StrictModel):
+    """The whole robot configuration (one TOML file)."""
+
+    asr: ASRConfig = Field(default_factory=ASRConfig)
+    vad: VADConfig = Field(default_factory=VADConfig)
+    turn: TurnConfig = Field(default_factory=TurnConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    tts: TTSConfig = Field(default_factory=TTSConfig)
+    audio: AudioConfig = Field(default_factory=AudioConfig)
+    live: LiveConfig = Field(default_factory=LiveConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    robot: RobotConfig = Field(default_factory=RobotConfig)
+    camera: CameraConfig = Field(default_factory=CameraConfig)
+    vision: VisionConfig = Field(default_factory=VisionConfig)
+    console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    source: Path | None = Field(None, exclude=True, description="file this config was read from")
+
+
+def _describe(err: dict) -> str:
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    msg = err["msg"]
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key (check its spelling and section)"
+    elif "input" in err and not isinstance(err["input"], dict):
+        msg = f"{msg} (got {err['input']!r})"
+    return f"{key}: {msg}"
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read and validate a robot config file.
+
+    Args:
+        path: TOML file; ``None`` loads the embedded ``launch/desktop.toml``.
+
+    Returns:
+        The validated :class:`Config`, with relative folders resolved against the file's folder.
+
+    Raises:
+        ConfigError: the file is missing or unreadable, not valid TOML, or a key has a bad
+            value; the message names the file, the key and what is expected.
+
+    """
+    p = Path(path) if path is not None else DEFAULT_CONFIG
+    try:
+        raw = tomllib.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{p}: config file not found; pass --config with an existing TOML file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"{p}: cannot read config file ({e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: not valid TOML: {e}") from None
+    try:
+        cfg = Config.model_validate(raw)
+    except ValidationError as e:
+        problems = "; ".join(_describe(err) for err in e.errors())
+        raise ConfigError(f"{p}: {problems}") from None
+    base = p.resolve().parent
+    cfg.skills.folders = [f if f.is_absolute() else base / f for f in cfg.skills.folders]
+    cfg.robot.animation_folders = [f if f.is_absolute() else base / f for f in cfg.robot.animation_folders]
+    if cfg.console.token_file is not None and not cfg.console.token_file.is_absolute():
+        cfg.console.token_file = base / cfg.console.token_file
+    cfg.source = p
+    return cfg

@@ -1,0 +1,85 @@
+"""``[audio]`` and ``[live]``: sound devices, attention, barge-in, echo safety, stop words."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field
+
+from hardware.config import StrictModel
+
+
+class AudioConfig(StrictModel):
+    """Audio devices for live mode (name substring or index; None = system default)."""
+
+    input_device: str | int | None = None
+    output_device: str | int | None = None
+    input_sample_rate: int | None = Field(
+        None, ge=8000, le=192000, description="None = the device's own rate, Hz"
+    )
+    input_channels: int | None = Field(None, ge=1, le=32, description="None = the device's, at most 2")
+    output_sample_rate: int | None = Field(
+        None, ge=8000, le=192000, description="None = the device's own rate, Hz"
+    )
+    block_ms: int = Field(20, ge=5, le=200, description="sounddevice block length, ms")
+    stall_s: float = Field(3.0, gt=0.1, le=30, description="no mic audio for this long = device lost, s")
+    backoff_initial_s: float = Field(0.5, gt=0, le=60, description="first retry after a lost device, s")
+    backoff_max_s: float = Field(8.0, gt=0, le=600)
+
+
+class LiveConfig(StrictModel):
+    """``bolt-agent run``: attention, barge-in, echo safety, stop words (units: ms, s, score 0..100).
+
+    Endpointing, pre-roll and the longest utterance come from ``[vad]`` (``min_silence_ms``,
+    ``speech_pad_ms``, ``max_utterance_s``).
+    """
+
+    attention: Literal["always", "wake"] = "always"
+    wake_phrases: list[str] = Field(default_factory=lambda: ["hey robot", "hey bolt", "okay bolt"])
+    wake_score: float = Field(80.0, ge=50, le=100, description="fuzzy match score a wake phrase needs")
+    follow_up_s: float = Field(
+        8.0, ge=0, le=120, description="after a reply, no wake phrase needed for this long"
+    )
+    barge_in: bool = True
+    barge_in_ms: int = Field(
+        300, ge=32, le=3000, description="user speech sustained this long stops playback"
+    )
+    echo_guard: bool = True
+    echo_tail_ms: int = Field(
+        600, ge=0, le=5000, description="mic is treated as echo this long after playback"
+    )
+    echo_min_unexplained: float = Field(
+        0.5,
+        gt=0,
+        lt=1,
+        description="fraction of mic energy playback must not explain for it to count as user speech",
+    )
+    echo_max_delay_ms: int = Field(
+        800, ge=50, le=3000, description="longest speaker-to-mic delay searched, ms"
+    )
+    echo_text_score: float = Field(
+        75.0,
+        ge=50,
+        le=100,
+        description="transcripts this similar to the robot's own recent speech are dropped",
+    )
+    stop_phrases: list[str] = Field(
+        default_factory=lambda: [
+            "stop",
+            "freeze",
+            "be quiet",
+            "quiet",
+            "shut up",
+            "halt",
+            "stop it",
+            "stop talking",
+            "stop moving",
+            "hold still",
+            "silence",
+            "enough",
+        ]
+    )
+    stop_max_words: int = Field(4, ge=1, le=12, description="longer transcripts go to the model")
+    clause_chars: int = Field(
+        120, ge=20, le=400, description="a sentence longer than this is cut at a clause"
+    )

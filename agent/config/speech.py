@@ -1,0 +1,109 @@
+"""``[asr]``, ``[vad]``, ``[turn]`` and ``[tts]``: hearing and speaking (units: ms, s, probability 0..1)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from hardware.config import StrictModel
+
+
+class VADConfig(StrictModel):
+    """Silero VAD settings (units: probability 0..1, ms, s)."""
+
+    threshold: float = Field(0.5, ge=0.05, le=0.95)
+    min_speech_ms: int = Field(250, ge=0)
+    min_silence_ms: int = Field(500, ge=50, description="endpointing silence, ms")
+    speech_pad_ms: int = Field(400, ge=0, description="pre-roll / post-roll kept around speech, ms")
+    max_utterance_s: float = Field(30.0, gt=1.0)
+
+
+class TurnConfig(StrictModel):
+    """End-of-turn detection (units: ms, probability 0..1, log10 probability).
+
+    ``semantic``: after ``short_silence_ms`` of silence the utterance so far is judged
+    (:mod:`agent.listening.end_of_turn`) on a transcript started at ``early_asr_ms`` of silence
+    (Whisper's 0.6 s then overlaps the rest of the wait; the transcript of a pause the user
+    talks through is dropped): a finished turn ends at once, an unfinished one
+    waits for more speech, ending anyway after ``long_silence_ms``. ``silence``: the turn ends
+    after ``[vad] min_silence_ms`` of silence, nothing else (also the fallback when the
+    end-of-turn models are missing, with a notice).
+
+    The text thresholds are log10 of the chat model's probability that the user's sentence
+    ends where the transcript ends, measured on SmolLM2-135M with the robot's system prompt:
+    finished commands -0.1 … -1.9, cut sentences -1.7 … -5.4 (see the module docstring).
+    """
+
+    end_of_turn: Literal["semantic", "silence"] = "semantic"
+    short_silence_ms: int = Field(200, ge=64, le=1000, description="silence before the turn is judged, ms")
+    early_asr_ms: int = Field(
+        96,
+        ge=0,
+        le=1000,
+        description="silence after which the utterance so far is transcribed, ahead of the judgement "
+        "at short_silence_ms, ms; 0 = transcribe at short_silence_ms",
+    )
+    long_silence_ms: int = Field(
+        1600, ge=300, le=5000, description="silence that ends an unfinished-sounding turn anyway, ms"
+    )
+    smart_turn_model: str = Field("", description="Smart Turn ONNX path; empty = the one in pipecat-ai")
+    smart_turn_threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="complete when p > this (pipecat: 0.5)"
+    )
+    text_model: str = Field(
+        "packaged:smollm2-135m", description='GGUF that scores "does the sentence end here"; "" = off'
+    )
+    text_complete: float = Field(-1.2, le=0.0, description="text alone says finished at or over this")
+    text_with_audio: float = Field(
+        -1.6, le=0.0, description="finished when Smart Turn agrees and text is over this"
+    )
+
+    @model_validator(mode="after")
+    def _early_asr_before_the_judgement(self) -> TurnConfig:
+        if self.early_asr_ms and self.early_asr_ms >= self.short_silence_ms:
+            raise ValueError(
+                f"early_asr_ms ({self.early_asr_ms}) must be below short_silence_ms "
+                f"({self.short_silence_ms}), or 0 to transcribe at the judgement"
+            )
+        return self
+
+
+class ASRConfig(StrictModel):
+    """faster-whisper settings.
+
+    ``temperature`` keeps Whisper's fallback tuple: a segment whose compression ratio or
+    mean log-probability fails the thresholds is decoded again at the next temperature.
+    """
+
+    model: str = "packaged:whisper-tiny.en"
+    language: str = "en"
+    device: str = "cpu"
+    compute_type: str = "int8"
+    threads: int = Field(2, ge=1)
+    beam_size: int = Field(
+        1,
+        ge=1,
+        description="1 = greedy (as accurate as beam 5 on the shared commands, 80-90 ms faster per "
+        "pause); 5 = Whisper's own default",
+    )
+    temperature: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    compression_ratio_threshold: float = 2.4
+    log_prob_threshold: float = -1.0
+    no_speech_threshold: float = 0.6
+    hotwords: list[str] = Field(default_factory=list)
+    bias_with_skills: bool = True
+    bias_mode: Literal["hotwords", "initial_prompt"] = Field(
+        "hotwords",
+        description="how skill names and the wake phrase reach Whisper: as hotwords, or as a "
+        "prompt that reads like earlier speech",
+    )
+
+
+class TTSConfig(StrictModel):
+    """Piper voice settings."""
+
+    voice: str = "packaged:piper-joe-medium"
+    length_scale: float = Field(1.0, gt=0.2, le=3.0, description=">1 speaks slower")
+    speaker_id: int | None = None
+    max_sentences: int = Field(0, ge=0, description="0 = no limit")

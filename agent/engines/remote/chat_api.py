@@ -1,0 +1,284 @@
+"""The ``/v1/chat/completions`` side of the server engines: messages out, raw-text pieces back.
+
+The conversation renders every round with the GGUF's template; for the ``chat`` api the
+rendered text travels with its messages (:class:`ChatPrompt`), which go out in OpenAI's shape
+(:func:`openai_messages`). What streams back is turned into the raw text the conversation's
+tool-call parsers read (:class:`ChatDeltas`): ``tool_calls`` deltas become
+``<tool_call>{json}</tool_call>`` (a syntax every parser accepts), ``reasoning_content`` a
+thinking block in the template's markers, ``content`` passes as is (so markup a server leaves
+there is parsed and never spoken). :class:`RemoteVocab` stands in for the GGUF when there is no
+local copy of the model.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.engines.base import LLMError
+from agent.engines.remote.http import ServerUnreachable, request_json
+from agent.engines.remote.body import ThinkWatch
+
+if TYPE_CHECKING:
+    from agent.config import LLMConfig
+    from agent.engines.thinking import ThinkingBudget, ThinkingMarkers
+
+log = logging.getLogger(__name__)
+
+
+class ChatPrompt(str):
+    """A rendered prompt that also carries the messages it was rendered from (``chat`` api).
+
+    The text is the local rendering (for token accounting); ``messages``, ``tools`` and
+    ``template_vars`` are what ``/v1/chat/completions`` receives.
+    """
+
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    template_vars: dict[str, Any]
+
+    def __new__(  # noqa: D102 - documented on the class
+        cls,
+        text: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None,
+        template_vars: dict,
+    ) -> ChatPrompt:
+        obj = super().__new__(cls, text)
+        obj.messages, obj.tools, obj.template_vars = messages, tools, template_vars
+        return obj
+
+
+def chat_body(
+    cp: ChatPrompt, extensions: bool, tool_choice: str, budget: ThinkingBudget | None
+) -> dict[str, Any]:
+    """The ``/v1/chat/completions`` fields for a rendered :class:`ChatPrompt`.
+
+    Messages go out in OpenAI's shape (:func:`openai_messages`); template variables
+    (``enable_thinking``, ``conversational_mode``) as ``chat_template_kwargs`` (llama-server,
+    vLLM); a thinking budget as ``thinking_budget_tokens`` (llama-server).
+    """
+    body: dict[str, Any] = {"messages": openai_messages(cp.messages)}
+    if cp.tools:
+        body["tools"] = cp.tools
+        body["tool_choice"] = tool_choice
+    if extensions:
+        body["stream_options"] = {"include_usage": True}
+        if cp.template_vars:
+            body["chat_template_kwargs"] = dict(cp.template_vars)
+        if budget is not None:
+            body["thinking_budget_tokens"] = budget.max_tokens
+    return body
+
+
+def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages in OpenAI's wire shape, whatever template normalization they went through.
+
+    Tool-call arguments become JSON strings with ids; Gemma 4's ``tool_responses`` on a model
+    message (:mod:`agent.conversation.messages`) become ``tool`` messages after it, and that message's text
+    an assistant message after them (llama-server turns them back into Gemma's form,
+    ``common/chat.cpp``); grammar mode's ``raw`` key is dropped.
+    """
+    out: list[dict[str, Any]] = []
+    n = 0
+    for m in messages:
+        role = m.get("role", "user")
+        if role != "assistant":
+            msg = {"role": role, "content": m.get("content") or ""}
+            if role == "tool":
+                msg["tool_call_id"] = m.get("tool_call_id") or f"call_{n}"
+                if m.get("name"):
+                    msg["name"] = m["name"]
+            out.append(msg)
+            continue
+        calls = m.get("tool_calls") or []
+        responses = m.get("tool_responses") or []
+        ids = []
+        wire_calls = []
+        for c in calls:
+            fn = c.get("function", c)
+            args = fn.get("arguments", {})
+            ids.append(c.get("id") or f"call_{n}")
+            n += 1
+            wire_calls.append(
+                {
+                    "id": ids[-1],
+                    "type": "function",
+                    "function": {
+                        "name": fn.get("name", ""),
+                        "arguments": args if isinstance(args, str) else json.dumps(args),
+                    },
+                }
+            )
+        text = m.get("content") or ""
+        if not responses:
+            msg = {"role": "assistant", "content": text}
+            if wire_calls:
+                msg["tool_calls"] = wire_calls
+            out.append(msg)
+            continue
+        out.append({"role": "assistant", "content": "", "tool_calls": wire_calls})
+        for i, r in enumerate(responses):
+            resp = r.get("response")
+            out.append(
+                {
+                    "role": "tool",
+                    "tool_call_id": ids[i] if i < len(ids) else f"call_{n + i}",
+                    "name": r.get("name", ""),
+                    "content": json.dumps(resp),  # the history's tool content is JSON text
+                }
+            )
+        if text:
+            out.append({"role": "assistant", "content": text})
+    return out
+
+
+class _ToolCallCollector:
+    """Collects streamed ``tool_calls`` deltas; a finished call becomes ``<tool_call>{json}</tool_call>``."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, dict[str, str]] = {}
+
+    def feed(self, deltas: list[dict[str, Any]]) -> list[str]:
+        out = []
+        for d in deltas:
+            i = int(d.get("index", len(self.calls)))
+            if i not in self.calls and self.calls:
+                out += self.flush()  # the previous call is complete
+            call = self.calls.setdefault(i, {"name": "", "arguments": ""})
+            fn = d.get("function") or {}
+            call["name"] += fn.get("name") or ""
+            call["arguments"] += fn.get("arguments") or ""
+        return out
+
+    def flush(self) -> list[str]:
+        out = []
+        for call in self.calls.values():
+            try:
+                args = json.loads(call["arguments"] or "{}")
+            except ValueError:
+                args = call["arguments"]  # the parser reports it as a malformed call
+            out.append(f"<tool_call>{json.dumps({'name': call['name'], 'arguments': args})}</tool_call>")
+        self.calls.clear()
+        return out
+
+
+class ChatDeltas:
+    """Turns ``/v1/chat/completions`` stream chunks into raw-text pieces the tool-call parsers read.
+
+    Reasoning (``reasoning_content``) is wrapped in the template's thinking markers, tool-call
+    deltas become ``<tool_call>{json}</tool_call>`` once complete, content passes as is.
+    """
+
+    def __init__(self, markers: ThinkingMarkers, watch: ThinkWatch | None) -> None:
+        self.markers, self.watch = markers, watch
+        self.calls = _ToolCallCollector()
+        self.thinking = False
+
+    def _end_thinking(self) -> list[str]:
+        if not self.thinking:
+            return []
+        self.thinking = False
+        if self.watch is not None:
+            self.watch.close()
+        return [self.markers.close]
+
+    def feed(self, choice: dict[str, Any]) -> list[str]:
+        """Raw-text pieces of one stream chunk's ``choices[0]``."""
+        delta = choice.get("delta") or choice.get("message") or {}
+        out: list[str] = []
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning:
+            if not self.thinking:
+                self.thinking = True
+                out.append(self.markers.open)
+            if self.watch is not None:
+                self.watch.reasoning()
+            out.append(reasoning)
+        content = delta.get("content")
+        if content:
+            out += self._end_thinking()
+            out.append(content)
+        if delta.get("tool_calls"):
+            out += self._end_thinking()
+            out += self.calls.feed(delta["tool_calls"])
+        return out
+
+    def flush(self) -> list[str]:
+        """What is still held at the end of the stream (an open thinking block's end, unfinished calls)."""
+        return self._end_thinking() + self.calls.flush()
+
+
+class RemoteVocab:
+    """Template and token counts from the server when there is no local GGUF (``chat`` api only).
+
+    The template comes from llama-server's ``GET /props`` (``chat_template``, ``bos_token``,
+    ``eos_token``; README) or, failing that, ChatML; tokens are counted by ``POST /tokenize``
+    where the server has it, else estimated at 3 bytes a token (a generous guess for English
+    with 32k-260k vocabularies). The render is used only for counting: the server renders the
+    messages itself.
+
+    Args:
+        base_url: The server.
+        cfg: ``[llm]`` (``n_ctx``).
+        headers: Extra request headers.
+    """
+
+    def __init__(self, base_url: str, cfg: LLMConfig, headers: dict[str, str]) -> None:
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        from agent.engines.embedded.model import _FALLBACK_TEMPLATE
+
+        self.base_url, self.headers = base_url, headers
+        self.n_ctx = int(cfg.n_ctx) if isinstance(cfg.n_ctx, int) else 4096
+        props: dict[str, Any] = {}
+        try:
+            status, answer = request_json(base_url, "GET", "/props", headers=headers, timeout_s=5.0)
+            if status == 200 and isinstance(answer, dict):
+                props = answer
+        except ServerUnreachable as e:
+            log.warning("model server %s not reachable yet (%s); using a generic template", base_url, e)
+        tpl = props.get("chat_template") or ""
+        self.template = tpl or _FALLBACK_TEMPLATE
+        self.has_template = bool(tpl)
+        self.architecture = ""
+        self.path = Path(str(props.get("model_path") or "remote"))
+        self.llm = None
+        self._tokenize_ok = bool(props)
+        self._formatter = Jinja2ChatFormatter(
+            self.template, eos_token=props.get("eos_token") or "", bos_token=props.get("bos_token") or ""
+        )
+
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **kw: Any
+    ) -> str:
+        """Render locally (for counting only).
+
+        Raises:
+            LLMError: the template rejected the messages.
+        """
+        try:
+            return self._formatter(messages=messages, tools=tools or None, **kw).prompt
+        except Exception as e:  # jinja2 raises its own types
+            raise LLMError(f"chat template from the server rejected the conversation: {e}") from None
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids from the server's ``/tokenize``; an estimate of the count (zeros) otherwise."""
+        if self._tokenize_ok:
+            try:
+                status, answer = request_json(
+                    self.base_url, "POST", "/tokenize", {"content": text, "add_special": True,
+                                                         "parse_special": True}, self.headers, 10.0
+                )  # fmt: skip
+                if status == 200 and isinstance(answer, dict) and isinstance(answer.get("tokens"), list):
+                    return [t if isinstance(t, int) else t.get("id", 0) for t in answer["tokens"]]
+            except ServerUnreachable:
+                pass
+            self._tokenize_ok = False
+        return [0] * (len(text.encode("utf-8")) // 3 + 1)
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens ``text`` takes (server count or estimate)."""
+        return len(self.tokenize(text))

@@ -1,0 +1,426 @@
+"""The chat model over HTTP: the same interface as :class:`agent.engines.embedded.model.ChatModel`, generation on a server.
+
+:class:`ServerChatModel` keeps the conversation's turn loop unchanged. Prompts are rendered and
+counted locally with the GGUF's own template and tokenizer (a vocabulary-only load, well under a
+second), so the byte-stable prompt prefix, the streaming parsers and grammar mode work as with
+the embedded engine. Two ways to generate:
+
+* ``completions`` (llama-server, and OpenAI-compatible servers that take a raw prompt): the
+  rendered prompt goes to ``/v1/completions`` as token ids (the local tokenizer's, BOS included
+  once), with ``stream``, ``max_tokens``, ``stop``, ``temperature``, ``top_p``, ``seed`` and,
+  as llama.cpp extensions (``tools/server/README.md``), ``cache_prompt`` (KV-cache prefix
+  reuse), ``grammar`` (GBNF text: the ``llama_cpp.LlamaGrammar`` the conversation passes carries
+  it), ``repeat_penalty`` and the reasoning budget.
+* ``chat``: the messages and tools go to ``/v1/chat/completions``; the server renders them with
+  its own copy of the template and parses tool calls. Its ``tool_calls`` deltas come back into
+  the stream as ``<tool_call>{json}</tool_call>`` text, which every tool-call parser accepts, and
+  reasoning as a thinking block, so the same parsers split speech, thinking and calls; markup a
+  server leaves in ``content`` is parsed the same way and never spoken.
+
+Logits processors cannot cross HTTP. The thinking budget (:class:`agent.engines.thinking.ThinkingBudget`)
+becomes llama-server's own reasoning budget (``reasoning_budget_tokens`` with the template's
+thinking markers; its sampler forces the end marker), and the millisecond budget a
+``reasoning_end`` control request (``POST /v1/chat/completions/control``, armed by
+``reasoning_control``). The grammar-mode tool prior (:class:`agent.engines.priors.ToolChoicePrior`)
+becomes a ``logit_bias`` on the token pieces that spell the start of a favoured tool's name where
+a JSON string opens (:func:`agent.engines.remote.body.prior_logit_bias`), so the bias lands on the
+tool-name position almost only, as it does embedded. Anything else is dropped with one logged notice.
+
+Cancellation (barge-in) closes the HTTP stream; llama-server stops generating for the slot.
+A managed server that has died is restarted before the next request, and a request that fails
+before any output is retried once after a restart; a failure mid-stream raises
+:class:`~agent.engines.base.LLMError`, which the turn loop answers with its spoken apology, leaving the
+history intact.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.engines.base import Completions, Generation, LLMError
+from agent.engines.remote.chat_api import ChatDeltas, ChatPrompt, RemoteVocab, chat_body
+from agent.engines.embedded.model import ChatModel
+from agent.engines.remote.http import EventStream, ServerError, ServerUnreachable, request_json
+from agent.engines.priors import ProcessorChain
+from agent.engines.remote.body import ThinkWatch, prior_logit_bias
+from agent.engines.thinking import ThinkingBudget, markers_for
+
+if TYPE_CHECKING:
+    from agent.config import LLMConfig
+    from agent.engines.remote.server_process import LlamaServerProcess
+
+log = logging.getLogger(__name__)
+
+
+class ServerChatModel(Completions):
+    """A chat model whose generation runs on a llama.cpp or OpenAI-compatible server.
+
+    Args:
+        vocab: The GGUF loaded vocabulary-only (template, tokenizer, BOS/EOS), or None for the
+            ``chat`` api with no local file (then :class:`RemoteVocab` stands in).
+        cfg: ``[llm]`` settings (sampling, context, thinking budget).
+        base_url: ``http://host:port`` of the server, or a callable giving it (a managed server's
+            port changes when it restarts).
+        api: ``completions`` or ``chat``.
+        server: The managed llama-server child, restarted when it dies; None for a remote server.
+        headers: Extra request headers (``Authorization``).
+        model_name: The request's ``model`` field ("" = left out).
+        extensions: Send llama.cpp's extra request fields.
+        timeout_s: Longest silence from the server, s.
+        tool_choice: ``chat`` api: ``auto`` or ``required`` when tools are offered.
+    """
+
+    def __init__(
+        self,
+        vocab: ChatModel | None,
+        cfg: LLMConfig,
+        base_url: str | Callable[[], str],
+        api: str = "completions",
+        server: LlamaServerProcess | None = None,
+        headers: dict[str, str] | None = None,
+        model_name: str = "",
+        extensions: bool = True,
+        timeout_s: float = 60.0,
+        tool_choice: str = "auto",
+    ) -> None:
+        self.cfg = cfg
+        self._base = base_url
+        self.api = api
+        self.server = server
+        self.headers = dict(headers or {})
+        self.model_name = model_name
+        self.extensions = extensions
+        self.timeout_s = timeout_s
+        self.tool_choice = tool_choice
+        self.vocab = vocab if vocab is not None else RemoteVocab(self.base_url, cfg, self.headers)
+        self.path: Path = getattr(self.vocab, "path", Path("remote"))
+        self.n_ctx: int = self.vocab.n_ctx
+        self.architecture: str = self.vocab.architecture
+        self.template: str = self.vocab.template
+        self.has_template: bool = self.vocab.has_template
+        self.llm = getattr(self.vocab, "llm", None)
+        self._lock = threading.Lock()
+        self._noticed: set[str] = set()
+        self._last_chat: ChatPrompt | None = None
+
+    @property
+    def base_url(self) -> str:
+        """The server's base URL now."""
+        return self._base() if callable(self._base) else self._base
+
+    # --- prompt (local, as embedded) -----------------------------------------------------------------
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **template_vars: Any
+    ) -> str:
+        """Render with the GGUF's template (a :class:`ChatPrompt` for the ``chat`` api).
+
+        Raises:
+            LLMError: the template rejected the messages.
+        """
+        text = self.vocab.render(messages, tools=tools, **template_vars)
+        if self.api != "chat":
+            return text
+        self._last_chat = ChatPrompt(text, messages, tools, template_vars)
+        return self._last_chat
+
+    def tokenize(self, text: str) -> list[int]:
+        """Tokens of a rendered prompt (the local tokenizer; BOS once)."""
+        return self.vocab.tokenize(text)
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens ``text`` takes in this model's vocabulary."""
+        return self.vocab.count_tokens(text)
+
+    # --- generation ------------------------------------------------------------------------------------
+    def stream(
+        self,
+        prompt: str,
+        gen: Generation,
+        *,
+        grammar: Any = None,
+        max_tokens: int | None = None,
+        stop: list[str] | None = None,
+        cancel: threading.Event | None = None,
+        temperature: float | None = None,
+        logits_processor: Callable[[int], Any] | None = None,
+        prefix: str = "",
+        jump: Callable[[str], str] | None = None,
+        draft: Callable[[str], str] | None = None,
+    ) -> Iterator[str]:
+        """Generate text pieces for a rendered prompt on the server (arguments as :meth:`ChatModel.stream`).
+
+        ``prefix`` (the text a grammar forces first) is generated by the server itself: its
+        grammar starts at the first output character, so the prefix cannot go into the prompt.
+        ``jump`` is ignored for the same reason: the server writes the forced text itself.
+        ``draft`` is ignored too: the server drafts with its own drafter when it has one.
+
+        Yields:
+            Text pieces, in order.
+
+        Raises:
+            LLMError: the prompt does not fit ``n_ctx``, the server refused the request, or the
+                server died or went silent for ``request_timeout_s`` during the stream.
+        """
+        tokens = self.tokenize(prompt)
+        n_prompt = len(tokens)
+        if n_prompt + 1 > self.n_ctx:
+            raise LLMError(f"prompt of {n_prompt} tokens does not fit n_ctx={self.n_ctx}")
+        limit = min(max_tokens or self.cfg.max_tokens, self.n_ctx - n_prompt)
+        body: dict[str, Any] = {
+            "stream": True,
+            "max_tokens": limit,
+            "temperature": self.cfg.temperature if temperature is None else temperature,
+            "top_p": self.cfg.top_p,
+            "seed": self.cfg.seed,
+        }
+        if stop:
+            body["stop"] = list(stop)
+        if self.model_name:
+            body["model"] = self.model_name
+        if self.extensions:
+            # timings in every chunk: a stream cut short (barge-in, sentence cap) still reports them
+            body |= {
+                "cache_prompt": True,
+                "repeat_penalty": self.cfg.repeat_penalty,
+                "timings_per_token": True,
+            }
+        budget = self._processor(logits_processor, n_prompt, body)
+        chat = self.api == "chat"
+        if chat:
+            cp = self._chat_prompt(prompt)
+            path = "/v1/chat/completions"
+            for key in [k for k in body if k.startswith("reasoning_budget_") or k == "generation_prompt"]:
+                body.pop(key)  # the server derives the markers from its template
+            body |= chat_body(cp, self.extensions, self.tool_choice, budget)
+            if grammar is not None and cp.tools:
+                self._notice(
+                    "chat-grammar", "the chat api takes no grammar together with tools; sent without"
+                )
+            elif grammar is not None:
+                self._grammar(grammar, body)
+            starts_inside = False
+        else:
+            path = "/v1/completions"
+            body["prompt"] = tokens if self.extensions else str(prompt)
+            if grammar is not None:
+                self._grammar(grammar, body)
+            starts_inside = budget is not None and budget.inside
+        watch = ThinkWatch(budget, starts_inside) if budget is not None else None
+        with self._lock:
+            yield from self._run(path, body, gen, cancel, chat, watch)
+
+    def _chat_prompt(self, prompt: str) -> ChatPrompt:
+        if isinstance(prompt, ChatPrompt):
+            return prompt
+        last = self._last_chat
+        if last is not None and prompt.startswith(last):  # a pre-filled marker appended to the render
+            return last
+        raise LLMError("the chat api needs a prompt made by this model's render()")
+
+    def _grammar(self, grammar: Any, body: dict[str, Any]) -> None:
+        text = grammar if isinstance(grammar, str) else getattr(grammar, "_grammar", None)
+        if not isinstance(text, str):
+            raise LLMError(f"cannot send a grammar of type {type(grammar).__name__} to the server")
+        if self.extensions:
+            body["grammar"] = text
+        else:
+            self._notice("grammar", "this server takes no GBNF grammar (openai.llama_cpp_extensions = false)")
+
+    def _processor(self, factory: Callable[[int], Any] | None, n_prompt: int, body: dict[str, Any]) -> Any:
+        """Turn a logits-processor factory into request fields; returns a ThinkingBudget or None."""
+        if factory is None:
+            return None
+        if self.llm is None or not self.extensions:
+            self._notice(
+                "processor",
+                "logits processors (thinking budget, tool prior) need a local vocabulary "
+                "and llama.cpp extensions; generating without them",
+            )
+            return None
+        proc = factory(n_prompt)
+        if isinstance(proc, ThinkingBudget):
+            body |= {
+                "reasoning_budget_tokens": proc.max_tokens,
+                "reasoning_budget_start_tag": proc.markers.open,
+                "reasoning_budget_end_tags": [proc.markers.close],
+                "reasoning_budget_message": "",
+            }
+            if proc.inside:
+                body["generation_prompt"] = proc.markers.open  # the sampler starts inside the block
+            if proc.max_ms > 0:
+                body["reasoning_control"] = True
+            return proc
+        for part in proc.parts if isinstance(proc, ProcessorChain) else [proc]:
+            bias = prior_logit_bias(part)
+            if bias is not None:
+                if bias:
+                    body["logit_bias"] = [[tok, b] for tok, b in bias.items()]
+                continue
+            name = type(part).__name__
+            self._notice(name, f"{name} cannot run on a server; generating without it")
+        return None
+
+    def _notice(self, key: str, message: str) -> None:
+        if key not in self._noticed:
+            self._noticed.add(key)
+            log.warning("%s", message)
+
+    def _open(self, path: str, body: dict[str, Any], cancel: threading.Event | None) -> EventStream:
+        """Open the stream; a managed server is (re)started first, and a failed connect retried once."""
+        for attempt in (0, 1):
+            if self.server is not None:
+                self.server.ensure_running()
+            try:
+                return EventStream(self.base_url, path, body, self.headers, self.timeout_s, cancel)
+            except ServerUnreachable as e:
+                if attempt:
+                    raise LLMError(f"the model server cannot be reached: {e}{self._log_hint()}") from None
+                log.warning("model server unreachable (%s); retrying once", e)
+                if self.server is None:
+                    time.sleep(0.5)
+            except ServerError as e:
+                raise LLMError(f"the model server refused the request: {e}") from None
+        raise AssertionError("unreachable")
+
+    def _log_hint(self) -> str:
+        return f" (llama-server log: {self.server.log_path})" if self.server is not None else ""
+
+    def _run(
+        self,
+        path: str,
+        body: dict[str, Any],
+        gen: Generation,
+        cancel: threading.Event | None,
+        chat: bool,
+        watch: ThinkWatch | None,
+    ) -> Iterator[str]:
+        t0 = time.perf_counter()
+        t_first = t_last = 0.0
+        pieces = 0
+        timings: dict[str, Any] = {}
+        usage: dict[str, Any] = {}
+        deltas = ChatDeltas(markers_for(self.template), watch)
+        try:
+            for attempt in (0, 1):
+                stream = self._open(path, body, cancel)
+                try:
+                    for event in stream:
+                        timings = event.get("timings") or timings
+                        usage = event.get("usage") or usage
+                        choices = event.get("choices") or []
+                        if not choices:
+                            continue
+                        choice = choices[0]
+                        if choice.get("finish_reason"):
+                            gen.finish_reason = choice["finish_reason"]
+                        for piece in deltas.feed(choice) if chat else [choice.get("text") or ""]:
+                            if not piece:
+                                continue
+                            now = time.perf_counter()
+                            if not gen.ttft_ms:
+                                gen.ttft_ms = (now - t0) * 1000.0
+                                t_first = now
+                            t_last = now
+                            pieces += 1
+                            gen.text += piece
+                            if watch is not None and not chat:
+                                watch.feed(piece)
+                            yield piece
+                        if watch is not None and watch.over_ms():
+                            self._end_reasoning(event.get("id"), watch)
+                        if cancel is not None and cancel.is_set():
+                            gen.cancelled = True
+                            break
+                    for piece in deltas.flush():
+                        gen.text += piece
+                        yield piece
+                    if self.server is not None:
+                        self.server.mark_healthy()
+                    return
+                except ServerUnreachable as e:
+                    if stream.cancelled or (cancel is not None and cancel.is_set()):
+                        gen.cancelled = True
+                        return
+                    if attempt == 0 and e.before_output and not pieces:
+                        log.warning("model server failed before answering (%s); retrying once", e)
+                        continue  # a managed server is restarted by _open
+                    raise LLMError(
+                        f"the model server failed during the reply: {e}{self._log_hint()}"
+                    ) from None
+                except ServerError as e:
+                    raise LLMError(f"the model server reported an error: {e}") from None
+                finally:
+                    stream.close()
+        finally:
+            gen.total_ms += (time.perf_counter() - t0) * 1000.0
+            _account(gen, timings, usage, pieces, t_first, t_last)
+
+    def _end_reasoning(self, cmpl_id: str | None, watch: ThinkWatch) -> None:
+        """Ask the server to end the thinking block now (``reasoning_end``); tried on up to 3 chunks."""
+        watch.attempts += 1
+        if not cmpl_id or not self.extensions or watch.attempts > 3:
+            watch.ended = True
+            return
+        try:
+            status, answer = request_json(
+                self.base_url,
+                "POST",
+                "/v1/chat/completions/control",
+                {
+                    "id": cmpl_id,
+                    "action": "reasoning_end",
+                    **({"model": self.model_name} if self.model_name else {}),
+                },
+                self.headers,
+                timeout_s=self.timeout_s,
+            )
+        except ServerUnreachable as e:
+            log.warning("could not end the thinking on time: %s", e)
+            return
+        if status == 200 and isinstance(answer, dict) and answer.get("success"):
+            watch.ended = True
+            watch.stats.forced = True
+        else:
+            watch.ended = True  # the server cannot do it (no reasoning control): do not ask again
+            self._notice("control", f"the server did not end the thinking on request: {answer}")
+
+    def close(self) -> None:
+        """Stop the managed server, if any (the remote one is left alone)."""
+        if self.server is not None:
+            self.server.stop()
+
+
+def _account(
+    gen: Generation,
+    timings: dict[str, Any],
+    usage: dict[str, Any],
+    pieces: int,
+    t_first: float,
+    t_last: float,
+) -> None:
+    """Fill token counts and speeds from llama-server's ``timings`` (or OpenAI ``usage``, or our clock)."""
+    if timings:
+        gen.prompt_tokens += int(timings.get("prompt_n") or 0)
+        gen.completion_tokens += int(timings.get("predicted_n") or pieces)
+        gen.tokens_per_s = float(timings.get("predicted_per_second") or 0.0)
+        gen.draft_tokens += int(timings.get("draft_n") or 0)
+        gen.draft_accepted += int(timings.get("draft_n_accepted") or 0)
+    else:
+        gen.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+        gen.completion_tokens += int(usage.get("completion_tokens") or pieces)
+    if not gen.tokens_per_s and gen.completion_tokens > 1 and t_last > t_first:
+        gen.tokens_per_s = (gen.completion_tokens - 1) / (t_last - t_first)
+
+
+def load_vocab(path: Path | None, cfg: LLMConfig) -> ChatModel | None:
+    """The GGUF's tokenizer and template, loaded vocabulary-only (None without a file).
+
+    Raises:
+        LLMError: the file is not a loadable GGUF.
+    """
+    return ChatModel(path, cfg, vocab_only=True) if path is not None else None

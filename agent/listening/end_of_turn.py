@@ -1,0 +1,228 @@
+"""Semantic end-of-turn: has the user finished, judged from the audio *and* the words.
+
+At the first short silence of a pause (``[turn] short_silence_ms``, 200 ms) the listener hands
+the utterance so far to the ASR stage, which transcribes it and asks :class:`EndOfTurnJudge`.
+A finished turn ends at once, with its transcript already made (nothing is left to decode after
+the endpoint); an unfinished one waits for more speech, and ends anyway after
+``[turn] long_silence_ms`` (1.6 s), still with the transcript made at the pause when the user
+said nothing more.
+
+Why two signals. Smart Turn v3.2 (:mod:`agent.listening.smart_turn`) hears prosody, but on the shared
+fixtures it is wrong where it matters: it calls jfk.flac's "And so my fellow Americans," complete
+(0.93: the turn would break there) and four of the ten espeak-ng commands unfinished (robotic
+prosody: nod 0.05, wave_right 0.03, what_see 0.08, turn_then_wave 0.04). Whisper punctuates
+both "... fellow Americans." and "Please look to the left." with a full stop, so punctuation
+cannot tell them apart either. The words can: a chat model's probability that the user's
+sentence ends where the transcript ends (the end-of-turn marker or ``.?!`` next, punctuation
+stripped first) — the idea of LiveKit's text turn detector, here with the embedded SmolLM2-135M
+as it is, no fine-tuning. Measured with the robot's system prompt (log10 P): finished commands
+-0.10 … -0.91 (look_left -0.84, stop -1.81, a misheard turn_then_wave -1.87), cut sentences
+"fellow americans" -1.73, "… ask not" -1.88, "… can do for you" -1.93, "… and then" -3.29,
+"what time is" -3.90. One threshold on either signal fails some case; the rules below pass
+every shared case but the misheard turn_then_wave (which waits for the long silence):
+
+1. a transcript that ends in a continuation (a comma, "and", "then", "the", "to", ...): unfinished;
+2. a stop phrase: finished (stopping never waits);
+3. text ``>= text_complete`` (-1.2): finished (``text``);
+4. Smart Turn ``> smart_turn_threshold`` (0.5) and text ``>= text_with_audio`` (-1.6): finished
+   (``smart_turn``);
+5. otherwise unfinished.
+
+Without the text model rules 3-4 become "Smart Turn says complete"; without Smart Turn rule 4
+is dropped; without both, endpointing is silence only (``[vad] min_silence_ms``) with a notice.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from agent.config import LLMConfig, TurnConfig
+from agent.speech.words import words
+
+log = logging.getLogger(__name__)
+
+CONTINUATIONS = frozenset(
+    "and or but so then because if when while than that which who whose where the a an to of for "
+    "with at in on from by about into my your his her their our its um uh like".split()
+)
+"""Last words after which an English sentence is not over (conjunctions, articles, prepositions,
+possessives, fillers)."""
+
+MAX_WORDS = 48
+"""Words of the transcript the text model reads (its last ones), so any turn fits its 512-token context."""
+
+_SENTINEL = "\u2063TURN\u2063"  # invisible separator: never in a transcript
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The judgement of one pause.
+
+    Attributes:
+        complete: The user has finished their turn.
+        rule: Which rule decided: ``continuation``, ``stop``, ``text``, ``smart_turn``,
+            ``unfinished`` (no rule said finished) or ``empty`` (nothing was heard).
+        smart_turn: Smart Turn's probability (-1: not run).
+        text_score: log10 probability that the sentence ends here (0 and below; 1.0: not run).
+        ms: Time the judgement took (ASR excluded), ms.
+    """
+
+    complete: bool
+    rule: str
+    smart_turn: float = -1.0
+    text_score: float = 1.0
+    ms: float = 0.0
+
+
+def ends_in_continuation(text: str) -> bool:
+    """Whether ``text`` stops where an English sentence cannot end.
+
+    Args:
+        text: A transcript (any case, any punctuation).
+
+    Returns:
+        True for a trailing comma, dash or ellipsis, or a last word in :data:`CONTINUATIONS`.
+    """
+    t = text.strip()
+    if not t:
+        return False
+    if t.endswith((",", "...", "…", "-", "—", ";", ":")):
+        return True
+    said = words(t)
+    return bool(said) and said[-1] in CONTINUATIONS
+
+
+class TextEndOfTurn:
+    """A chat model's probability that the user's sentence ends where the transcript ends.
+
+    The prompt is the model's own chat template with the robot's system prompt and the user's
+    words (trailing punctuation removed, lower case, as Whisper's punctuation is unreliable);
+    the score is ``log10`` of the next-token probability of the template's end-of-user-turn
+    marker plus ``.``, ``?`` and ``!``. The system-prompt prefix stays in this model's own KV
+    cache, so one call evaluates only the user's words (about 10 tokens, 20-40 ms for
+    SmolLM2-135M on 2 x86 cores).
+
+    Args:
+        model_path: A GGUF with a chat template (the embedded SmolLM2-135M by default).
+        system_prompt: The robot's system prompt (the scores above were measured with it).
+        threads: CPU threads.
+
+    Raises:
+        agent.engines.base.LLMError: the GGUF cannot be loaded or has no usable template.
+    """
+
+    def __init__(self, model_path: Path, system_prompt: str, threads: int = 1) -> None:
+        from agent.engines.base import LLMError
+        from agent.engines.embedded.model import ChatModel
+
+        cfg = LLMConfig(model=str(model_path), n_ctx=512, threads=threads, n_gpu_layers=0)
+        self.model = ChatModel(model_path, cfg)
+        llm = self.model.llm
+        rendered = self.model.render(
+            [{"role": "system", "content": system_prompt}, {"role": "user", "content": _SENTINEL}]
+        )
+        if _SENTINEL not in rendered:
+            raise LLMError(f"{model_path.name}: its chat template dropped the user's message")
+        self._prefix, suffix = rendered.split(_SENTINEL, 1)
+        marker = llm.tokenize(suffix.encode(), add_bos=False, special=True)[:1]
+        self._ends = sorted(
+            {*marker, *(t for p in (".", "?", "!") for t in llm.tokenize(p.encode(), add_bos=False)[:1])}
+        )
+        self.score("hello")  # fills the KV cache with the system prompt
+
+    def score(self, text: str) -> float:
+        """log10 probability that the user's sentence ends after ``text``.
+
+        Args:
+            text: The transcript so far.
+
+        Returns:
+            A value <= 0 (about -0.1 for a finished command, below -3 after "and then").
+
+        Raises:
+            agent.engines.base.LLMError: the system prompt alone does not fit the 512-token context.
+        """
+        words = re.sub(r"[\s.?!,;:…]+$", "", text.strip()).lower()
+        words = " ".join(words.split()[-MAX_WORDS:])  # the end decides; keeps a 30 s turn in n_ctx
+        logits = self.model.next_token_logits(self._prefix + words).astype(np.float64)
+        logits -= logits.max()
+        p = np.exp(logits[self._ends]).sum() / np.exp(logits).sum()
+        return float(math.log10(max(p, 1e-12)))
+
+    def close(self) -> None:
+        """Free the model."""
+        self.model.llm.close()
+
+
+class AudioEndOfTurn(Protocol):
+    """What the judge needs from an audio end-of-turn model (:class:`~agent.listening.smart_turn.SmartTurn`)."""
+
+    def probability(self, audio: np.ndarray) -> float:
+        """Probability (0..1) that the speaker finished, from ``(n,)`` float32 16 kHz audio."""
+        ...
+
+
+class EndOfTurnJudge:
+    """The rules of the module docstring over Smart Turn and the text model.
+
+    Args:
+        cfg: ``[turn]`` thresholds.
+        smart_turn: The audio model (:class:`~agent.listening.smart_turn.SmartTurn`), or None.
+        text: A :class:`TextEndOfTurn`, or None.
+        is_stop: Whether a transcript is a stop phrase.
+    """
+
+    def __init__(
+        self,
+        cfg: TurnConfig,
+        smart_turn: AudioEndOfTurn | None,
+        text: TextEndOfTurn | None,
+        is_stop: Callable[[str], bool],
+    ) -> None:
+        self.cfg, self.smart_turn, self.text, self.is_stop = cfg, smart_turn, text, is_stop
+
+    def judge(self, audio: np.ndarray, transcript: str) -> Verdict:
+        """Judge one pause.
+
+        Args:
+            audio: ``(n,)`` float32 16 kHz: the utterance so far, with the pause's first silence.
+            transcript: What the recognizer made of ``audio`` ("" when nothing).
+
+        Returns:
+            The :class:`Verdict`.
+        """
+        t0 = time.perf_counter()
+
+        def done(complete: bool, rule: str, st: float = -1.0, tx: float = 1.0) -> Verdict:
+            return Verdict(
+                complete, rule, round(st, 3), round(tx, 2), round((time.perf_counter() - t0) * 1000, 1)
+            )
+
+        if not transcript.strip():
+            return done(False, "empty")
+        if ends_in_continuation(transcript):
+            return done(False, "continuation")
+        if self.is_stop(transcript):
+            return done(True, "stop")
+        tx = self.text.score(transcript) if self.text is not None else 1.0
+        if self.text is not None and tx >= self.cfg.text_complete:
+            return done(True, "text", tx=tx)
+        st = self.smart_turn.probability(audio) if self.smart_turn is not None else -1.0
+        audio_says = st > self.cfg.smart_turn_threshold
+        if audio_says and (self.text is None or tx >= self.cfg.text_with_audio):
+            return done(True, "smart_turn", st, tx)
+        return done(False, "unfinished", st, tx)
+
+    def close(self) -> None:
+        """Free the text model."""
+        if self.text is not None:
+            self.text.close()

@@ -1,0 +1,160 @@
+"""Speech recognition with faster-whisper, guarded against Whisper's known failure modes.
+
+Guards (all configurable in ``[asr]``):
+
+* **No speech → no text.** Segments with a high no-speech probability *and* a low mean
+  log-probability are dropped (Whisper's own rule, thresholds 0.6 / -1.0 from the paper's
+  decoding heuristics, as faster-whisper uses them).
+* **Repetition loops.** The temperature-fallback tuple and the compression-ratio check
+  (2.4) are kept, so a looping decode is retried at a higher temperature; a segment still
+  over the ratio afterwards is dropped.
+* **Sign-off hallucinations on noise** ("Thanks for watching", "you", ...) are dropped when
+  they are the whole transcript and the audio is short or the decode unsure.
+* **Language fixed in config** (no detection on a 1-second command).
+* ``condition_on_previous_text=False``: one bad segment cannot poison the next.
+
+ASR biasing: skill and animation names and the wake phrase go to faster-whisper as
+``hotwords`` or as an ``initial_prompt`` (``[asr] bias_mode``); they nudge the decoder toward
+the robot's vocabulary.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from agent.config import ASRConfig
+from agent.speech.audio import SAMPLE_RATE
+from agent.speech.words import normalize
+
+log = logging.getLogger(__name__)
+
+# Whole-transcript phrases Whisper emits on noise or silence (from its YouTube-subtitle
+# training data); seen in faster-whisper and whisper.cpp issue reports.
+SIGN_OFF_HALLUCINATIONS = frozenset(
+    {
+        "you",
+        "thank you",
+        "thanks for watching",
+        "thank you for watching",
+        "thanks for watching!",
+        "please subscribe",
+        "subscribe",
+        "bye",
+        "bye bye",
+        "so",
+        "okay",
+        "the end",
+        "uh",
+        "um",
+        "hmm",
+        "thank you so much for watching",
+        "see you next time",
+        "i'll see you next time",
+    }
+)
+
+
+@dataclass(frozen=True)
+class ASRResult:
+    """Transcript of one utterance.
+
+    Attributes:
+        text: The transcript; empty when nothing trustworthy was heard.
+        dropped: Why text was dropped (empty when kept).
+        avg_logprob: Mean token log-probability over kept segments.
+        duration_ms: Decode time, ms.
+    """
+
+    text: str
+    dropped: str = ""
+    avg_logprob: float = 0.0
+    duration_ms: float = 0.0
+
+
+class WhisperASR:
+    """faster-whisper model with the guards above.
+
+    Args:
+        model_path: CTranslate2 model folder (e.g. the packaged tiny.en).
+        cfg: ``[asr]`` settings.
+        hotwords: Words to bias decoding toward (skill names, wake phrase).
+    """
+
+    def __init__(self, model_path: Path, cfg: ASRConfig, hotwords: list[str] | None = None) -> None:
+        from faster_whisper import WhisperModel
+
+        self.cfg = cfg
+        self.hotwords = list(dict.fromkeys([*cfg.hotwords, *(hotwords or [])]))
+        self.model = WhisperModel(
+            str(model_path), device=cfg.device, compute_type=cfg.compute_type, cpu_threads=cfg.threads
+        )
+
+    def warmup(self) -> None:
+        """Decode 1 s of low noise once so the first real turn is not slower than later ones."""
+        rng = np.random.default_rng(0)
+        self.transcribe((rng.standard_normal(SAMPLE_RATE) * 0.01).astype(np.float32))
+
+    def transcribe(self, audio: np.ndarray, bias: bool = True) -> ASRResult:
+        """Transcribe one utterance.
+
+        Args:
+            audio: ``(n,)`` float32 mono at 16 kHz.
+            bias: Pass the hotwords to the decoder.
+
+        Returns:
+            :class:`ASRResult`; ``text`` is empty with ``dropped`` set when nothing passes the guards.
+        """
+        t0 = time.perf_counter()
+        cfg = self.cfg
+        words = " ".join(self.hotwords) if bias and self.hotwords else None
+        hot = words if cfg.bias_mode == "hotwords" else None
+        prompt = (
+            f"Robot commands: {', '.join(self.hotwords)}."
+            if words and cfg.bias_mode == "initial_prompt"
+            else None
+        )
+        segments, _info = self.model.transcribe(
+            audio,
+            language=cfg.language,
+            beam_size=cfg.beam_size,
+            temperature=list(cfg.temperature),
+            compression_ratio_threshold=cfg.compression_ratio_threshold,
+            log_prob_threshold=cfg.log_prob_threshold,
+            no_speech_threshold=cfg.no_speech_threshold,
+            condition_on_previous_text=False,
+            vad_filter=False,
+            without_timestamps=True,
+            hotwords=hot,
+            initial_prompt=prompt,
+        )
+        kept, reasons, logprobs = [], [], []
+        for seg in segments:  # lazy: decoding happens while iterating
+            if seg.no_speech_prob > cfg.no_speech_threshold and seg.avg_logprob < cfg.log_prob_threshold:
+                reasons.append(f"no speech (p={seg.no_speech_prob:.2f})")
+                continue
+            if seg.compression_ratio > cfg.compression_ratio_threshold:
+                reasons.append(f"repetition loop (compression ratio {seg.compression_ratio:.1f})")
+                continue
+            if seg.text.strip():
+                kept.append(seg.text.strip())
+                logprobs.append(seg.avg_logprob)
+        text = " ".join(kept).strip()
+        ms = (time.perf_counter() - t0) * 1000.0
+        mean_lp = float(np.mean(logprobs)) if logprobs else 0.0
+        if text and normalize(text) in SIGN_OFF_HALLUCINATIONS:
+            short = audio.size < 1.5 * SAMPLE_RATE
+            if (
+                short
+                or mean_lp < -0.6
+                or normalize(text) in {"you", "thanks for watching", "thank you for watching"}
+            ):
+                log.info("dropped likely hallucination %r (logprob %.2f)", text, mean_lp)
+                return ASRResult("", f"likely hallucination {text!r}", mean_lp, ms)
+        if not text:
+            return ASRResult("", "; ".join(reasons) or "no words recognised", mean_lp, ms)
+        return ASRResult(text, "", mean_lp, ms)
