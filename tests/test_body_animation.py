@@ -6,11 +6,10 @@ import json
 import time
 
 import numpy as np
-import typer
 from typer.testing import CliRunner
 from waiting import wait_until
 
-from agent.cli.body import register
+from agent.cli import app
 from agent.skills import ANIMATIONS, SkillContext, load_registry
 from hardware.config import RobotConfig
 from hardware.factory import build_robot
@@ -121,8 +120,6 @@ def test_play_animation_skill_enum_from_the_robots_animations(tmp_path):
 
 
 def test_cli_animate_and_see(fixtures_dir, tmp_path):
-    app = typer.Typer()
-    register(app)
     runner = CliRunner()
     res = runner.invoke(app, ["animate", "nod", "--json"])
     assert res.exit_code == 0, res.output

@@ -16,22 +16,20 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 
 import pytest
 from gemma4_model import tiny_gemma4
 
 from agent.config import ConfigError, LLMConfig, load_config
+from agent.control import StopSignal
 from agent.conversation import Conversation
 from agent.conversation.messages import normalize_for_template
 from agent.conversation.toolgrammar import NO_TOOL
 from agent.conversation.toolprior import tool_prior
 from agent.conversation.turn import SORRY
-from agent.engines import ENGINES, make_chat_model
-from agent.engines.base import Generation, LLMError
+from agent.engines import ENGINES, Decoding, Generation, LLMError, make_chat_model
+from agent.engines.remote.body import build_request, prior_logit_bias
 from agent.engines.remote.chat_api import ChatDeltas, openai_messages
-from agent.engines.priors import ToolChoicePrior
-from agent.engines.remote.body import prior_logit_bias
 from agent.engines.remote.model import load_vocab
 from agent.engines.remote.server_process import LlamaServerProcess, find_binary, server_args
 from agent.engines.thinking import GEMMA4, THINK_TAGS
@@ -157,23 +155,59 @@ def test_openai_messages_undo_gemma_tool_responses():
 
 
 def test_tool_prior_becomes_a_logit_bias_on_name_pieces():
-    llm = load_vocab(SMOLLM2, small()).llm
-    names = [*load_registry([]).names(), NO_TOOL]
+    vocab = load_vocab(SMOLLM2, small())
+    names = (*load_registry([]).names(), NO_TOOL)
     bonuses = tool_prior("please wave your hand", list(load_registry([]).skills.values()), set(), 4.0)
-    prior = ToolChoicePrior(
-        lambda t: llm.tokenize(t.encode(), add_bos=False, special=False),
-        lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"),
-        0,
-        bonuses,
-        names,
-    )
-    bias = {llm.detokenize([t]).decode(): b for t, b in prior_logit_bias(prior).items()}
+    raw = prior_logit_bias(vocab.plain_tokens, vocab.plain_text, bonuses, names)
+    bias = {vocab.plain_text([t]): b for t, b in raw.items()}
     # A name-level prior: the whole-name pieces differ by the two names' bonuses (4 - (-4)).
     # Relative to "none" (-4, the floor): wave is 8 above it, a tool not named (nod) 4 above.
     assert bias["wave"] - bias.get("none", 0.0) == pytest.approx(8.0, abs=1e-3)
     assert bias["nod"] - bias.get("none", 0.0) == pytest.approx(4.0, abs=1e-3)
     assert "w" not in bias and "wa" not in bias  # too short: would push letters inside speech
-    assert prior_logit_bias(object()) is None
+
+
+def test_a_request_becomes_a_body_and_names_what_the_server_cannot_carry():
+    vocab = load_vocab(SMOLLM2, small())
+    cfg = small()
+    names = (*load_registry([]).names(), NO_TOOL)
+    bonuses = tool_prior("please wave your hand", list(load_registry([]).skills.values()), set(), 4.0)
+    req = Decoding(
+        "prompt",
+        grammar='root ::= "x"',
+        tool_bonuses=bonuses,
+        tool_names=names,
+        copy_from=("It is 15:25.",),
+        copy_bonus=3.0,
+        avoid=("An earlier reply.",),
+        avoid_penalty=8.0,
+        stop=("User:",),
+        temperature=0.0,
+    )
+    kw = dict(cfg=cfg, n_ctx=2048, api="completions", vocab=vocab, markers=THINK_TAGS, stats=None)
+    sent = build_request(req, [1, 2, 3], **kw)
+    assert sent.path == "/v1/completions" and sent.body["prompt"] == [1, 2, 3]
+    assert sent.body["grammar"] == 'root ::= "x"' and sent.body["stop"] == ["User:"]
+    assert sent.body["logit_bias"] and sent.body["temperature"] == 0.0 and sent.body["cache_prompt"]
+    assert sent.dropped == ["the copy prior", "the repeat guard"]
+    plain = build_request(req, [1, 2, 3], **{**kw, "vocab": None})  # no local GGUF: no logit bias
+    assert "logit_bias" not in plain.body and "the tool prior" in plain.dropped
+    bare = build_request(req, [1, 2, 3], **kw, extensions=False)  # a server without llama.cpp's fields
+    assert bare.body["prompt"] == "prompt" and "grammar" not in bare.body and "cache_prompt" not in bare.body
+    assert bare.dropped[:2] == ["the grammar", "the tool prior"]
+    chat = build_request(
+        Decoding(
+            "p", messages=({"role": "user", "content": "hi"},), template_vars={"conversational_mode": True}
+        ),
+        [1],
+        **{**kw, "api": "chat"},
+    )
+    assert chat.path == "/v1/chat/completions" and chat.body["messages"] == [
+        {"role": "user", "content": "hi"}
+    ]
+    assert chat.body["chat_template_kwargs"] == {"conversational_mode": True} and not chat.dropped
+    with pytest.raises(LLMError, match="messages"):
+        build_request(Decoding("p"), [1], **{**kw, "api": "chat"})
 
 
 # --- chat-stream deltas without a server ------------------------------------------------------------------
@@ -277,7 +311,7 @@ def test_llama_server_engine_runs_a_grammar_tool_call_turn(server_model, robot):
     second = conv.turn("Thank you.", 2)
     assert 0 < second.prompt_tokens < server_model.count_tokens(conv.render()) / 2
     assert first.tokens_per_s > 0 and first.draft_acceptance is None
-    gen = server_model.complete(conv.render(allow_tools=False), max_tokens=16)
+    gen = server_model.complete(Decoding(conv.render(allow_tools=False), max_tokens=16))
     assert gen.completion_tokens > 1 and gen.tokens_per_s > 0 and gen.draft_acceptance is None
 
 
@@ -287,35 +321,27 @@ def test_a_data_round_on_the_server_keeps_the_tool_prior_and_names_the_copy_prio
 ):
     """Both priors on one round: the tool prior still becomes a logit bias; the copy prior, which
     follows the text as it is written, cannot cross HTTP and says so once."""
-    from agent.engines.priors import CopyPrior, ProcessorChain
-
     monkeypatch.setenv(KEY_ENV, KEY)  # a model of its own: its notices are not spent yet
     cfg = small(
         engine="openai", openai={"url": smol_server.url, "api_key_env": KEY_ENV, "api": "completions"}
     )
     server_model = make_chat_model(cfg, SMOLLM2)
-    llm = server_model.llm
-    tok = lambda t: llm.tokenize(t.encode(), add_bos=False, special=False)  # noqa: E731
-    detok = lambda ids: llm.detokenize(ids).decode("utf-8", "ignore")  # noqa: E731
     skills = list(load_registry([]).skills.values())
-    bonuses = tool_prior("wave your hand", skills, set(), 4.0)
-    names = [*load_registry([]).names(), NO_TOOL]
-
-    def chain(n_prompt):
-        return ProcessorChain(
-            [
-                ToolChoicePrior(tok, detok, n_prompt, bonuses, names),
-                CopyPrior(tok, detok, n_prompt, ["It is 15:25 on Tuesday."], 3.0),
-            ]
-        )
-
-    prompt = server_model.render([{"role": "user", "content": "Say hello."}])
+    req = Decoding(
+        server_model.render([{"role": "user", "content": "Say hello."}]),
+        max_tokens=8,
+        tool_bonuses=tool_prior("wave your hand", skills, set(), 4.0),
+        tool_names=(*load_registry([]).names(), NO_TOOL),
+        copy_from=("It is 15:25 on Tuesday.",),
+        copy_bonus=3.0,
+    )
     with caplog.at_level("WARNING", logger="agent.engines.remote.model"):
         gen = Generation()
-        text = "".join(server_model.stream(prompt, gen, max_tokens=8, logits_processor=chain))
+        text = "".join(server_model.stream(req, gen))
+        "".join(server_model.stream(req, Generation()))  # the same drops again: no second notice
     assert text and gen.completion_tokens > 0
-    assert "CopyPrior cannot run on a server" in caplog.text
-    assert "ToolChoicePrior cannot run" not in caplog.text  # it became the request's logit_bias
+    assert caplog.text.count("cannot carry the copy prior") == 1
+    assert "tool prior" not in caplog.text  # it became the request's logit_bias
 
 
 @needs_server
@@ -346,13 +372,13 @@ def test_thinking_budget_becomes_the_servers_reasoning_budget(server_model, robo
 @needs_server
 def test_cancel_closes_the_stream_and_the_next_request_works(server_model):
     prompt = server_model.render([{"role": "user", "content": "Count from one to one hundred in words."}])
-    cancel, gen, pieces = threading.Event(), Generation(), []
-    for piece in server_model.stream(prompt, gen, max_tokens=400, cancel=cancel):
+    stop, gen, pieces = StopSignal(), Generation(), []
+    for piece in server_model.stream(Decoding(prompt, max_tokens=400), gen, stop):
         pieces.append(piece)
         if len(pieces) == 3:
-            cancel.set()
+            stop.set("barge-in")
     assert gen.cancelled and len(pieces) < 20
-    assert server_model.complete(prompt, max_tokens=4).completion_tokens >= 1
+    assert server_model.complete(Decoding(prompt, max_tokens=4)).completion_tokens >= 1
 
 
 DRAFTING = small(
@@ -378,7 +404,7 @@ def test_self_drafting_reports_the_acceptance_rate(drafting_model):
     model = drafting_model
     assert "-md" in model.server.args_for_port(1)
     gen = model.complete(
-        model.render([{"role": "user", "content": "Count from one to twenty."}]), max_tokens=48
+        Decoding(model.render([{"role": "user", "content": "Count from one to twenty."}]), max_tokens=48)
     )
     assert gen.draft_tokens > 0 and 0.5 < gen.draft_acceptance <= 1.0  # the model agrees with itself
     assert gen.tokens_per_s > 0
@@ -501,10 +527,9 @@ def test_openai_engine_runs_a_turn_against_a_remote_server(smol_server, robot, m
     said = "".join(spoken)
     assert said.strip() and res.text and not any(c in said for c in "{}")
     monkeypatch.setenv(KEY_ENV, "wrong")
+    hi = ({"role": "user", "content": "hi"},)
     with pytest.raises(LLMError, match="401|[Ii]nvalid API [Kk]ey"):
-        make_chat_model(cfg, SMOLLM2).complete(
-            model.render([{"role": "user", "content": "hi"}]), max_tokens=2
-        )
+        make_chat_model(cfg, SMOLLM2).complete(Decoding(model.render(list(hi)), messages=hi, max_tokens=2))
 
 
 @needs_server
@@ -518,9 +543,9 @@ def test_gemma4_native_tool_call_through_chat_completions(fixtures_dir, robot):
     # allows a thought first), so the server is told to favour "{}" and "}" and never to open a
     # channel: the forced call then closes at once, as wave{} (its default hand). The call itself is
     # the model's native markup, parsed by the server into tool_calls.
-    llm = load_vocab(path, base).llm
-    braces = [t for s in (b"{}", b"}") for t in llm.tokenize(s, add_bos=False, special=False)]
-    channel = llm.tokenize(b"<|channel>", add_bos=False, special=True)
+    vocab = load_vocab(path, base)
+    braces = [t for s in ("{}", "}") for t in vocab.plain_tokens(s)]
+    channel = vocab.special_tokens("<|channel>")
     bias = [a for t in braces for a in ("--logit-bias", f"{t}+100")] + ["--logit-bias", f"{channel[0]}-100"]
     proc = LlamaServerProcess(BINARY, lambda port: [*server_args(base, path, None, "127.0.0.1", port), *bias])
     proc.start()

@@ -24,6 +24,7 @@ from llama_buffers import measure, server_reports
 from typer.testing import CliRunner
 
 from agent.config import LLMConfig, load_config
+from agent.engines import Decoding
 from agent.engines.remote.server_process import LlamaServerProcess, find_binary, server_args
 from agent.memplan import (
     PROFILES,
@@ -283,13 +284,12 @@ def test_chat_model_honours_cache_types_and_refuses_an_unresolved_fit():
         n_ctx=512, threads=1, cache_type_k="q8_0", cache_type_v="q8_0", flash_attn=True, warmup=False
     )
     model = ChatModel(_smollm2(), cfg)
-    assert model.n_ctx == 512 and model.complete("Hello", max_tokens=2).completion_tokens >= 1
+    assert model.n_ctx == 512 and model.complete(Decoding("Hello", max_tokens=2)).completion_tokens >= 1
 
 
 def test_budget_command_table_json_and_exit_status(tmp_path):
-    from agent.cli.main import _register_plugins, app
+    from agent.cli import app
 
-    _register_plugins()
     runner = CliRunner()
     res = runner.invoke(app, ["budget", "--json"])
     assert res.exit_code == 0, res.output
@@ -329,7 +329,10 @@ def test_chat_model_loads_gemma4_with_lazy_per_layer_embeddings(vocab):
     original = llama_cpp.llama.llama_cpp.llama_model_default_params
     model = ChatModel(tiny_gemma4(vocab), LLMConfig(n_ctx=1024, threads=1, lazy_per_layer_embd=True))
     assert llama_cpp.llama.llama_cpp.llama_model_default_params is original  # the wrapper is undone
-    assert model.complete("<|turn>user\nHi<turn|>\n<|turn>model\n", max_tokens=3).completion_tokens >= 1
+    assert (
+        model.complete(Decoding("<|turn>user\nHi<turn|>\n<|turn>model\n", max_tokens=3)).completion_tokens
+        >= 1
+    )
 
 
 def test_run_refuses_to_start_over_budget_with_one_fix(tmp_path):
@@ -529,7 +532,7 @@ def test_lazy_per_layer_embeddings_count_the_published_resident_share():
 
 
 def test_cli_load_resolves_fit_in_a_real_process(tmp_path):
-    """``_load`` (every command that runs the agent) turns ``n_ctx = "fit"`` into the planner's number."""
+    """``load_or_exit`` (every command that runs the agent) turns ``n_ctx = "fit"`` into the planner's number."""
     text = (ROOT / "jetson" / "robot.toml").read_text()
     assert "n_ctx = 16384" in text
     cfg = tmp_path / "fit.toml"
@@ -540,8 +543,8 @@ def test_cli_load_resolves_fit_in_a_real_process(tmp_path):
         return subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
 
     code = (
-        "import sys; from pathlib import Path; from agent.cli.main import _load; "
-        "n = _load(Path(sys.argv[1])).llm.n_ctx; print(type(n).__name__, n)"
+        "import sys; from pathlib import Path; from agent.cli.common import load_or_exit; "
+        "n = load_or_exit(Path(sys.argv[1])).llm.n_ctx; print(type(n).__name__, n)"
     )
     loaded = run(sys.executable, "-c", code, str(cfg))
     assert loaded.returncode == 0, loaded.stderr[-2000:]

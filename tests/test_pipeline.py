@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from rig import AgentRig, Events
 
+from agent.control import CpuArbiter
 from agent.events import (
     AudioOut,
     BargeIn,
@@ -133,11 +134,11 @@ def voice():
     return PiperTTS(resolve_model("packaged:piper-joe-medium"))
 
 
-def run_speech(voice, messages: list[Event], gate: TurnGate, streaming: bool = True, sink=None, hold=None):
+def run_speech(voice, messages: list[Event], gate: TurnGate, streaming: bool = True, sink=None, arbiter=None):
     sink, published = sink or CollectingSink(), []
     q = StageQueue(gate)
     stage = SpeechStage(
-        voice, sink, q, gate, published.append, clause_chars=80, streaming=streaming, hold=hold
+        voice, sink, q, gate, published.append, clause_chars=80, streaming=streaming, arbiter=arbiter
     )
     run_stage_to_end(stage, q, messages)
     return sink, published
@@ -157,59 +158,62 @@ def run_stage_to_end(stage: SpeechStage, q: StageQueue, messages: list[Event]) -
 
 
 class QueueingSink(CollectingSink):
-    """Busy once audio is queued, as the speaker is until it has played it (harness)."""
+    """Busy once audio is queued, as the speaker is until it has played it (harness).
 
-    def __init__(self, log: list[str]) -> None:
+    Logs each piece it is handed with whether speech held the CPU at that moment.
+    """
+
+    def __init__(self, log: list[str], arbiter: CpuArbiter | None = None) -> None:
         super().__init__()
         self.log = log
+        self.arbiter = arbiter
 
     def play(self, msg: AudioOut) -> None:
+        claimed = self.arbiter is not None and self.arbiter.claimed
         super().play(msg)
-        self.log.append(f"play {msg.piece}")
+        self.log.append(f"play {msg.piece}" + (" (claimed)" if claimed else ""))
 
     @property
     def busy(self) -> bool:
         return bool(self.played)
 
 
-def test_speech_stage_holds_the_model_until_the_first_audio_is_queued(voice):
+def test_speech_claims_the_cpu_until_the_first_audio_is_queued(voice):
     gate = TurnGate()
     tid = gate.new_turn()
     log: list[str] = []
+    arbiter = CpuArbiter()
+    sink = QueueingSink(log, arbiter)
+    arbiter.attach(sink)
     messages = [ReplyDelta(tid, "It is a fine day. "), ReplyDelta(tid, "The sun is out."), ReplyEnd(tid)]
-    run_speech(voice, messages, gate, sink=QueueingSink(log), hold=lambda on: log.append(f"hold {on}"))
-    # Held for the first sentence only: while it plays, the model and piper share the CPU.
-    assert log == ["hold True", "play It is a fine day.", "hold False", "play The sun is out."], log
+    run_speech(voice, messages, gate, sink=sink, arbiter=arbiter)
+    # Claimed for the first sentence only: while it plays, the model and piper share the CPU.
+    assert log == ["play It is a fine day. (claimed)", "play The sun is out."], log
+    assert not arbiter.claimed
 
 
-def test_a_hold_ahead_of_an_utterance_lasts_until_its_audio_is_queued(voice):
-    """The driver holds the model from its own thread as it hands over an acknowledgement."""
+def test_a_claim_made_ahead_of_an_utterance_lasts_until_its_audio_is_queued(voice):
+    """The driver claims the CPU from its own thread as it hands over an acknowledgement."""
     gate = TurnGate()
     tid = gate.new_turn()
     log: list[str] = []
-    sink, q = QueueingSink(log), StageQueue(gate)
-    stage = SpeechStage(voice, sink, q, gate, lambda e: None, hold=lambda on: log.append(f"hold {on}"))
-    stage.hold_ahead()  # before the stage has seen anything of it
-    assert log == ["hold True"]
-    stage.hold_ahead()  # already held: once
+    arbiter = CpuArbiter()
+    sink, q = QueueingSink(log, arbiter), StageQueue(gate)
+    arbiter.attach(sink)
+    stage = SpeechStage(voice, sink, q, gate, lambda e: None, arbiter=arbiter)
+    assert arbiter.claim_for_speech()  # before the stage has seen anything of it
     run_stage_to_end(stage, q, [ReplyDelta(tid, "Sure!"), ReplyDelta(tid, "", flush=True), ReplyEnd(tid)])
-    assert log == ["hold True", "play Sure!", "hold False"], log
-    # A flush with nothing to say ends a hold ahead too; so does the driver at the turn's end.
-    log.clear()
-    idle = SpeechStage(
-        voice, CollectingSink(), q, gate, lambda e: None, hold=lambda on: log.append(f"hold {on}")
-    )
-    idle.hold_ahead()
+    assert log == ["play Sure! (claimed)"] and not arbiter.claimed, log
+    # A flush with nothing to say ends a claim made ahead too.
+    idle_sink = CollectingSink()
+    arbiter.attach(idle_sink)
+    idle = SpeechStage(voice, idle_sink, q, gate, lambda e: None, arbiter=arbiter)
+    assert arbiter.claim_for_speech()
     run_stage_to_end(idle, q, [ReplyDelta(tid, " ", flush=True)])
-    idle.hold_ahead()
-    idle.release_hold()
-    assert log == ["hold True", "hold False", "hold True", "hold False"], log
-    # Audio queued or playing: the model and piper share the CPU, nothing is held.
-    log.clear()
-    busy = SpeechStage(voice, sink, q, gate, lambda e: None, hold=lambda on: log.append(f"hold {on}"))
-    assert sink.busy
-    busy.hold_ahead()
-    assert log == []
+    assert not arbiter.claimed
+    # Audio queued or playing: the model and piper share the CPU, nothing is claimed.
+    arbiter.attach(sink)
+    assert sink.busy and not arbiter.claim_for_speech() and not arbiter.claimed
 
 
 def test_speech_stage_speaks_each_sentence_as_soon_as_it_is_complete(voice):

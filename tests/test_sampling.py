@@ -12,14 +12,15 @@ from __future__ import annotations
 import json
 import time
 
-import numpy as np
 import pytest
 
 from agent.config import load_config
-from agent.conversation.rounds import REPLY_OPENING, SAY_OPENING
+from agent.conversation.rounds import REPLY_OPENING, SAY_OPENING, forced_openings
 from agent.conversation.toolgrammar import parse_reply, reply_schema, tools_prompt
-from agent.engines.base import Generation, LLMError
+from agent.engines import Decoding, Generation, LLMError, Thinking
+from agent.engines.embedded.compile import jump_forward
 from agent.engines.embedded.model import ChatModel, _TextStream
+from agent.engines.grammar import gbnf_from_schema
 from agent.models import resolve_model
 from agent.skills import load_registry
 
@@ -32,13 +33,14 @@ def model():
     return ChatModel(resolve_model(cfg.model), cfg)
 
 
+SKILLS = list(load_registry([], entry_points=False).skills.values())
+OPENINGS = forced_openings(SKILLS)
+
+
 @pytest.fixture(scope="module")
 def grammar():
-    from llama_cpp import LlamaGrammar
-
-    skills = list(load_registry([], entry_points=False).skills.values())
-    schema = reply_schema(skills)
-    return LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False), tools_prompt(skills)
+    """The reply grammar as GBNF text, and the tools prompt."""
+    return gbnf_from_schema(reply_schema(SKILLS)), tools_prompt(SKILLS)
 
 
 def _prompt(model, tools, text):
@@ -49,6 +51,8 @@ def _prompt(model, tools, text):
 
 def _reference(model, prompt, grammar, max_tokens=80):
     """What llama-cpp-python's own create_completion writes: grammar over the whole vocabulary."""
+    from llama_cpp import LlamaGrammar
+
     out = []
     for chunk in model.llm.create_completion(
         model.tokenize(prompt),
@@ -56,7 +60,7 @@ def _reference(model, prompt, grammar, max_tokens=80):
         temperature=0.0,
         repeat_penalty=model.cfg.repeat_penalty,
         stream=True,
-        grammar=grammar,
+        grammar=LlamaGrammar.from_string(grammar, verbose=False),
     ):
         out.append(chunk["choices"][0]["text"])
     return "".join(out)
@@ -71,7 +75,7 @@ def test_greedy_lazy_grammar_equals_the_full_grammar_pass(model, grammar, text):
     t_ref = time.perf_counter() - t0
     gen = Generation()
     t0 = time.perf_counter()
-    ours = "".join(model.stream(prompt, gen, grammar=g, max_tokens=80, temperature=0.0))
+    ours = "".join(model.stream(Decoding(prompt, grammar=g, max_tokens=80, temperature=0.0), gen))
     t_ours = time.perf_counter() - t0
     assert ours == ref
     say, calls, problem = parse_reply(ours)
@@ -86,7 +90,9 @@ def test_forced_opening_is_evaluated_with_the_prompt_and_yielded_first(model, gr
     g, tools = grammar
     prompt = _prompt(model, tools, "wave your right hand")
     gen = Generation()
-    pieces = list(model.stream(prompt, gen, grammar=g, max_tokens=80, temperature=0.0, prefix=REPLY_OPENING))
+    pieces = list(
+        model.stream(Decoding(prompt, grammar=g, max_tokens=80, temperature=0.0, prefix=REPLY_OPENING), gen)
+    )
     assert pieces[0] == REPLY_OPENING
     text = "".join(pieces)
     assert text == gen.text and text.startswith(REPLY_OPENING)
@@ -99,29 +105,30 @@ def test_forced_opening_is_evaluated_with_the_prompt_and_yielded_first(model, gr
     assert gen.completion_tokens <= n_text - n_opening + 2  # +2: re-tokenizing may merge differently
 
 
-def _say_jump(text):
-    return SAY_OPENING[len("none") :] if text == REPLY_OPENING + "none" else ""
+NONE_TAIL = 'e"}, "say": "'
+"""What the openings force once a tool round has written ``non`` (``n`` and ``no`` may still be ``nod``)."""
+
+
+def _round(prompt, g, forced=(), max_tokens=80):
+    return Decoding(
+        prompt, grammar=g, max_tokens=max_tokens, temperature=0.0, prefix=REPLY_OPENING, forced=forced
+    )
 
 
 def test_forced_text_after_none_is_evaluated_with_the_token_that_chose_it(model, grammar):
-    """Jump-forward: once the reply chose no tool, ``"}, "say": "`` costs no decode steps."""
+    """Jump-forward: once the reply chose no tool, ``e"}, "say": "`` costs no decode steps."""
     g, tools = grammar
     prompt = _prompt(model, tools, "tell me a short joke")
     plain, jumped = Generation(), Generation()
-    ref = "".join(
-        model.stream(prompt, plain, grammar=g, max_tokens=80, temperature=0.0, prefix=REPLY_OPENING)
-    )
+    ref = "".join(model.stream(_round(prompt, g), plain))
     assert ref.startswith(REPLY_OPENING + SAY_OPENING), ref  # greedy, the model chooses to talk
-    pieces = list(
-        model.stream(
-            prompt, jumped, grammar=g, max_tokens=80, temperature=0.0, prefix=REPLY_OPENING, jump=_say_jump
-        )
-    )
+    pieces = list(model.stream(_round(prompt, g, OPENINGS), jumped))
     text = "".join(pieces)
-    assert SAY_OPENING[len("none") :] in pieces  # yielded as one piece
+    forced = [p for p in pieces if p.endswith('"}, "say": "')]
+    assert forced and NONE_TAIL.endswith(forced[0]), pieces  # yielded as one piece
     say, calls, problem = parse_reply(text)
     assert not problem and not calls and say, text
-    n_forced = len(model.llm.tokenize(SAY_OPENING[len("none") :].encode(), add_bos=False, special=False))
+    n_forced = len(model.plain_tokens(forced[0]))
     assert jumped.extra["jump_tokens"] == n_forced >= 3
     # the same reply with fewer decode steps (re-tokenized forced text may change a later token)
     assert jumped.completion_tokens <= plain.completion_tokens - n_forced + 2, (text, ref)
@@ -132,13 +139,10 @@ def test_forced_text_is_handed_out_before_it_is_evaluated(model, grammar):
     """A call the forced text completes can start while the batch that evaluates it runs."""
     g, tools = grammar
     prompt = _prompt(model, tools, "tell me a short joke")
-    forced = SAY_OPENING[len("none") :]
-    n_forced = len(model.llm.tokenize(forced.encode(), add_bos=False, special=False))
-    stream = model.stream(
-        prompt, Generation(), grammar=g, max_tokens=40, temperature=0.0, prefix=REPLY_OPENING, jump=_say_jump
-    )
+    stream = model.stream(_round(prompt, g, OPENINGS, max_tokens=40), Generation())
     cached = [(piece, model.llm.n_tokens) for piece in stream]  # KV cache length as each piece arrives
-    at = [p for p, _ in cached].index(forced)
+    at = next(i for i, (p, _) in enumerate(cached) if p.endswith('"}, "say": "'))
+    n_forced = len(model.plain_tokens(cached[at][0]))
     # When the forced piece arrived, neither it nor the token before it was in the KV cache yet;
     # the next piece came after both were evaluated in one batch.
     assert cached[at + 1][1] >= cached[at][1] + n_forced + 1, cached
@@ -147,22 +151,19 @@ def test_forced_text_is_handed_out_before_it_is_evaluated(model, grammar):
 def test_a_jump_the_grammar_rejects_is_generated_instead(model, grammar, caplog):
     g, tools = grammar
     prompt = _prompt(model, tools, "tell me a short joke")
-    ref = "".join(model.stream(prompt, Generation(), grammar=g, temperature=0.0, prefix=REPLY_OPENING))
+    ref = "".join(model.stream(_round(prompt, g), Generation()))
     gen = Generation()
     # '"}, "' is allowed, '"]' is not: the check covers the whole text, not its first token
-    bad = lambda text: '"}, "say"]' if text == REPLY_OPENING + "none" else ""  # noqa: E731
+    bad = (REPLY_OPENING + 'none"}, "say"]', REPLY_OPENING + 'nod", "arguments": {}}}')
     with caplog.at_level("WARNING", logger="agent.engines.embedded.model"):
-        text = "".join(model.stream(prompt, gen, grammar=g, temperature=0.0, prefix=REPLY_OPENING, jump=bad))
+        text = "".join(model.stream(_round(prompt, g, bad), gen))
     assert text == ref  # nothing of the rejected text was accepted
     assert "jump_tokens" not in gen.extra
     assert "does not allow the forced text" in caplog.text
 
 
 def test_forced_text_after_each_tool_name():
-    from agent.conversation.rounds import forced_after_names
-
-    skills = list(load_registry([], entry_points=False).skills.values())
-    jump = forced_after_names(skills)
+    jump = jump_forward(OPENINGS)
     cases = {
         "none": '"}, "say": "',
         "get_time": '", "arguments": {}}}',  # no arguments: the call is complete
@@ -187,6 +188,7 @@ def test_forced_text_after_each_tool_name():
     for written, forced in cases.items():
         assert jump(REPLY_OPENING + written) == forced, written
     assert jump("not a reply") == ""
+    assert jump_forward(()) is None
     for written, forced in cases.items():  # every forced text is valid reply JSON once finished
         if forced.endswith("}}}"):
             assert json.loads(REPLY_OPENING + written + forced)["call"]["arguments"] == {}
@@ -194,13 +196,13 @@ def test_forced_text_after_each_tool_name():
 
 def test_a_speech_only_round_starts_at_the_first_word(model):
     """Without tools the whole opening up to ``"say": "`` is forced, evaluated with the prompt."""
-    from llama_cpp import LlamaGrammar
-
-    g = LlamaGrammar.from_json_schema(json.dumps(reply_schema([], allow_tools=False)), verbose=False)
+    g = gbnf_from_schema(reply_schema([], allow_tools=False))
     prompt = _prompt(model, tools_prompt([]), "tell me a short joke")
     gen = Generation()
     opening = REPLY_OPENING + SAY_OPENING
-    pieces = list(model.stream(prompt, gen, grammar=g, max_tokens=60, temperature=0.0, prefix=opening))
+    pieces = list(
+        model.stream(Decoding(prompt, grammar=g, max_tokens=60, temperature=0.0, prefix=opening), gen)
+    )
     assert pieces[0] == opening
     say, calls, problem = parse_reply("".join(pieces))
     assert not problem and not calls and say
@@ -209,42 +211,34 @@ def test_a_speech_only_round_starts_at_the_first_word(model):
 def test_a_prefix_the_grammar_rejects_is_an_error(model, grammar):
     g, tools = grammar
     with pytest.raises(LLMError, match="forced prefix"):
-        list(model.stream(_prompt(model, tools, "hi"), Generation(), grammar=g, prefix='["not an object'))
+        list(
+            model.stream(
+                Decoding(_prompt(model, tools, "hi"), grammar=g, prefix='["not an object'), Generation()
+            )
+        )
+
+
+def test_an_invalid_grammar_is_an_error(model):
+    with pytest.raises(LLMError, match="rejected the grammar"):
+        list(model.stream(Decoding("hi", grammar="root ::= nothing-defined"), Generation()))
 
 
 def test_the_grammar_wins_over_a_processor_that_masks_everything_it_allows(model, grammar):
     """A thinking budget forcing its closing marker where the grammar wants JSON gives way."""
     g, tools = grammar
-    # Two newlines in one token: JSON's whitespace here is one optional space, and a string
-    # ends at the next quote — the reply grammar allows this token nowhere... except inside
-    # a string (raw control characters are allowed there), so the mask is held to the start.
-    nl = model.llm.tokenize(b"\n\n", add_bos=False, special=False)
-    assert len(nl) == 1
-    allowed_nowhere = nl[0]
-
-    def force(n_prompt):
-        def proc(input_ids, scores):
-            if len(input_ids) > n_prompt:  # only the first token: it must open the JSON object
-                return scores
-            out = np.full_like(scores, -np.inf)
-            out[allowed_nowhere] = 0.0
-            return out
-
-        return proc
-
+    # A budget of 0 thinking tokens, the block open: the budget masks every token but its
+    # closing marker's from the first one on, and the reply grammar allows that marker nowhere.
+    spent = Thinking(max_tokens=0, max_ms=1000.0, starts_inside=True)
     gen = Generation()
     text = "".join(
         model.stream(
-            _prompt(model, tools, "nod"),
+            Decoding(_prompt(model, tools, "nod"), grammar=g, max_tokens=80, temperature=0.0, thinking=spent),
             gen,
-            grammar=g,
-            max_tokens=80,
-            temperature=0.0,
-            logits_processor=force,
         )
     )
     assert text.lstrip().startswith("{") and not parse_reply(text)[2], text
     assert gen.extra["grammar_full_passes"] >= 1
+    assert gen.extra["thinking"].forced
 
 
 def test_sampling_at_a_temperature_stays_inside_the_grammar(model, grammar):
@@ -252,7 +246,9 @@ def test_sampling_at_a_temperature_stays_inside_the_grammar(model, grammar):
     for seed_text in COMMANDS:
         gen = Generation()
         text = "".join(
-            model.stream(_prompt(model, tools, seed_text), gen, grammar=g, max_tokens=300, temperature=0.8)
+            model.stream(
+                Decoding(_prompt(model, tools, seed_text), grammar=g, max_tokens=300, temperature=0.8), gen
+            )
         )
         assert gen.finish_reason == "stop", text
         assert not parse_reply(text)[2], text
@@ -285,8 +281,6 @@ def test_stop_strings_end_the_text_and_are_not_emitted():
 def test_a_drafted_tool_result_gives_the_same_reply_in_fewer_decode_steps(model, monkeypatch):
     """Prompt-lookup drafting (greedy): a right draft is taken in batches, a wrong one costs
     only time; the reply is exactly what decoding one token at a time writes."""
-    from agent.engines.priors import CopyPrior, continuation
-
     result = "It is 19:21 on Tuesday 1 December."
     prompt = model.render(
         [
@@ -295,43 +289,43 @@ def test_a_drafted_tool_result_gives_the_same_reply_in_fewer_decode_steps(model,
             {"role": "user", "content": f'Result of get_time: "{result}"'},
         ]
     )
-    llm = model.llm
-
-    def copy_prior(n):
-        tok = lambda t: llm.tokenize(t.encode(), add_bos=False, special=False)  # noqa: E731
-        return CopyPrior(tok, lambda ids: llm.detokenize(ids).decode("utf-8", "ignore"), n, [result], 3.0)
-
     decodes: list[int] = []
     run = model._decoder.run
 
-    def counting(fn, tokens):
-        decodes.append(len(tokens))
-        return run(fn, tokens)
+    def counting(fn, *args):
+        decodes.append(1)
+        return run(fn, *args)
 
     monkeypatch.setattr(model._decoder, "run", counting)
 
-    def reply(draft):
+    def reply(copy_from, bonus, draft):
         gen, decodes[:] = Generation(), []
-        pieces = model.stream(
+        request = Decoding(
             prompt,
-            gen,
             temperature=0.0,
             max_tokens=24,
             prefix="It is",
-            logits_processor=copy_prior,
+            copy_from=copy_from,
+            copy_bonus=bonus,
             draft=draft,
         )
+        pieces = model.stream(request, gen)
         return "".join(pieces), gen, len(decodes)
 
-    plain, plain_gen, plain_steps = reply(None)
+    plain, plain_gen, plain_steps = reply((result,), 3.0, False)
     assert plain.startswith(result), plain  # the model copies the result (the copy prior's job)
-    drafted, gen, steps = reply(lambda text: continuation([result], text, ahead=60))
+    drafted, gen, steps = reply((result,), 3.0, True)
     assert drafted == plain and gen.completion_tokens == plain_gen.completion_tokens
     assert gen.draft_accepted >= 8 and gen.draft_acceptance == 1.0, gen
     assert steps <= plain_steps - 7, (steps, plain_steps)
-    wrong, wrong_gen, _ = reply(lambda text: " and the moon is made of cheese")
-    assert wrong == plain and wrong_gen.draft_tokens > 0 and wrong_gen.draft_accepted < wrong_gen.draft_tokens
+    # A draft from a text the reply does not follow (and no copy prior): the same reply as none.
+    unbiased, _, _ = reply((), 0.0, False)
+    misleading = ("It is 19:21 and the moon is made of cheese, said the robot.",)
+    wrong, wrong_gen, _ = reply(misleading, 0.0, True)
+    assert (
+        wrong == unbiased and wrong_gen.draft_tokens > 0 and wrong_gen.draft_accepted < wrong_gen.draft_tokens
+    )
     # Sampling at a temperature draws: nothing is drafted there.
     warm = Generation()
-    list(model.stream(prompt, warm, temperature=0.7, max_tokens=8, draft=lambda text: result))
+    list(model.stream(Decoding(prompt, temperature=0.7, max_tokens=8, copy_from=(result,), draft=True), warm))
     assert warm.draft_tokens == 0

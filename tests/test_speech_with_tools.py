@@ -29,6 +29,7 @@ from agent.conversation.toolgrammar import (
     reply_schema,
 )
 from agent.conversation.toolprior import tools_left
+from agent.engines.grammar import gbnf_from_schema
 from agent.events import (
     PlaybackStarted,
     Reply,
@@ -75,8 +76,6 @@ def _variants(schema):
 
 
 def test_schema_gives_every_tool_a_call_alone_and_speech_to_none():
-    from llama_cpp import LlamaGrammar
-
     skills = list(load_registry([], entry_points=False).skills.values())
     schema = reply_schema(skills)
     variants = _variants(schema)
@@ -92,7 +91,7 @@ def test_schema_gives_every_tool_a_call_alone_and_speech_to_none():
     assert list(speak["properties"]) == ["call", "say"] and "enum" not in speak["properties"]["say"]
     # speech only on the last round; every variant compiles to a llama.cpp grammar
     assert reply_schema(skills, allow_tools=False) == speak
-    LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+    assert "root ::=" in gbnf_from_schema(schema)
 
 
 def test_tool_name_is_spotted_when_its_closing_quote_is_written():
@@ -232,27 +231,35 @@ def test_spoken_motion_command_speaks_in_one_round_while_the_arm_moves(agent, fi
     _assert_spoken_while_moving(evs, stamped, "wave")
 
 
-def test_an_acknowledgement_holds_the_model_until_its_audio_is_out(agent, monkeypatch):
-    """The driver holds the model as it hands the acknowledgement over: the arguments are
-    decoded after its audio is queued, not beside its synthesis on the same 2 cores."""
-    model, log = agent.core.model, []
-    real_hold, real_run = model.hold, model._decoder.run
+def test_an_acknowledgement_claims_the_cpu_until_its_audio_is_out(agent, monkeypatch):
+    """The driver claims the CPU for speech as it hands the acknowledgement over: the arguments
+    are decoded after its audio is queued, not beside its synthesis on the same 2 cores."""
+    model, arbiter, log = agent.core.model, agent.core.arbiter, []
+    real_claim, real_release, real_run = arbiter.claim_for_speech, arbiter.release, model._decoder.run
 
-    def hold(on):
-        log.append(("hold", on, threading.current_thread().name))
-        real_hold(on)
+    def claim():
+        held = real_claim()
+        log.append(("claim", held, threading.current_thread().name))
+        return held
+
+    def release():
+        was = arbiter.claimed
+        real_release()
+        if was:
+            log.append(("release",))
 
     def run(fn, *args):
         log.append(("eval",))
         return real_run(fn, *args)
 
-    monkeypatch.setattr(model, "hold", hold)
+    monkeypatch.setattr(arbiter, "claim_for_speech", claim)
+    monkeypatch.setattr(arbiter, "release", release)
     monkeypatch.setattr(model._decoder, "run", run)
     evs, _ = _run(agent, agent.text, "Look to the left.")
     calls = evs.of(ToolCall)
     assert [c.tool for c in calls] == ["look"] and calls[0].arguments  # arguments follow the name
-    held = log.index(("hold", True, "driver"))  # before the speech stage has the sentence
-    released = next(i for i in range(held, len(log)) if log[i][:2] == ("hold", False))
+    held = log.index(("claim", True, "driver"))  # before the speech stage has the sentence
+    released = next(i for i in range(held, len(log)) if log[i] == ("release",))
     assert ("eval",) not in log[held:released], log
     assert ("eval",) in log[released:]  # the arguments were decoded after the acknowledgement's audio
 
@@ -273,8 +280,9 @@ def test_data_command_takes_a_second_round_that_says_the_result(agent):
 
 def test_a_tool_round_stops_the_moment_its_call_is_complete(agent):
     """Nothing but closing braces can follow a call: they are written here, not generated."""
+    from agent.conversation.rounds import RoundIO, RoundPlan
     from agent.conversation.toolprior import tool_prior
-    from agent.engines.base import Generation
+    from agent.engines import Generation
 
     conv = agent.core.conversation
     conv.history.clear()
@@ -282,17 +290,16 @@ def test_a_tool_round_stops_the_moment_its_call_is_complete(agent):
     skills = list(conv.registry.skills.values())
     bonuses = tool_prior("What time is it?", skills, set(), conv.cfg.tool_prior_bonus)
     gen, handed = Generation(), []
-    prompt = conv.render(True)
-    say, calls, problem = conv._grammar_rounds.run(
-        prompt, gen, True, None, None, bonuses, frozenset(), on_call=handed.append
-    )
+    prompt = conv.prompter.prompt(conv.history)
+    plan = RoundPlan(allow_tools=True, bonuses=bonuses)
+    say, calls, problem = conv._grammar_rounds.run(prompt, gen, plan, RoundIO(on_call=handed.append))
     assert calls == handed == [{"name": "get_time", "arguments": {}}] and not problem
     assert gen.cancelled and json.loads(gen.text) == {"call": {"tool": "get_time", "arguments": {}}}
     # The forced '_time", "arguments": {}}}' was handed out, not evaluated: the KV cache ends
     # before it (the prompt and the reply opening, then the sampled tokens).
     model = conv.model
     n_reply = model.count_tokens(gen.text)
-    assert model.llm.n_tokens < len(model.tokenize(prompt)) + n_reply - 2
+    assert model.llm.n_tokens < len(model.tokenize(prompt.text)) + n_reply - 2
     conv.history.clear()
 
 

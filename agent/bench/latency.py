@@ -50,8 +50,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from agent.config import Config
-from agent.engines import ChatEngine
-from agent.engines.base import Generation
+from agent.engines import ChatEngine, Decoding, Generation
 from agent.events import Event, Spoken, Timing, Transcript
 from agent.speech.tts import TextToSpeech
 
@@ -157,9 +156,8 @@ def measure_model_speed(
     for k in range(repeats):
         gen = Generation()
         # Counting goes on for as long as asked: the probe never stops early at an end token.
-        for _ in model.stream(
-            f"Speed probe {k}. Count: 1, 2, 3, 4, 5,", gen, max_tokens=decode_tokens, temperature=0.0
-        ):
+        probe = Decoding(f"Speed probe {k}. Count: 1, 2, 3, 4, 5,", max_tokens=decode_tokens, temperature=0.0)
+        for _ in model.stream(probe, gen):
             pass
         decode = max(decode, gen.tokens_per_s)
     prefill = 0.0
@@ -168,7 +166,7 @@ def measure_model_speed(
         text = f"Prefill probe {k}: {counting}"
         toks = model.tokenize(text)[:prefill_tokens]
         prompt = _detokenize(model, toks, text)
-        for _ in model.stream(prompt, gen, max_tokens=1, temperature=0.0):
+        for _ in model.stream(Decoding(prompt, max_tokens=1, temperature=0.0), gen):
             pass
         step_ms = 1000.0 / decode if decode > 0 else 0.0
         ms = gen.ttft_ms - step_ms
@@ -178,10 +176,10 @@ def measure_model_speed(
 
 
 def _detokenize(model: ChatEngine, toks: list[int], text: str) -> str:
-    """``toks`` as text (the embedded model's detokenizer), or a same-length share of ``text``."""
-    llm = getattr(model, "llm", None)
-    if llm is not None and hasattr(llm, "detokenize"):
-        return llm.detokenize(toks).decode("utf-8", "ignore")
+    """``toks`` as text (the engine's detokenizer), or a same-length share of ``text`` where it has none."""
+    out = model.detokenize(toks)
+    if out:
+        return out
     full = max(len(model.tokenize(text)), 1)
     return text[: max(1, len(text) * len(toks) // full)]
 

@@ -14,12 +14,13 @@ reply (:data:`CHAT_EXAMPLE`), the only speech the model sees in that shape.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import LLMConfig
 from agent.conversation.history import without_say
 from agent.conversation.toolgrammar import as_grammar_messages, tools_prompt
-from agent.engines.embedded.model import ChatModel
+from agent.engines import ChatEngine
 from agent.engines.thinking import markers_for, template_knows_thinking
 from agent.skills import SkillRegistry
 
@@ -35,7 +36,24 @@ own list of acknowledgements (:data:`agent.conversation.toolgrammar.ACKNOWLEDGEM
 elsewhere was the reply to a failed ``describe_scene``."""
 
 
-def resolve_format(cfg_format: str, model: ChatModel) -> str:
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered round prompt with what it was rendered from (an engine that renders itself uses that).
+
+    Attributes:
+        text: The prompt as the model reads it (template output, plus any pre-filled marker).
+        messages: The messages rendered, system prompt first (template-normalized).
+        tools: The tool schemas declared (native formats), or empty.
+        template_vars: The template variables used.
+    """
+
+    text: str
+    messages: tuple[dict[str, Any], ...] = ()
+    tools: tuple[dict[str, Any], ...] = ()
+    template_vars: dict[str, Any] = field(default_factory=dict)
+
+
+def resolve_format(cfg_format: str, model: ChatEngine) -> str:
     """The tool-call format to use: the config's, or one detected from the GGUF for ``auto``."""
     if cfg_format != "auto":
         return cfg_format
@@ -55,7 +73,7 @@ class Prompter:
         fmt: The resolved tool-call format (:func:`resolve_format`).
     """
 
-    def __init__(self, model: ChatModel, registry: SkillRegistry, cfg: LLMConfig, fmt: str) -> None:
+    def __init__(self, model: ChatEngine, registry: SkillRegistry, cfg: LLMConfig, fmt: str) -> None:
         self.model, self.registry, self.cfg, self.format = model, registry, cfg, fmt
 
     def system_prompt(self) -> str:
@@ -79,6 +97,10 @@ class Prompter:
         return self.cfg.reasoning == "on" or (self.cfg.reasoning == "tools" and allow_tools)
 
     def render(self, history: list[dict[str, Any]], allow_tools: bool = True, think: bool = False) -> str:
+        """The text of :meth:`prompt` (for counting tokens and the KV cache)."""
+        return self.prompt(history, allow_tools, think).text
+
+    def prompt(self, history: list[dict[str, Any]], allow_tools: bool = True, think: bool = False) -> Prompt:
         """Render the system prompt and ``history`` for the next model round.
 
         Args:
@@ -86,6 +108,9 @@ class Prompter:
             allow_tools: Declare the tools (native formats).
             think: Open a thinking block: ``enable_thinking`` for templates that know it,
                 otherwise the opening marker is pre-filled after the generation prompt.
+
+        Raises:
+            agent.engines.LLMError: the template rejected the messages.
         """
         messages = [{"role": "system", "content": self.system_prompt()}]
         if self.format == "grammar":
@@ -93,14 +118,14 @@ class Prompter:
                 {"role": "assistant", "content": without_say(m["content"])} if m["role"] == "assistant" else m
                 for m in as_grammar_messages(history)
             ]
-            return self.model.render(messages, conversational_mode=self.cfg.conversational_mode)
+            tvars = {"conversational_mode": self.cfg.conversational_mode}
+            return Prompt(self.model.render(messages, **tvars), tuple(messages), (), tvars)
         from agent.conversation.messages import normalize_for_template
 
         msgs = normalize_for_template(messages + history, self.model.template)
         tools = self.registry.tool_schemas() if allow_tools else None
-        prompt = self.model.render(
-            msgs, tools=tools, enable_thinking=think, conversational_mode=self.cfg.conversational_mode
-        )
+        tvars = {"enable_thinking": think, "conversational_mode": self.cfg.conversational_mode}
+        text = self.model.render(msgs, tools=tools, **tvars)
         if think and not template_knows_thinking(self.model.template):
-            prompt += markers_for(self.model.template).open
-        return prompt
+            text += markers_for(self.model.template).open
+        return Prompt(text, tuple(msgs), tuple(tools or ()), tvars)

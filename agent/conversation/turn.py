@@ -18,21 +18,27 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import LLMConfig
+from agent.control import StopSignal
 from agent.conversation import history as hist
 from agent.conversation.background import BackgroundCalls
 from agent.conversation.context import fit_history
 from agent.conversation.prompt import Prompter, resolve_format
-from agent.conversation.rounds import REPLY_OPENING, GrammarRounds, NativeRounds, RoundOutput
+from agent.conversation.rounds import (
+    REPLY_OPENING,
+    GrammarRounds,
+    NativeRounds,
+    RoundIO,
+    RoundOutput,
+    RoundPlan,
+)
 from agent.conversation.toolgrammar import NO_TOOL
 from agent.conversation.toolprior import tool_prior, tools_left
-from agent.engines.base import Generation
-from agent.engines.embedded.model import ChatModel
+from agent.engines import ChatEngine, Decoding, Generation
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
 from agent.speech.sentences import SentenceCap, limit_sentences
@@ -132,7 +138,7 @@ class Conversation:
 
     def __init__(
         self,
-        model: ChatModel,
+        model: ChatEngine,
         registry: SkillRegistry,
         ctx: SkillContext,
         cfg: LLMConfig,
@@ -144,8 +150,8 @@ class Conversation:
         self.history: list[dict[str, Any]] = []
         self.prompter = Prompter(model, registry, cfg, self.format)
         self.background = BackgroundCalls(registry)
-        self._grammar_rounds = GrammarRounds(model, registry)
-        self._native_rounds = NativeRounds(model, self.prompter, cfg, self.format)
+        self._grammar_rounds = GrammarRounds(model, registry, cfg)
+        self._native_rounds = NativeRounds(model, cfg, self.format)
 
     # --- prompt ------------------------------------------------------------------------------------
     def system_prompt(self) -> str:
@@ -187,7 +193,8 @@ class Conversation:
         msgs = [*self.history, {"role": "user", "content": content}]
         allow_tools = bool(self.registry.skills)
         opening = REPLY_OPENING if self.format == "grammar" else ""
-        return self.model.prefill(self.prompter.render(msgs, allow_tools, self.thinks(allow_tools)), opening)
+        prompt = self.prompter.render(msgs, allow_tools, self.thinks(allow_tools))
+        return self.model.prefill(Decoding(prompt, prefix=opening))
 
     def fit_context(self, allow_tools: bool = True, think: bool = False) -> int:
         """Compact the history when the next prompt leaves no room to answer; returns turns dropped."""
@@ -206,7 +213,7 @@ class Conversation:
         turn_id: int,
         state: str | None = None,
         on_text: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None,
+        stop: StopSignal | None = None,
         tools: bool = True,
         on_pause: Callable[[], None] | None = None,
     ) -> TurnResult:
@@ -218,7 +225,7 @@ class Conversation:
             state: Dynamic app state (time, robot, scene) added to this user message only,
                 so the earlier prompt stays byte-identical for KV-cache reuse.
             on_text: Receives speech text deltas as they are generated.
-            cancel: Set to stop generation (barge-in); the turn ends with what was produced.
+            stop: Set to stop generation (barge-in); the turn ends with what was produced.
             tools: Offer tools (False for turns that only report a background result).
             on_pause: Called before a round when an earlier round spoke: what was said so
                 far is finished and can be synthesized without waiting for more text.
@@ -231,7 +238,7 @@ class Conversation:
         self.history.append({"role": "user", "content": content})
         res = TurnResult()
         cap = SentenceCap(
-            self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, cancel
+            self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, stop
         )
         seen: dict[str, int] = {}
         spoken: list[str] = []
@@ -261,19 +268,23 @@ class Conversation:
                 # A round after a tool result reads the result back: decoded greedily, since at
                 # temperature 0.2 SmolLM2-135M copied "It is 08:18 ..." as "It is 08:19" (seen in CI).
                 greedy = bool(res.calls) and self.format == "grammar"
-                say, calls, problem = self._round(
+                plan = RoundPlan(
                     allow_tools,
-                    gen,
-                    cap,
                     bonuses,
                     done,
-                    run_now if allow_tools else None,
                     frozenset(spoken + before),
                     0.0 if greedy else None,
-                    functools.partial(_release, cap, on_pause),
-                    self._data_results(res),
-                    _not_within(before, " ".join(self._data_results(res))),
+                    tuple(self._data_results(res)),
+                    tuple(_not_within(before, " ".join(self._data_results(res)))),
                 )
+                io = RoundIO(
+                    cap.feed,
+                    cap.cancel,
+                    cap.user_cancel,
+                    run_now if allow_tools else None,
+                    functools.partial(_release, cap, on_pause),
+                )
+                say, calls, problem = self._round(plan, gen, io)
             except Exception as e:  # a model failure must not lose the conversation
                 log.exception("turn %d: model round failed", turn_id)
                 res.problems.append(f"model error: {e}")
@@ -347,42 +358,15 @@ class Conversation:
                 out.append(outcome.result)
         return out
 
-    def _round(
-        self,
-        allow_tools: bool,
-        gen: Generation,
-        cap: SentenceCap,
-        bonuses: dict[str, float],
-        done: frozenset[str],
-        on_call: Callable[[dict[str, Any]], None] | None,
-        said: frozenset[str],
-        temperature: float | None = None,
-        on_utterance: Callable[[], None] | None = None,
-        copy_from: list[str] | None = None,
-        avoid: list[str] | None = None,
-    ) -> RoundOutput:
-        think = self.thinks(allow_tools)
-        gen.extra["dropped_turns"] = self.fit_context(allow_tools, think)
+    def _round(self, plan: RoundPlan, gen: Generation, io: RoundIO) -> RoundOutput:
+        """Run one round of ``plan`` in the conversation's format, fitting the context first."""
+        think = self.thinks(plan.allow_tools)
+        gen.extra["dropped_turns"] = self.fit_context(plan.allow_tools, think)
+        prompt = self.prompter.prompt(self.history, plan.allow_tools, think)
         if self.format == "grammar":
-            return self._grammar_rounds.run(
-                self.render(allow_tools),
-                gen,
-                allow_tools,
-                cap.feed,
-                cap.cancel,
-                bonuses,
-                done,
-                on_call,
-                cap.user_cancel,
-                said,
-                temperature,
-                on_utterance,
-                copy_from,
-                self.cfg.copy_prior_bonus,
-                avoid,
-                self.cfg.repeat_guard_penalty,
-            )
-        return self._native_rounds.run(self.render(allow_tools, think), gen, think, cap.feed, cap.cancel)
+            return self._grammar_rounds.run(prompt, gen, plan, io)
+        native = RoundPlan(plan.allow_tools, think=think, temperature=plan.temperature)
+        return self._native_rounds.run(prompt, gen, native, RoundIO(io.on_text, io.speech_done))
 
     @staticmethod
     def _account(res: TurnResult, gen: Generation, rnd: int) -> None:
@@ -461,12 +445,12 @@ class Conversation:
         done: BackgroundDone,
         turn_id: int,
         on_text: Callable[[str], None] | None = None,
-        cancel: threading.Event | None = None,
+        stop: StopSignal | None = None,
     ) -> TurnResult:
         """Tell the model a background call finished and let it speak about it (no new tools)."""
         status = "finished" if done.ok else "failed"
         note = f"(The background task {done.tool} {status}: {done.result})"
-        return self.turn(note, turn_id, on_text=on_text, cancel=cancel, tools=False)
+        return self.turn(note, turn_id, on_text=on_text, stop=stop, tools=False)
 
     def last_reply(self) -> str:
         """The newest assistant message's text ("" when there is none)."""

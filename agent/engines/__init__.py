@@ -1,110 +1,54 @@
-"""Chat-model engines behind one interface: ``[llm] engine`` picks where the model runs.
+"""Chat-model engines behind one protocol: ``[llm] engine`` picks where the model runs.
 
 =================  ======================================================================
-``embedded``       llama-cpp-python in this process (:class:`agent.engines.embedded.model.ChatModel`; default)
+``embedded``       llama-cpp-python in this process (:mod:`.embedded`; default)
 ``llama-server``   llama.cpp's server as a child process started with flags from ``[llm]`` and
-                   ``[llm.server]``, restarted when it dies (:mod:`.server_process`)
+                   ``[llm.server]``, restarted when it dies (:mod:`.remote.server_process`)
 ``openai``         an OpenAI-compatible server elsewhere (llama-server, Ollama, vLLM, NIM):
                    ``[llm.openai] url``, the API key from the environment variable named by
                    ``api_key_env``
 =================  ======================================================================
 
-Every engine gives the conversation the same :class:`ChatEngine` surface, so the turn loop,
-the streaming parsers, grammar mode, the thinking budget, ``conversational_mode``, KV-cache
-reuse of the byte-stable prompt prefix and cancellation behave the same (the server engines'
-differences are in :mod:`.remote`). :data:`ENGINES` maps each name to a factory that imports
-its backend only when called.
+Every engine gives the conversation the same :class:`~agent.engines.base.ChatEngine` protocol:
+a round is one frozen :class:`~agent.engines.request.Decoding` that each engine compiles (the
+embedded one into its sampler, processors, jump-forward and drafting; a server into request
+fields, :mod:`.remote.body`), so the turn loop, the streaming parsers, grammar mode, the thinking
+budget, ``conversational_mode``, KV-cache reuse of the byte-stable prompt prefix and the stop
+signal behave the same. :data:`ENGINES` maps each name to a factory that imports its backend
+only when called. The engines import nothing of the conversation.
+
+Modules: :mod:`.base` (protocol, :class:`~agent.engines.base.Generation`, errors),
+:mod:`.request`, :mod:`.thinking`, :mod:`.priors` (the token-level tool and copy priors),
+:mod:`.grammar`, :mod:`.embedded`, :mod:`.remote`.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
+
+from agent.engines.base import ChatEngine, Generation, LLMError
+from agent.engines.request import Decoding, Thinking
 
 if TYPE_CHECKING:
     from agent.config import LLMConfig
-    from agent.engines.base import Generation
+    from agent.control import CpuArbiter
 
 log = logging.getLogger(__name__)
 
 
-class ChatEngine(Protocol):
-    """What the conversation needs from a chat model (implemented by ``ChatModel`` and ``ServerChatModel``).
-
-    Attributes:
-        template: The chat template text (Jinja).
-        has_template: The GGUF carries its own template.
-        architecture: ``general.architecture`` ("" when unknown).
-        n_ctx: Context length, tokens.
-        llm: A ``llama_cpp.Llama`` for tokenizing in logits processors (None when remote-only).
-    """
-
-    template: str
-    has_template: bool
-    architecture: str
-    n_ctx: int
-    llm: Any
-
-    def render(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **kw: Any
-    ) -> str:
-        """Render messages with the chat template, ending in the generation prompt."""
-        ...
-
-    def tokenize(self, text: str) -> list[int]:
-        """Token ids of a rendered prompt."""
-        ...
-
-    def count_tokens(self, text: str) -> int:
-        """Number of tokens of ``text``."""
-        ...
-
-    def stream(
-        self,
-        prompt: str,
-        gen: Generation,
-        *,
-        grammar: Any = None,
-        max_tokens: int | None = None,
-        stop: list[str] | None = None,
-        cancel: threading.Event | None = None,
-        temperature: float | None = None,
-        logits_processor: Callable[[int], Any] | None = None,
-        prefix: str = "",
-        jump: Callable[[str], str] | None = None,
-        draft: Callable[[str], str] | None = None,
-    ) -> Iterator[str]:
-        """Generate text pieces for a rendered prompt, filling ``gen``."""
-        ...
-
-    def prefill(self, prompt: str, prefix: str = "") -> int:
-        """Evaluate a likely next prompt and output ``prefix`` now; returns tokens evaluated (0: skipped)."""
-        ...
-
-    def warmup(self, prompt: str) -> float:
-        """Evaluate a prompt once; returns ms."""
-        ...
-
-    def hold(self, on: bool) -> None:
-        """Pause (True) or resume (False) token generation, so speech synthesis gets the CPU."""
-        ...
-
-
-def _embedded(cfg: LLMConfig, path: Path | None) -> ChatEngine:
-    from agent.engines.base import LLMError
+def _embedded(cfg: LLMConfig, path: Path | None, arbiter: CpuArbiter | None) -> ChatEngine:
     from agent.engines.embedded.model import ChatModel
 
     if path is None:
         raise LLMError('[llm] engine = "embedded" needs a model file ([llm] model)')
-    return ChatModel(path, cfg)
+    return ChatModel(path, cfg, arbiter=arbiter)
 
 
-def _llama_server(cfg: LLMConfig, path: Path | None) -> ChatEngine:
-    from agent.engines.base import LLMError
+def _llama_server(cfg: LLMConfig, path: Path | None, arbiter: CpuArbiter | None) -> ChatEngine:
     from agent.engines.remote.model import ServerChatModel, load_vocab
     from agent.engines.remote.server_process import (
         LlamaServerProcess,
@@ -145,8 +89,7 @@ def _llama_server(cfg: LLMConfig, path: Path | None) -> ChatEngine:
     )
 
 
-def _openai(cfg: LLMConfig, path: Path | None) -> ChatEngine:
-    from agent.engines.base import LLMError
+def _openai(cfg: LLMConfig, path: Path | None, arbiter: CpuArbiter | None) -> ChatEngine:
     from agent.engines.remote.model import ServerChatModel, load_vocab
 
     oa = cfg.openai
@@ -178,21 +121,24 @@ def _openai(cfg: LLMConfig, path: Path | None) -> ChatEngine:
     )
 
 
-ENGINES: dict[str, Callable[[LLMConfig, Path | None], ChatEngine]] = {
+ENGINES: dict[str, Callable[[LLMConfig, Path | None, CpuArbiter | None], ChatEngine]] = {
     "embedded": _embedded,
     "llama-server": _llama_server,
     "openai": _openai,
 }
-"""Engine name (``[llm] engine``) → factory ``(cfg, model path or None) -> ChatEngine``."""
+"""Engine name (``[llm] engine``) → factory ``(cfg, model path or None, arbiter) -> ChatEngine``.
+
+Only the embedded engine decodes on this machine's CPU and yields it to speech synthesis."""
 
 
-def make_chat_model(cfg: LLMConfig, path: Path | None) -> ChatEngine:
+def make_chat_model(cfg: LLMConfig, path: Path | None, arbiter: CpuArbiter | None = None) -> ChatEngine:
     """Build the chat model ``[llm] engine`` names.
 
     Args:
         cfg: ``[llm]`` settings; ``n_ctx`` must already be a number.
         path: The resolved ``[llm] model`` file (None only for ``engine = "openai"`` with
             ``model = ""``).
+        arbiter: Shares the CPU with speech synthesis (embedded engine only).
 
     Returns:
         The chat model. For ``llama-server`` the server is running and healthy; it is stopped
@@ -209,7 +155,7 @@ def make_chat_model(cfg: LLMConfig, path: Path | None) -> ChatEngine:
         raise ValueError(
             f"unknown [llm] engine {cfg.engine!r}; expected one of {', '.join(ENGINES)}"
         ) from None
-    return factory(cfg, path)
+    return factory(cfg, path, arbiter)
 
 
-__all__ = ["ENGINES", "ChatEngine", "make_chat_model"]
+__all__ = ["ENGINES", "ChatEngine", "Decoding", "Generation", "LLMError", "Thinking", "make_chat_model"]

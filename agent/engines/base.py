@@ -1,11 +1,20 @@
-"""What every chat engine shares: the error type, a generation's statistics, ``complete`` and ``warmup``."""
+"""What every chat engine shares: the protocol, the error type, a round's statistics, ``complete`` and ``warmup``."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
+
+from agent.control import StopSignal
+from agent.engines.request import Decoding
+
+FALLBACK_TEMPLATE = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+"""ChatML, for GGUFs that carry no template (e.g. base models)."""
 
 
 class LLMError(Exception):
@@ -22,7 +31,7 @@ class Generation:
         ttft_ms: Time from the call to the first generated piece, ms.
         total_ms: Whole generation, ms.
         text: Everything generated.
-        cancelled: Stopped early by the cancel event.
+        cancelled: Stopped early by the stop signal.
         finish_reason: ``stop`` (end of turn or a stop string), ``length`` (token cap), or "".
         tokens_per_s: Decoding speed, tokens/s: generated tokens after the first over the time
             since the first (the server engines report llama-server's own ``predicted_per_second``).
@@ -50,37 +59,104 @@ class Generation:
         return self.draft_accepted / self.draft_tokens if self.draft_tokens else None
 
 
-class Completions:
-    """``complete`` and ``warmup`` for any model with a ``stream(prompt, gen, **kwargs)`` (every engine)."""
+class ChatEngine(Protocol):
+    """What the conversation needs from a chat model, whatever runs it (``[llm] engine``).
 
-    def stream(self, prompt: str, gen: Generation, **kwargs: Any) -> Iterator[str]:
-        """Generate text pieces for ``prompt``, filling ``gen`` (each engine implements it)."""
+    Implemented by :class:`~agent.engines.embedded.model.ChatModel` (in process) and
+    :class:`~agent.engines.remote.model.ServerChatModel` (llama-server, OpenAI-compatible). A
+    round is one :class:`~agent.engines.request.Decoding`; the engine compiles it.
+
+    Attributes:
+        template: The chat template text (Jinja).
+        has_template: The GGUF carries its own template.
+        architecture: ``general.architecture`` ("" when unknown).
+        n_ctx: Context length, tokens.
+    """
+
+    template: str
+    has_template: bool
+    architecture: str
+    n_ctx: int
+
+    def render(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **kw: Any
+    ) -> str:
+        """Render messages with the chat template, ending in the generation prompt.
+
+        Raises:
+            LLMError: the template rejected the messages.
+        """
+        ...
+
+    def tokenize(self, text: str) -> list[int]:
+        """Token ids of a rendered prompt."""
+        ...
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """Text of output tokens ("" where the engine has no local vocabulary)."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Number of tokens of ``text``."""
+        ...
+
+    def stream(self, request: Decoding, gen: Generation, stop: StopSignal | None = None) -> Iterator[str]:
+        """Generate one round's text pieces, filling ``gen``; ends early once ``stop`` is set.
+
+        Raises:
+            LLMError: the prompt does not fit, or the engine failed during the round.
+        """
+        ...
+
+    def complete(self, request: Decoding, stop: StopSignal | None = None) -> Generation:
+        """Run :meth:`stream` to the end; ``.text`` of the result holds the output."""
+        ...
+
+    def prefill(self, request: Decoding) -> int:
+        """Evaluate a likely next prompt and its ``prefix`` now; returns tokens evaluated (0: skipped)."""
+        ...
+
+    def warmup(self, prompt: str) -> float:
+        """Evaluate a prompt once; returns ms."""
+        ...
+
+    def close(self) -> None:
+        """Free the model (stop a managed server)."""
+        ...
+
+
+class Completions:
+    """``complete``, ``prefill`` and ``warmup`` in terms of ``stream`` (every engine's base)."""
+
+    def stream(self, request: Decoding, gen: Generation, stop: StopSignal | None = None) -> Iterator[str]:
+        """Generate one round's text pieces, filling ``gen`` (each engine implements it)."""
         raise NotImplementedError
 
-    def complete(self, prompt: str, **kwargs: Any) -> Generation:
-        """Run :meth:`stream` to the end and return its :class:`Generation` (``.text`` holds the output)."""
+    def complete(self, request: Decoding, stop: StopSignal | None = None) -> Generation:
+        """Run :meth:`stream` to the end and return its :class:`Generation` (``.text`` holds the output).
+
+        Raises:
+            LLMError: as :meth:`stream`.
+        """
         gen = Generation()
-        for _ in self.stream(prompt, gen, **kwargs):
+        for _ in self.stream(request, gen, stop):
             pass
         return gen
 
-    def prefill(self, prompt: str, prefix: str = "") -> int:
-        """Evaluate ``prompt`` and the known output ``prefix`` into the KV cache ahead of a turn, if it can.
+    def prefill(self, request: Decoding) -> int:
+        """Evaluate ``request``'s prompt and ``prefix`` into the KV cache ahead of a turn, if it can.
 
         The default does nothing and returns 0 (tokens evaluated): engines without a local
         KV cache gain nothing from it.
         """
         return 0
 
-    def hold(self, on: bool) -> None:
-        """Pause (True) or resume (False) generation between tokens; the default does nothing.
-
-        Only an engine that decodes on this machine's CPU gains from it (it gives the CPU to
-        speech synthesis while the speaker waits for the turn's first audio).
-        """
-
     def warmup(self, prompt: str) -> float:
-        """Evaluate a representative prompt once (fills the KV cache, pays first-batch costs); returns ms."""
+        """Evaluate a representative prompt once (fills the KV cache, pays first-batch costs); returns ms.
+
+        Raises:
+            LLMError: as :meth:`stream`.
+        """
         t0 = time.perf_counter()
-        self.complete(prompt, max_tokens=2)
+        self.complete(Decoding(prompt, max_tokens=2))
         return (time.perf_counter() - t0) * 1000.0

@@ -10,6 +10,9 @@ Markers follow the template: Gemma 4 / Bolt use ``<|channel>thought`` … ``<cha
 models ``<think>`` … ``</think>``. Templates that know ``enable_thinking`` get it as a
 template variable; for the others the runtime pre-fills the opening marker after the
 generation prompt, so any model can be run with a budget.
+
+:class:`ThinkingBudget` is the embedded engine's logits processor; :class:`ThinkWatch` follows
+the block in a server's stream (the server enforces the token budget itself).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from agent.engines.request import Thinking
 
 
 @dataclass(frozen=True)
@@ -137,3 +142,80 @@ class ThinkingBudget:
         scores[tok] = keep if math.isfinite(keep) else 0.0
         self._forcing += 1
         return scores
+
+
+class ThinkWatch:
+    """Follows the thinking block in text streamed from a server: its tokens and time (stats, ms budget).
+
+    Args:
+        markers: The template's thinking markers.
+        budget: The round's thinking budget.
+        stats: Filled in as the stream runs.
+        starts_inside: The prompt already opened the block.
+    """
+
+    def __init__(
+        self, markers: ThinkingMarkers, budget: Thinking, stats: ThinkingStats, starts_inside: bool
+    ) -> None:
+        self.markers = markers
+        self.max_tokens, self.max_ms = budget.max_tokens, budget.max_ms
+        self.stats = stats
+        self.inside = starts_inside
+        self.t0 = time.monotonic() if starts_inside else None
+        self.done = False
+        self.ended = False  # the millisecond budget has been enforced (or given up)
+        self.attempts = 0
+        self._pieces: list[str] = []
+
+    def feed(self, piece: str) -> None:
+        """A piece of raw output (``completions`` api); about one token each."""
+        if self.done:
+            return
+        self._pieces = [*self._pieces[-15:], piece]
+        text = "".join(self._pieces)
+        if not self.inside:
+            opener = self.markers.open.strip()
+            if opener in text:
+                self.inside, self.t0 = True, time.monotonic()
+                self._pieces = [text.split(opener, 1)[1]]
+            return
+        at = text.rfind(self.markers.close)
+        if at < 0:
+            self.stats.tokens += 1
+            self._update()
+            return
+        # The marker may span several pieces (tokens), already counted as thinking: take them back.
+        k, covered = 0, 0
+        while covered < len(text) - at and k < len(self._pieces):
+            k += 1
+            covered += len(self._pieces[-k])
+        self.stats.tokens = max(0, self.stats.tokens - (k - 1))
+        self.close()
+
+    def reasoning(self) -> None:
+        """One piece of reasoning the server split out (``chat`` api)."""
+        if self.t0 is None:
+            self.inside, self.t0 = True, time.monotonic()
+        self.stats.tokens += 1
+        self._update()
+
+    def close(self) -> None:
+        """The block ended (the model's marker, or the server's forced one)."""
+        if not self.done:
+            self.done = True
+            self._update()
+            self.stats.forced |= self.stats.tokens >= self.max_tokens
+
+    def _update(self) -> None:
+        if self.t0 is not None:
+            self.stats.ms = (time.monotonic() - self.t0) * 1000.0
+
+    def over_ms(self) -> bool:
+        """Thinking has run past the millisecond budget and has not been ended yet."""
+        return (
+            self.inside
+            and not self.done
+            and not self.ended
+            and self.max_ms > 0
+            and self.stats.ms >= self.max_ms
+        )

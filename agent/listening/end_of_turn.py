@@ -126,17 +126,14 @@ class TextEndOfTurn:
 
         cfg = LLMConfig(model=str(model_path), n_ctx=512, threads=threads, n_gpu_layers=0)
         self.model = ChatModel(model_path, cfg)
-        llm = self.model.llm
         rendered = self.model.render(
             [{"role": "system", "content": system_prompt}, {"role": "user", "content": _SENTINEL}]
         )
         if _SENTINEL not in rendered:
             raise LLMError(f"{model_path.name}: its chat template dropped the user's message")
         self._prefix, suffix = rendered.split(_SENTINEL, 1)
-        marker = llm.tokenize(suffix.encode(), add_bos=False, special=True)[:1]
-        self._ends = sorted(
-            {*marker, *(t for p in (".", "?", "!") for t in llm.tokenize(p.encode(), add_bos=False)[:1])}
-        )
+        marker = self.model.special_tokens(suffix)[:1]
+        self._ends = sorted({*marker, *(t for p in (".", "?", "!") for t in self.model.plain_tokens(p)[:1])})
         self.score("hello")  # fills the KV cache with the system prompt
 
     def score(self, text: str) -> float:
@@ -160,7 +157,7 @@ class TextEndOfTurn:
 
     def close(self) -> None:
         """Free the model."""
-        self.model.llm.close()
+        self.model.close()
 
 
 class AudioEndOfTurn(Protocol):

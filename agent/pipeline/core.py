@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from agent.config import Config
+from agent.control import CpuArbiter
 from agent.conversation import Conversation
-from agent.engines import make_chat_model
-from agent.engines.embedded.model import ChatModel
+from agent.engines import ChatEngine, make_chat_model
 from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked
 from agent.listening.end_of_turn import EndOfTurnJudge
 from agent.models import resolve_model
@@ -53,13 +53,14 @@ class AgentCore:
         turn_id: The turn that robot commands are attributed to (set by the turn driver).
         gate: Turn ids and cancellation, shared by every pipeline run on this core.
         end_of_turn: The semantic end-of-turn judge, or None (silence-only endpointing).
+        arbiter: Shares the CPU between speech synthesis and the chat model's decoding.
     """
 
     cfg: Config
     robot: Robot
     registry: SkillRegistry
     asr: WhisperASR
-    model: ChatModel
+    model: ChatEngine
     tts: PiperTTS
     vision: Vision | None
     ctx: SkillContext
@@ -70,6 +71,7 @@ class AgentCore:
     turn_id: int = -1
     gate: TurnGate = field(default_factory=TurnGate)
     end_of_turn: EndOfTurnJudge | None = None
+    arbiter: CpuArbiter = field(default_factory=CpuArbiter)
 
     def warmup(self) -> None:
         """Warm ASR, LLM (static prompt prefix into the KV cache) and TTS; emits ``ready``."""
@@ -158,7 +160,10 @@ def build_core(
             emit(Error(-1, msg))
         words = hotwords(cfg, registry, list(robot.animations)) if cfg.asr.bias_with_skills else []
         asr = WhisperASR(resolve_model(cfg.asr.model, "ASR model"), cfg.asr, words)
-        model = make_chat_model(cfg.llm, resolve_model(cfg.llm.model, "LLM") if cfg.llm.model else None)
+        arbiter = CpuArbiter()
+        model = make_chat_model(
+            cfg.llm, resolve_model(cfg.llm.model, "LLM") if cfg.llm.model else None, arbiter
+        )
         tts = PiperTTS(resolve_model(cfg.tts.voice, "voice"), cfg.tts.length_scale, cfg.tts.speaker_id)
         scene_changes: queue.Queue[SceneChange] = queue.Queue()
         vision, vision_msgs = build_vision(cfg.camera, cfg.vision, on_change=scene_changes.put)
@@ -179,6 +184,7 @@ def build_core(
             emit,
             scene_changes,
             (time.perf_counter() - t0) * 1000.0,
+            arbiter=arbiter,
         )
         core.end_of_turn = build_end_of_turn(cfg, emit)
     except BaseException:  # a model that fails to load, or a signal: never leave the robot holding torque

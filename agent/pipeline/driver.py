@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import logging
 import queue
-import threading
 import time
 from collections.abc import Callable
 
+from agent.control import CpuArbiter
 from agent.conversation import SORRY, TurnResult
 from agent.events import (
     BackgroundDone,
@@ -55,9 +55,8 @@ class TurnDriver:
         may_speak_up: True when a background result or greeting may be spoken now.
         on_turn_start: Called with the turn and whether nobody asked for it (background result,
             greeting) before it runs (bookkeeping).
-        hold_ahead: Called as a whole utterance (an acknowledgement) is handed to speech: holds
-            the model until its audio is out (:meth:`~agent.pipeline.speech.SpeechStage.hold_ahead`).
-        release_hold: Called when a turn's generation is over: ends such a hold.
+        arbiter: Speech claims the CPU from the model as a whole utterance (an acknowledgement)
+            is handed over, until its audio is out; the claim ends with the turn's generation.
     """
 
     def __init__(
@@ -69,24 +68,14 @@ class TurnDriver:
         publish: Callable[[Event], None],
         may_speak_up: Callable[[], bool],
         on_turn_start: Callable[[UserTurn, bool], None],
-        hold_ahead: Callable[[], None] | None = None,
-        release_hold: Callable[[], None] | None = None,
+        arbiter: CpuArbiter | None = None,
     ) -> None:
         self.core, self.inbox, self.speech, self.gate, self.publish = core, inbox, speech, gate, publish
-        self.hold_ahead, self.release_hold = hold_ahead, release_hold
+        self.arbiter = arbiter if arbiter is not None else CpuArbiter()
         self.may_speak_up = may_speak_up
         self.on_turn_start = on_turn_start
-        self._cancels: dict[int, threading.Event] = {}
-        self._lock = threading.Lock()
         self.speaking_up = False
         """Between taking a background result or greeting and its turn being registered."""
-
-    def cancel(self, turn_id: int) -> None:
-        """Stop the model after its current token (barge-in); safe from any thread."""
-        with self._lock:
-            ev = self._cancels.get(turn_id)
-        if ev is not None:
-            ev.set()
 
     def run(self) -> None:
         """Run turns until ``Shutdown``."""
@@ -121,12 +110,7 @@ class TurnDriver:
         unprompted: bool = False,
     ) -> None:
         tid = turn.turn_id
-        cancel = threading.Event()
-        with self._lock:
-            self._cancels = {k: v for k, v in self._cancels.items() if k > tid - 4}
-            self._cancels[tid] = cancel
-        if self.gate.stale(tid):
-            cancel.set()
+        stop = self.gate.stop_signal(tid)  # set when the turn is cancelled (barge-in, new turn)
         self.core.turn_id = tid
         self.on_turn_start(turn, unprompted)
 
@@ -134,8 +118,7 @@ class TurnDriver:
             self.speech.put(ReplyDelta(tid, delta))
 
         def on_pause() -> None:  # a whole utterance (or round) was said: speak it now
-            if self.hold_ahead is not None:
-                self.hold_ahead()
+            self.arbiter.claim_for_speech()
             self.speech.put(ReplyDelta(tid, "", flush=True))
 
         t0 = time.perf_counter()
@@ -143,10 +126,10 @@ class TurnDriver:
         result: TurnResult | None
         try:
             if background is not None:
-                result = conv.background_turn(background, tid, on_text=on_text, cancel=cancel)
+                result = conv.background_turn(background, tid, on_text=on_text, stop=stop)
             else:
                 result = conv.turn(
-                    text, tid, state=state, on_text=on_text, cancel=cancel, tools=tools, on_pause=on_pause
+                    text, tid, state=state, on_text=on_text, stop=stop, tools=tools, on_pause=on_pause
                 )
         except Exception as e:  # never lose the turn: apologise
             log.exception("turn %d failed", tid)
@@ -154,14 +137,13 @@ class TurnDriver:
             result = None
             on_text(SORRY)
         finally:
-            if self.release_hold is not None:  # a flush of a cancelled turn is dropped unhandled
-                self.release_hold()
+            self.arbiter.release()  # a flush of a cancelled turn is dropped unhandled
         self.speech.put(ReplyEnd(tid))
         if result is not None:
             for problem in result.problems:
                 self.publish(Error(tid, problem))
             self.publish(FirstToken(tid, t0 + result.ttft_ms / 1000))
-        self.core.robot.wait_idle(timeout=15.0 if not cancel.is_set() else 0.5)
+        self.core.robot.wait_idle(timeout=15.0 if not stop.is_set() else 0.5)
         self.publish(
             TurnGenerated(
                 tid,

@@ -72,6 +72,8 @@ class Pipeline:
     ) -> None:
         self.core, self.bus, self.source, self.sink = core, bus, source, sink
         cfg = core.cfg
+        # Speech claims the CPU only in a pipeline that streams speech to this sink.
+        core.arbiter.attach(sink if streaming and speak else None)
         self.gate = core.gate  # shared by successive pipelines on one core: turn ids stay unique
         self.asr_q, self.speech_q = StageQueue(self.gate), StageQueue(self.gate)
         self.driver_q = StageQueue(self.gate, on_drop=lambda msg: self.work_finished())
@@ -119,7 +121,7 @@ class Pipeline:
             cfg.live.clause_chars,
             streaming=streaming,
             speak=speak,
-            hold=core.model.hold,
+            arbiter=core.arbiter,
         )
         self.driver = TurnDriver(
             core,
@@ -129,8 +131,7 @@ class Pipeline:
             bus.publish,
             self._may_speak_up,
             self._turn_started,
-            hold_ahead=self.speech.hold_ahead,
-            release_hold=self.speech.release_hold,
+            arbiter=core.arbiter,
         )
         bus.route(Timing, self._turn_done)
         bus.route(CutHistory, self.driver_q.put)
@@ -230,8 +231,7 @@ class Pipeline:
             if tid is None:
                 return
             self._current = None
-        self.gate.cancel(tid)
-        self.driver.cancel(tid)
+        self.gate.cancel(tid)  # the turn's stop signal: its model stops after the current token
         t0 = time.perf_counter()
         cut = self.sink.clear()
         stop_ms = (time.perf_counter() - t0) * 1000

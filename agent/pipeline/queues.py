@@ -2,8 +2,9 @@
 
 :class:`TurnGate` is the pipeline's turn generation: interrupting turn N cancels every turn
 up to N, and every stage asks the gate before acting on a message, so leftovers of a
-cancelled turn (text deltas, sentences, audio) die wherever they are. Messages outside any
-turn (``turn_id`` -1) are never stale.
+cancelled turn (text deltas, sentences, audio) die wherever they are; the turn's model round
+stops through the turn's :meth:`TurnGate.stop_signal`. Messages outside any turn
+(``turn_id`` -1) are never stale.
 
 :class:`StageQueue` is the inbox of one stage thread: ``put`` appends data and puts control
 messages (``Event.control``) in front; ``get`` skips stale data. Thread-safe.
@@ -16,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from agent.control import StopSignal
 from agent.events import Event
 
 
@@ -42,6 +44,14 @@ class TurnGate:
     def stale(self, turn_id: int) -> bool:
         """True for a message of a cancelled turn."""
         return 0 <= turn_id <= self.cancelled_through
+
+    def stop_signal(self, turn_id: int) -> StopSignal:
+        """The stop signal of ``turn_id``: set once the turn is cancelled (:meth:`cancel`).
+
+        The turn's generation checks it between tokens, so cancelling a turn here stops its
+        model too; nothing else needs to be told.
+        """
+        return StopSignal(when=lambda: self.stale(turn_id))
 
 
 class StageQueue:

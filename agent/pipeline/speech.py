@@ -6,12 +6,12 @@ is synthesized at once, so the first sentence plays while the model still writes
 second. ``streaming=False`` is the sequential baseline of ``bolt-agent bench``: the whole
 reply is collected, synthesized in one go and handed over as one block of audio.
 
-While the speaker has nothing to play (a turn's first sentence), the chat model is held
-between tokens until that sentence's audio is out (``hold``): on 2 cores piper and the model
-decoding side by side each run at about half speed, and the listener waits for the audio.
-The turn driver holds it already when it hands over a whole utterance (:meth:`SpeechStage.hold_ahead`:
-an acknowledgement or preamble), so the model's next step waits instead of racing this
-thread to the CPU.
+While the speaker has nothing to play (a turn's first sentence), speech synthesis claims the
+CPU from the chat model (:class:`~agent.control.CpuArbiter`) until that sentence's audio is
+queued: on 2 cores piper and the model decoding side by side each run at about half speed,
+and the listener waits for the audio. The turn driver claims it already when it hands over a
+whole utterance (an acknowledgement or preamble), so the model's next step waits instead of
+racing this thread to the CPU; a flush or the turn's end releases the claim.
 
 Before each synthesis step the turn generation is checked: audio of a cancelled turn is
 never made or queued. A sentence piper fails on is reported and skipped; the rest of the
@@ -21,13 +21,13 @@ reply is still spoken.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 
+from agent.control import CpuArbiter
 from agent.events import AudioOut, Error, Event, ReplyDelta, ReplyEnd, SentenceReady, Spoken
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
 from agent.speech.sentences import SentenceStream
@@ -75,8 +75,8 @@ class SpeechStage:
         clause_chars: A sentence longer than this many characters is cut at a clause.
         streaming: False: synthesize the whole reply at its end (sequential baseline).
         speak: False: no synthesis at all (typed chat without output, accuracy runs).
-        hold: Pauses (True) and resumes (False) the chat model's generation
-            (:meth:`agent.engines.embedded.model.ChatModel.hold`); None = never held.
+        arbiter: Shares the CPU with the chat model (speech claims it while the speaker waits);
+            None = no claims.
     """
 
     def __init__(
@@ -89,13 +89,11 @@ class SpeechStage:
         clause_chars: int = 120,
         streaming: bool = True,
         speak: bool = True,
-        hold: Callable[[bool], None] | None = None,
+        arbiter: CpuArbiter | None = None,
     ) -> None:
         self.tts, self.sink, self.inbox, self.gate, self.publish = tts, sink, inbox, gate, publish
         self.clause_chars, self.streaming, self.speak = clause_chars, streaming, speak
-        self.hold = hold
-        self._holding = False
-        self._hold_lock = threading.Lock()  # the driver holds ahead from its thread
+        self.arbiter = arbiter if arbiter is not None else CpuArbiter()
         self._streams: dict[int, SentenceStream] = {}
         self._whole: dict[int, list[str]] = {}
 
@@ -117,8 +115,8 @@ class SpeechStage:
             stream = self._streams.setdefault(tid, SentenceStream(self.clause_chars))
             for piece in stream.feed(msg.text) + (stream.flush() if msg.flush else []):
                 self._piece(tid, piece)
-            if msg.flush:  # a hold ahead of this utterance ends with it, spoken or not
-                self.release_hold()
+            if msg.flush:  # a claim made ahead of this utterance ends with it, spoken or not
+                self.arbiter.release()
         elif isinstance(msg, ReplyEnd):
             if self.streaming:
                 stream = self._streams.pop(tid, None)
@@ -132,7 +130,7 @@ class SpeechStage:
                 del self._streams[old]
             if not self.gate.stale(tid):
                 self.sink.end(tid)
-            self.release_hold()
+            self.arbiter.release()
 
     def _piece(self, tid: int, piece: str, one_block: bool = False) -> None:
         if self.gate.stale(tid):
@@ -141,41 +139,14 @@ class SpeechStage:
         if not self.speak:
             return
         # Nothing queued or playing: the listener hears silence until this audio is out.
-        self.hold_ahead()
+        self.arbiter.claim_for_speech()
         try:
             self._synthesize(tid, piece, one_block)
         except Exception as e:  # one bad piece must not silence the rest
             log.exception("turn %d: TTS failed on %r", tid, piece)
             self.publish(Error(tid, f"speech synthesis failed on {piece!r}: {e}; continuing"))
         finally:
-            self.release_hold()
-
-    def hold_ahead(self) -> None:
-        """Hold the model now if the speaker has nothing to play: an utterance is on its way.
-
-        Safe from any thread. The turn driver calls it as it hands over a whole utterance, so
-        the model's next decode step already waits (from this thread the hold came one step
-        late: bench timer.wav's "Sure!" took 110 ms beside an 11-token step, 50 ms alone).
-        Released once the utterance's audio is queued, when its flush or the turn's end is
-        handled, or by :meth:`release_hold`.
-        """
-        with self._hold_lock:
-            if (
-                self.hold is not None
-                and self.streaming
-                and self.speak
-                and not self._holding
-                and not self.sink.busy
-            ):
-                self.hold(True)
-                self._holding = True
-
-    def release_hold(self) -> None:
-        """End a hold (safe from any thread): its audio is queued, or the driver's turn is over."""
-        with self._hold_lock:
-            if self._holding and self.hold is not None:
-                self._holding = False
-                self.hold(False)
+            self.arbiter.release()
 
     def _synthesize(self, tid: int, piece: str, one_block: bool) -> None:
         prev: AudioOut | None = None
@@ -204,4 +175,4 @@ class SpeechStage:
     def _out(self, msg: AudioOut) -> None:
         self.publish(msg)
         self.sink.play(msg)
-        self.release_hold()  # audio is queued: the model and the rest of the synthesis share the CPU
+        self.arbiter.release()  # audio is queued: the model and the rest of the synthesis share the CPU

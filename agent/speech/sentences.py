@@ -51,8 +51,9 @@ itself, so each call makes its own; it costs microseconds). A :class:`SentenceSt
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
+
+from agent.control import StopSignal
 
 __all__ = ["split_sentences", "limit_sentences", "SentenceStream", "SentenceCap"]
 
@@ -351,22 +352,21 @@ class SentenceCap:
     Args:
         limit: Sentences to let through; 0 = no limit.
         on_text: Downstream receiver of speech deltas (or None).
-        cancel: The caller's cancel event (barge-in), kept apart from the cap's own stop.
+        stop: The caller's stop signal (barge-in); :attr:`cancel` is set by it too, and by the cap.
 
     Raises:
         ValueError: ``limit`` < 0.
 
     """
 
-    def __init__(
-        self, limit: int, on_text: Callable[[str], None] | None, cancel: threading.Event | None
-    ) -> None:
+    def __init__(self, limit: int, on_text: Callable[[str], None] | None, stop: StopSignal | None) -> None:
         if limit < 0:
             raise ValueError(f"limit must be >= 0 (0 = no limit), got {limit}")
         self.limit = limit
         self.downstream = on_text
-        self.user_cancel = cancel
-        self.cancel = _Either(threading.Event(), cancel)
+        self.user_cancel = stop
+        self.cancel = StopSignal(stop) if stop is not None else StopSignal()
+        """Set when the cap is reached (no more speech wanted) or the caller stopped."""
         self.sentences = 0  # sentences ended so far, over all rounds
         self._buf = ""  # this round's text from the start of the pending sentence
         self._sent = 0  # characters of _buf already forwarded
@@ -386,7 +386,7 @@ class SentenceCap:
             self._forward(delta)
             return
         if self.sentences >= self.limit:
-            self.cancel.set()
+            self.cancel.set("reply cap")
             return
         self._buf += delta
         bounds, safe = _settled(self._buf)
@@ -414,7 +414,7 @@ class SentenceCap:
             if _has_word(text):
                 self.sentences += 1
                 if self.sentences >= self.limit:
-                    self.cancel.set()
+                    self.cancel.set("reply cap")
         self._buf, self._sent = "", 0
 
     close = flush
@@ -426,7 +426,7 @@ class SentenceCap:
             if self.sentences >= self.limit:
                 self._forward_to(len(self._buf[:b].rstrip()))
                 self._buf, self._sent = "", 0
-                self.cancel.set()
+                self.cancel.set("reply cap")
                 return True
         return False
 
@@ -438,17 +438,3 @@ class SentenceCap:
     def _forward(self, text: str) -> None:
         if text and self.downstream is not None:
             self.downstream(text)
-
-
-class _Either:
-    """Event-like: set when the cap stopped generation or the caller cancelled (barge-in)."""
-
-    def __init__(self, own: threading.Event, other: threading.Event | None) -> None:
-        self.own = own
-        self.other = other
-
-    def set(self) -> None:
-        self.own.set()
-
-    def is_set(self) -> bool:
-        return self.own.is_set() or (self.other is not None and self.other.is_set())

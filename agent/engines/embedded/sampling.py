@@ -32,12 +32,13 @@ class TokenSampler:
     """Samples the next token from llama.cpp logits, optionally held to a GBNF grammar.
 
     Args:
-        llm: A loaded ``llama_cpp.Llama`` (vendor object: its vocabulary and context).
+        vocab: The model's native vocabulary (:func:`~agent.engines.embedded.vendor.vocab_pointer`).
+        n_vocab: Its size, tokens.
         temperature: 0 = greedy; otherwise softmax temperature.
         top_p: Nucleus cut (0-1].
         repeat_penalty: llama.cpp repetition penalty (1 = off) over the last ``penalty_last_n`` tokens.
         seed: Seed of the random draw.
-        grammar: A ``llama_cpp.LlamaGrammar`` or None.
+        grammar: GBNF text with a ``root`` rule ("" = none).
         history: Tokens the repetition penalty should already count (llama-cpp-python's
             ``create_completion`` counts generated tokens only: pass none to match it).
         top_k: Top-k cut (llama-cpp-python's default, 40).
@@ -45,17 +46,21 @@ class TokenSampler:
         penalty_last_n: Tokens the repetition penalty looks back over (llama-cpp-python's 64).
 
     Call :meth:`close` (or use it as a context manager) to free the native samplers.
+
+    Raises:
+        ValueError: llama.cpp rejected the grammar.
     """
 
     def __init__(
         self,
-        llm: Any,
+        vocab: Any,
+        n_vocab: int,
         *,
         temperature: float,
         top_p: float,
         repeat_penalty: float,
         seed: int,
-        grammar: Any = None,
+        grammar: str = "",
         history: list[int] | None = None,
         top_k: int = 40,
         min_p: float = 0.05,
@@ -64,8 +69,7 @@ class TokenSampler:
         import llama_cpp as lc
 
         self._lc = lc
-        self.n_vocab = llm.n_vocab()
-        self._vocab = llm._model.vocab  # vendor boundary: llama-cpp-python keeps the vocab pointer here
+        self.n_vocab = n_vocab
         self.chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
         add = lambda s: lc.llama_sampler_chain_add(self.chain, s)  # noqa: E731
         if repeat_penalty != 1.0:
@@ -82,10 +86,12 @@ class TokenSampler:
         for tok in (history or [])[-penalty_last_n:]:
             lc.llama_sampler_accept(self.chain, tok)
         self.grammar = None
-        if grammar is not None:
-            self.grammar = lc.llama_sampler_init_grammar(
-                self._vocab, grammar._grammar.encode(), grammar._root.encode()
-            )
+        if grammar:
+            native = lc.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
+            if not native:
+                self.close()
+                raise ValueError("llama.cpp rejected the grammar (see its log for the rule at fault)")
+            self.grammar = native
         self._ids = np.arange(self.n_vocab, dtype=np.int32)  # made once: _fill runs every token
         self._cand = np.zeros(self.n_vocab, dtype=_TOKEN_DATA)
         self._one = np.zeros(1, dtype=_TOKEN_DATA)

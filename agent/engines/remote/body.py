@@ -1,43 +1,194 @@
-"""Logits processors turned into what a server takes: the thinking budget and the tool prior.
+"""A :class:`~agent.engines.request.Decoding` as an HTTP request: what a server can carry of it.
 
-A logits processor (:mod:`agent.engines.thinking`, :mod:`agent.conversation.toolgrammar`) runs inside llama.cpp's
-sampling loop and cannot cross HTTP. llama-server has its own reasoning budget (a sampler that
-forces the end-of-thinking marker; request fields ``reasoning_budget_tokens``,
-``reasoning_budget_start_tag``, ``reasoning_budget_end_tags``; ``tools/server/README.md`` of
-llama-server 11434) and per-request ``logit_bias``: :func:`prior_logit_bias` maps the grammar-mode
-tool prior onto a static bias, and :class:`ThinkWatch` follows the thinking block in the stream
-for the statistics and the millisecond budget.
+Logits processors run inside llama.cpp's sampling loop and cannot cross HTTP, so each field of
+the request becomes what the server has instead (``tools/server/README.md`` of llama-server
+11434; ``docs/facts.md``):
+
+* the grammar → ``grammar`` (a llama.cpp extension; the ``chat`` api takes none next to tools);
+* the tool prior → a static ``logit_bias`` on the pieces that spell a favoured tool's name where
+  a JSON string opens (:func:`prior_logit_bias`);
+* the thinking budget → llama-server's own reasoning budget (a sampler that forces the
+  end-of-thinking marker: ``reasoning_budget_tokens``, ``reasoning_budget_start_tag``,
+  ``reasoning_budget_end_tags``; ``thinking_budget_tokens`` on the ``chat`` api), and the
+  millisecond budget a ``reasoning_end`` control request that :class:`ThinkWatch` times;
+* the forced prefix, jump-forward and drafting → nothing to send: the server's grammar writes
+  forced text itself and it drafts with its own drafter;
+* the copy prior, the repeat guard, images (and everything above on a server without llama.cpp's
+  extensions) → dropped: :class:`ServerRequest` names them, and the engine logs one notice.
 """
 
 from __future__ import annotations
 
-import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
-from agent.engines.thinking import ThinkingBudget, ThinkingStats
+from agent.config import LLMConfig
+from agent.engines.priors import ToolChoicePrior
+from agent.engines.remote.chat_api import chat_body
+from agent.engines.request import Decoding
+from agent.engines.thinking import ThinkingMarkers, ThinkingStats, ThinkWatch
+
+TOOL_NAME_AT = ('{"call": {"tool": ', '{"call": {"tool": "')
+"""Where a grammar-mode reply writes its tool's name, before and after the name's opening quote."""
 
 
-def prior_logit_bias(proc: object) -> dict[int, float] | None:
-    """The ``logit_bias`` that stands in for a grammar-mode tool prior, or None for other processors.
+class Vocabulary(Protocol):
+    """A local tokenizer (the GGUF loaded vocabulary-only)."""
 
-    The prior is asked what it would add at the tool-name position, before and after the
-    name's opening quote. A static bias applies at every position, so only pieces that the
-    grammar lets appear almost only there are kept: pieces that open a JSON string (start with
-    a quote), and name prefixes of 3 or more characters with no leading space (words in speech
-    are spelled with a leading space). Measured on SmolLM2's vocabulary: "wave" and "wav" are
-    kept, "w" and "wa" dropped.
+    def plain_tokens(self, text: str) -> list[int]:
+        """Tokens of output text."""
+        ...
+
+    def plain_text(self, tokens: list[int]) -> str:
+        """Text of output tokens."""
+        ...
+
+
+@dataclass
+class ServerRequest:
+    """One round as the server receives it.
+
+    Attributes:
+        path: Endpoint (``/v1/completions`` or ``/v1/chat/completions``).
+        body: JSON body.
+        chat: The ``chat`` api (messages in, deltas out).
+        watch: Follows the thinking block (statistics, the millisecond budget), or None.
+        dropped: What of the request the server cannot carry (for the engine's notice).
     """
-    from agent.engines.priors import ToolChoicePrior
 
-    if not isinstance(proc, ToolChoicePrior):
-        return None
+    path: str
+    body: dict[str, Any]
+    chat: bool
+    watch: ThinkWatch | None = None
+    dropped: list[str] = field(default_factory=list)
+
+
+def build_request(
+    req: Decoding,
+    tokens: list[int],
+    *,
+    cfg: LLMConfig,
+    n_ctx: int,
+    api: str,
+    vocab: Vocabulary | None,
+    markers: ThinkingMarkers,
+    stats: ThinkingStats | None,
+    extensions: bool = True,
+    model_name: str = "",
+    tool_choice: str = "auto",
+) -> ServerRequest:
+    """Compile ``req`` into an HTTP request for a llama.cpp or OpenAI-compatible server.
+
+    Args:
+        req: The round.
+        tokens: ``req.prompt`` tokenized (the local tokenizer's, BOS once).
+        cfg: ``[llm]`` (sampling defaults).
+        n_ctx: Context length, tokens.
+        api: ``completions`` (the rendered prompt) or ``chat`` (the messages).
+        vocab: The local tokenizer, or None (then no ``logit_bias``).
+        markers: The template's thinking markers.
+        stats: Filled in by the thinking watch (required when ``req.thinking`` is set).
+        extensions: The server takes llama.cpp's extra fields.
+        model_name: The request's ``model`` field ("" = left out).
+        tool_choice: ``chat`` api: ``auto`` or ``required`` when tools are offered.
+
+    Returns:
+        The request, with what it dropped.
+    """
+    chat = api == "chat"
+    body: dict[str, Any] = {
+        "stream": True,
+        "max_tokens": min(req.max_tokens or cfg.max_tokens, n_ctx - len(tokens)),
+        "temperature": cfg.temperature if req.temperature is None else req.temperature,
+        "top_p": cfg.top_p if req.top_p is None else req.top_p,
+        "seed": cfg.seed if req.seed is None else req.seed,
+    }
+    dropped: list[str] = []
+    if req.stop:
+        body["stop"] = list(req.stop)
+    if model_name:
+        body["model"] = model_name
+    if extensions:
+        # timings in every chunk: a stream cut short (barge-in, sentence cap) still reports them
+        body |= {"cache_prompt": True, "repeat_penalty": cfg.repeat_penalty, "timings_per_token": True}
+    watch = None
+    thinking = req.thinking if extensions else None
+    if req.thinking is not None and not extensions:
+        dropped.append("the thinking budget")
+    if thinking is not None and stats is not None:
+        watch = ThinkWatch(markers, thinking, stats, thinking.starts_inside and not chat)
+    if chat:
+        body |= chat_body(req, extensions, tool_choice, thinking)
+    else:
+        body["prompt"] = tokens if extensions else req.prompt
+        if thinking is not None:
+            body |= {
+                "reasoning_budget_tokens": thinking.max_tokens,
+                "reasoning_budget_start_tag": markers.open,
+                "reasoning_budget_end_tags": [markers.close],
+                "reasoning_budget_message": "",
+            }
+            if thinking.starts_inside:
+                body["generation_prompt"] = markers.open  # the sampler starts inside the block
+    if thinking is not None and thinking.max_ms > 0:
+        body["reasoning_control"] = True
+    if req.grammar:
+        if chat and req.tools:
+            dropped.append("the grammar (the chat api takes none together with tools)")
+        elif extensions:
+            body["grammar"] = req.grammar
+        else:
+            dropped.append("the grammar")
+    if req.tool_bonuses and any(req.tool_bonuses.values()):
+        if vocab is not None and extensions:
+            bias = prior_logit_bias(vocab.plain_tokens, vocab.plain_text, req.tool_bonuses, req.tool_names)
+            if bias:
+                body["logit_bias"] = [[tok, b] for tok, b in bias.items()]
+        else:
+            dropped.append("the tool prior")
+    if req.copy_from and req.copy_bonus:
+        dropped.append("the copy prior")
+    if req.avoid and req.avoid_penalty:
+        dropped.append("the repeat guard")
+    if req.images:
+        dropped.append("images")
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    return ServerRequest(path, body, chat, watch, dropped)
+
+
+def prior_logit_bias(
+    tokenize: Callable[[str], list[int]],
+    detokenize: Callable[[list[int]], str],
+    bonuses: Any,
+    names: tuple[str, ...],
+) -> dict[int, float]:
+    """The ``logit_bias`` that stands in for the grammar-mode tool prior.
+
+    The prior (:class:`~agent.engines.priors.ToolChoicePrior`) is asked what it would add at
+    the tool-name position, before and after the name's opening quote. A static bias applies at
+    every position, so only pieces that the grammar lets appear almost only there are kept:
+    pieces that open a JSON string (start with a quote), and name prefixes of 3 or more
+    characters with no leading space (words in speech are spelled with a leading space).
+    Measured on SmolLM2's vocabulary: "wave" and "wav" are kept, "w" and "wa" dropped.
+
+    Args:
+        tokenize: Output text → token ids.
+        detokenize: Token ids → output text.
+        bonuses: Tool name → logit bonus.
+        names: Every tool name allowed at that position.
+
+    Returns:
+        Token id → logit bias.
+    """
     scores: defaultdict[int, float] = defaultdict(float)
-    for tail in ('{"call": {"tool": ', '{"call": {"tool": "'):
-        probe = ToolChoicePrior(proc.tokenize, lambda ids, t=tail: t, 0, proc.bonuses, proc.names)
+    for tail in TOOL_NAME_AT:
+        probe = ToolChoicePrior(tokenize, lambda ids, t=tail: t, 0, dict(bonuses), list(names))
         probe([0], scores)
     keep: dict[int, float] = {}
     for tok, bonus in scores.items():
-        piece = proc.detokenize([tok])
+        piece = detokenize([tok])
         if (
             bonus
             and piece
@@ -45,71 +196,3 @@ def prior_logit_bias(proc: object) -> dict[int, float] | None:
         ):
             keep[tok] = round(bonus, 3)
     return keep
-
-
-class ThinkWatch:
-    """Follows the thinking block in the streamed text: its tokens and time (stats, ms budget)."""
-
-    def __init__(self, budget: ThinkingBudget, starts_inside: bool) -> None:
-        self.markers = budget.markers
-        self.max_tokens, self.max_ms = budget.max_tokens, budget.max_ms
-        self.stats: ThinkingStats = budget.stats
-        self.inside = starts_inside
-        self.t0 = time.monotonic() if starts_inside else None
-        self.done = False
-        self.ended = False  # the millisecond budget has been enforced (or given up)
-        self.attempts = 0
-        self._pieces: list[str] = []
-
-    def feed(self, piece: str) -> None:
-        """A piece of raw output (``completions`` api); about one token each."""
-        if self.done:
-            return
-        self._pieces = [*self._pieces[-15:], piece]
-        text = "".join(self._pieces)
-        if not self.inside:
-            opener = self.markers.open.strip()
-            if opener in text:
-                self.inside, self.t0 = True, time.monotonic()
-                self._pieces = [text.split(opener, 1)[1]]
-            return
-        at = text.rfind(self.markers.close)
-        if at < 0:
-            self.stats.tokens += 1
-            self._update()
-            return
-        # The marker may span several pieces (tokens), already counted as thinking: take them back.
-        k, covered = 0, 0
-        while covered < len(text) - at and k < len(self._pieces):
-            k += 1
-            covered += len(self._pieces[-k])
-        self.stats.tokens = max(0, self.stats.tokens - (k - 1))
-        self.close()
-
-    def reasoning(self) -> None:
-        """One piece of reasoning the server split out (``chat`` api)."""
-        if self.t0 is None:
-            self.inside, self.t0 = True, time.monotonic()
-        self.stats.tokens += 1
-        self._update()
-
-    def close(self) -> None:
-        """The block ended (the model's marker, or the server's forced one)."""
-        if not self.done:
-            self.done = True
-            self._update()
-            self.stats.forced |= self.stats.tokens >= self.max_tokens
-
-    def _update(self) -> None:
-        if self.t0 is not None:
-            self.stats.ms = (time.monotonic() - self.t0) * 1000.0
-
-    def over_ms(self) -> bool:
-        """Thinking has run past the millisecond budget and has not been ended yet."""
-        return (
-            self.inside
-            and not self.done
-            and not self.ended
-            and self.max_ms > 0
-            and self.stats.ms >= self.max_ms
-        )

@@ -1,8 +1,8 @@
 """The ``/v1/chat/completions`` side of the server engines: messages out, raw-text pieces back.
 
 The conversation renders every round with the GGUF's template; for the ``chat`` api the
-rendered text travels with its messages (:class:`ChatPrompt`), which go out in OpenAI's shape
-(:func:`openai_messages`). What streams back is turned into the raw text the conversation's
+round's :class:`~agent.engines.request.Decoding` also carries the messages it was rendered from,
+which go out in OpenAI's shape (:func:`openai_messages`). What streams back is turned into the raw text the conversation's
 tool-call parsers read (:class:`ChatDeltas`): ``tool_calls`` deltas become
 ``<tool_call>{json}</tool_call>`` (a syntax every parser accepts), ``reasoning_content`` a
 thinking block in the template's markers, ``content`` passes as is (so markup a server leaves
@@ -17,59 +17,48 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.engines.base import LLMError
+from agent.engines.base import FALLBACK_TEMPLATE, LLMError
 from agent.engines.remote.http import ServerUnreachable, request_json
-from agent.engines.remote.body import ThinkWatch
+from agent.engines.request import Decoding, Thinking
+from agent.engines.thinking import ThinkWatch
 
 if TYPE_CHECKING:
     from agent.config import LLMConfig
-    from agent.engines.thinking import ThinkingBudget, ThinkingMarkers
+    from agent.engines.thinking import ThinkingMarkers
 
 log = logging.getLogger(__name__)
 
 
-class ChatPrompt(str):
-    """A rendered prompt that also carries the messages it was rendered from (``chat`` api).
-
-    The text is the local rendering (for token accounting); ``messages``, ``tools`` and
-    ``template_vars`` are what ``/v1/chat/completions`` receives.
-    """
-
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] | None
-    template_vars: dict[str, Any]
-
-    def __new__(  # noqa: D102 - documented on the class
-        cls,
-        text: str,
-        messages: list[dict[str, Any]],
-        tools: list[dict[str, Any]] | None,
-        template_vars: dict,
-    ) -> ChatPrompt:
-        obj = super().__new__(cls, text)
-        obj.messages, obj.tools, obj.template_vars = messages, tools, template_vars
-        return obj
-
-
 def chat_body(
-    cp: ChatPrompt, extensions: bool, tool_choice: str, budget: ThinkingBudget | None
+    req: Decoding, extensions: bool, tool_choice: str, thinking: Thinking | None
 ) -> dict[str, Any]:
-    """The ``/v1/chat/completions`` fields for a rendered :class:`ChatPrompt`.
+    """The ``/v1/chat/completions`` fields of a round: its messages, tools and template variables.
 
     Messages go out in OpenAI's shape (:func:`openai_messages`); template variables
     (``enable_thinking``, ``conversational_mode``) as ``chat_template_kwargs`` (llama-server,
     vLLM); a thinking budget as ``thinking_budget_tokens`` (llama-server).
+
+    Args:
+        req: The round (``messages``, ``tools``, ``template_vars``).
+        extensions: The server takes llama.cpp's extra fields.
+        tool_choice: ``auto`` or ``required`` when tools are offered.
+        thinking: The thinking budget to send, or None.
+
+    Raises:
+        LLMError: the request carries no messages (it was not rendered from any).
     """
-    body: dict[str, Any] = {"messages": openai_messages(cp.messages)}
-    if cp.tools:
-        body["tools"] = cp.tools
+    if not req.messages:
+        raise LLMError("the chat api needs the messages a prompt was rendered from")
+    body: dict[str, Any] = {"messages": openai_messages([dict(m) for m in req.messages])}
+    if req.tools:
+        body["tools"] = [dict(t) for t in req.tools]
         body["tool_choice"] = tool_choice
     if extensions:
         body["stream_options"] = {"include_usage": True}
-        if cp.template_vars:
-            body["chat_template_kwargs"] = dict(cp.template_vars)
-        if budget is not None:
-            body["thinking_budget_tokens"] = budget.max_tokens
+        if req.template_vars:
+            body["chat_template_kwargs"] = dict(req.template_vars)
+        if thinking is not None:
+            body["thinking_budget_tokens"] = thinking.max_tokens
     return body
 
 
@@ -229,8 +218,6 @@ class RemoteVocab:
     def __init__(self, base_url: str, cfg: LLMConfig, headers: dict[str, str]) -> None:
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-        from agent.engines.embedded.model import _FALLBACK_TEMPLATE
-
         self.base_url, self.headers = base_url, headers
         self.n_ctx = int(cfg.n_ctx) if isinstance(cfg.n_ctx, int) else 4096
         props: dict[str, Any] = {}
@@ -241,7 +228,7 @@ class RemoteVocab:
         except ServerUnreachable as e:
             log.warning("model server %s not reachable yet (%s); using a generic template", base_url, e)
         tpl = props.get("chat_template") or ""
-        self.template = tpl or _FALLBACK_TEMPLATE
+        self.template = tpl or FALLBACK_TEMPLATE
         self.has_template = bool(tpl)
         self.architecture = ""
         self.path = Path(str(props.get("model_path") or "remote"))

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
+from agent.control import StopSignal
+
 
 class ServerError(Exception):
     """The server answered with an error status or a body that is not the expected JSON."""
@@ -93,7 +95,7 @@ class EventStream:
         body: JSON body (``"stream": true`` is the caller's business).
         headers: Extra headers.
         timeout_s: Connect timeout and the longest silence between two bytes, s.
-        cancel: When set (anything with ``is_set()``, polled every 50 ms), the socket is shut
+        cancel: A round's stop signal (polled every 50 ms): once set, the socket is shut
             down and iteration ends.
 
     Iterating yields each event's JSON object; ``close()`` (or leaving a ``with`` block) ends the
@@ -107,7 +109,7 @@ class EventStream:
         body: dict[str, Any],
         headers: dict[str, str] | None = None,
         timeout_s: float = 60.0,
-        cancel: threading.Event | None = None,
+        cancel: StopSignal | None = None,
     ) -> None:
         self.url = base_url + path
         self._conn, prefix = _connection(base_url, timeout_s)
@@ -140,7 +142,7 @@ class EventStream:
 
     def _watch(self) -> None:
         assert self._cancel is not None
-        while not self._done.wait(0.05):  # the cancel flag may be any object with is_set()
+        while not self._done.wait(0.05):
             if self._cancel.is_set():
                 self.cancelled = True
                 self._shutdown()

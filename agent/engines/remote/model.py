@@ -1,4 +1,4 @@
-"""The chat model over HTTP: the same interface as :class:`agent.engines.embedded.model.ChatModel`, generation on a server.
+"""The chat model over HTTP: the engine protocol of :class:`~agent.engines.embedded.model.ChatModel`, run on a server.
 
 :class:`ServerChatModel` keeps the conversation's turn loop unchanged. Prompts are rendered and
 counted locally with the GGUF's own template and tokenizer (a vocabulary-only load, well under a
@@ -9,24 +9,19 @@ the embedded engine. Two ways to generate:
   rendered prompt goes to ``/v1/completions`` as token ids (the local tokenizer's, BOS included
   once), with ``stream``, ``max_tokens``, ``stop``, ``temperature``, ``top_p``, ``seed`` and,
   as llama.cpp extensions (``tools/server/README.md``), ``cache_prompt`` (KV-cache prefix
-  reuse), ``grammar`` (GBNF text: the ``llama_cpp.LlamaGrammar`` the conversation passes carries
-  it), ``repeat_penalty`` and the reasoning budget.
+  reuse), ``grammar`` (the round's GBNF), ``repeat_penalty`` and the reasoning budget.
 * ``chat``: the messages and tools go to ``/v1/chat/completions``; the server renders them with
   its own copy of the template and parses tool calls. Its ``tool_calls`` deltas come back into
   the stream as ``<tool_call>{json}</tool_call>`` text, which every tool-call parser accepts, and
   reasoning as a thinking block, so the same parsers split speech, thinking and calls; markup a
   server leaves in ``content`` is parsed the same way and never spoken.
 
-Logits processors cannot cross HTTP. The thinking budget (:class:`agent.engines.thinking.ThinkingBudget`)
-becomes llama-server's own reasoning budget (``reasoning_budget_tokens`` with the template's
-thinking markers; its sampler forces the end marker), and the millisecond budget a
-``reasoning_end`` control request (``POST /v1/chat/completions/control``, armed by
-``reasoning_control``). The grammar-mode tool prior (:class:`agent.engines.priors.ToolChoicePrior`)
-becomes a ``logit_bias`` on the token pieces that spell the start of a favoured tool's name where
-a JSON string opens (:func:`agent.engines.remote.body.prior_logit_bias`), so the bias lands on the
-tool-name position almost only, as it does embedded. Anything else is dropped with one logged notice.
+A round's :class:`~agent.engines.request.Decoding` becomes the request body in
+:mod:`agent.engines.remote.body`: what a server cannot carry (the copy prior, the repeat guard,
+anything of llama.cpp's on a server without its extensions) is dropped with one logged notice
+naming it.
 
-Cancellation (barge-in) closes the HTTP stream; llama-server stops generating for the slot.
+A round's stop signal (barge-in) closes the HTTP stream; llama-server stops generating for the slot.
 A managed server that has died is restarted before the next request, and a request that fails
 before any output is retried once after a restart; a failure mid-stream raises
 :class:`~agent.engines.base.LLMError`, which the turn loop answers with its spoken apology, leaving the
@@ -42,13 +37,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agent.control import StopSignal
 from agent.engines.base import Completions, Generation, LLMError
-from agent.engines.remote.chat_api import ChatDeltas, ChatPrompt, RemoteVocab, chat_body
 from agent.engines.embedded.model import ChatModel
+from agent.engines.remote.body import build_request
+from agent.engines.remote.chat_api import ChatDeltas, RemoteVocab
 from agent.engines.remote.http import EventStream, ServerError, ServerUnreachable, request_json
-from agent.engines.priors import ProcessorChain
-from agent.engines.remote.body import ThinkWatch, prior_logit_bias
-from agent.engines.thinking import ThinkingBudget, markers_for
+from agent.engines.request import Decoding
+from agent.engines.thinking import ThinkingStats, ThinkWatch, markers_for
 
 if TYPE_CHECKING:
     from agent.config import LLMConfig
@@ -103,10 +99,8 @@ class ServerChatModel(Completions):
         self.architecture: str = self.vocab.architecture
         self.template: str = self.vocab.template
         self.has_template: bool = self.vocab.has_template
-        self.llm = getattr(self.vocab, "llm", None)
         self._lock = threading.Lock()
-        self._noticed: set[str] = set()
-        self._last_chat: ChatPrompt | None = None
+        self._noticed: set[tuple[str, ...]] = set()
 
     @property
     def base_url(self) -> str:
@@ -117,47 +111,37 @@ class ServerChatModel(Completions):
     def render(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **template_vars: Any
     ) -> str:
-        """Render with the GGUF's template (a :class:`ChatPrompt` for the ``chat`` api).
+        """Render with the GGUF's template (the ``chat`` api sends the messages; this counts them).
 
         Raises:
             LLMError: the template rejected the messages.
         """
-        text = self.vocab.render(messages, tools=tools, **template_vars)
-        if self.api != "chat":
-            return text
-        self._last_chat = ChatPrompt(text, messages, tools, template_vars)
-        return self._last_chat
+        return self.vocab.render(messages, tools=tools, **template_vars)
 
     def tokenize(self, text: str) -> list[int]:
         """Tokens of a rendered prompt (the local tokenizer; BOS once)."""
         return self.vocab.tokenize(text)
+
+    def detokenize(self, tokens: list[int]) -> str:
+        """Text of output tokens ("" without a local GGUF)."""
+        return self.vocab.plain_text(tokens) if isinstance(self.vocab, ChatModel) else ""
 
     def count_tokens(self, text: str) -> int:
         """Number of tokens ``text`` takes in this model's vocabulary."""
         return self.vocab.count_tokens(text)
 
     # --- generation ------------------------------------------------------------------------------------
-    def stream(
-        self,
-        prompt: str,
-        gen: Generation,
-        *,
-        grammar: Any = None,
-        max_tokens: int | None = None,
-        stop: list[str] | None = None,
-        cancel: threading.Event | None = None,
-        temperature: float | None = None,
-        logits_processor: Callable[[int], Any] | None = None,
-        prefix: str = "",
-        jump: Callable[[str], str] | None = None,
-        draft: Callable[[str], str] | None = None,
-    ) -> Iterator[str]:
-        """Generate text pieces for a rendered prompt on the server (arguments as :meth:`ChatModel.stream`).
+    def stream(self, request: Decoding, gen: Generation, stop: StopSignal | None = None) -> Iterator[str]:
+        """Generate one round's text pieces on the server.
 
-        ``prefix`` (the text a grammar forces first) is generated by the server itself: its
-        grammar starts at the first output character, so the prefix cannot go into the prompt.
-        ``jump`` is ignored for the same reason: the server writes the forced text itself.
-        ``draft`` is ignored too: the server drafts with its own drafter when it has one.
+        The request becomes an HTTP body (:func:`~agent.engines.remote.body.build_request`);
+        ``prefix``, ``forced`` and ``draft`` need nothing sent: the server's grammar writes
+        forced text itself and it drafts with its own drafter.
+
+        Args:
+            request: The round.
+            gen: Filled in with token counts and timings (llama-server's own where it sends them).
+            stop: Polled while streaming: set, the HTTP stream is closed.
 
         Yields:
             Text pieces, in order.
@@ -166,117 +150,45 @@ class ServerChatModel(Completions):
             LLMError: the prompt does not fit ``n_ctx``, the server refused the request, or the
                 server died or went silent for ``request_timeout_s`` during the stream.
         """
-        tokens = self.tokenize(prompt)
-        n_prompt = len(tokens)
-        if n_prompt + 1 > self.n_ctx:
-            raise LLMError(f"prompt of {n_prompt} tokens does not fit n_ctx={self.n_ctx}")
-        limit = min(max_tokens or self.cfg.max_tokens, self.n_ctx - n_prompt)
-        body: dict[str, Any] = {
-            "stream": True,
-            "max_tokens": limit,
-            "temperature": self.cfg.temperature if temperature is None else temperature,
-            "top_p": self.cfg.top_p,
-            "seed": self.cfg.seed,
-        }
-        if stop:
-            body["stop"] = list(stop)
-        if self.model_name:
-            body["model"] = self.model_name
-        if self.extensions:
-            # timings in every chunk: a stream cut short (barge-in, sentence cap) still reports them
-            body |= {
-                "cache_prompt": True,
-                "repeat_penalty": self.cfg.repeat_penalty,
-                "timings_per_token": True,
-            }
-        budget = self._processor(logits_processor, n_prompt, body)
-        chat = self.api == "chat"
-        if chat:
-            cp = self._chat_prompt(prompt)
-            path = "/v1/chat/completions"
-            for key in [k for k in body if k.startswith("reasoning_budget_") or k == "generation_prompt"]:
-                body.pop(key)  # the server derives the markers from its template
-            body |= chat_body(cp, self.extensions, self.tool_choice, budget)
-            if grammar is not None and cp.tools:
-                self._notice(
-                    "chat-grammar", "the chat api takes no grammar together with tools; sent without"
-                )
-            elif grammar is not None:
-                self._grammar(grammar, body)
-            starts_inside = False
-        else:
-            path = "/v1/completions"
-            body["prompt"] = tokens if self.extensions else str(prompt)
-            if grammar is not None:
-                self._grammar(grammar, body)
-            starts_inside = budget is not None and budget.inside
-        watch = ThinkWatch(budget, starts_inside) if budget is not None else None
+        tokens = self.tokenize(request.prompt)
+        if len(tokens) + 1 > self.n_ctx:
+            raise LLMError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
+        stats = None
+        if request.thinking is not None:
+            stats = gen.extra["thinking"] = ThinkingStats()
+        sent = build_request(
+            request,
+            tokens,
+            cfg=self.cfg,
+            n_ctx=self.n_ctx,
+            api=self.api,
+            vocab=self.vocab if isinstance(self.vocab, ChatModel) else None,
+            markers=markers_for(self.template),
+            stats=stats,
+            extensions=self.extensions,
+            model_name=self.model_name,
+            tool_choice=self.tool_choice,
+        )
+        if sent.dropped:
+            self._notice(sent.dropped)
         with self._lock:
-            yield from self._run(path, body, gen, cancel, chat, watch)
+            yield from self._run(sent.path, sent.body, gen, stop, sent.chat, sent.watch)
 
-    def _chat_prompt(self, prompt: str) -> ChatPrompt:
-        if isinstance(prompt, ChatPrompt):
-            return prompt
-        last = self._last_chat
-        if last is not None and prompt.startswith(last):  # a pre-filled marker appended to the render
-            return last
-        raise LLMError("the chat api needs a prompt made by this model's render()")
-
-    def _grammar(self, grammar: Any, body: dict[str, Any]) -> None:
-        text = grammar if isinstance(grammar, str) else getattr(grammar, "_grammar", None)
-        if not isinstance(text, str):
-            raise LLMError(f"cannot send a grammar of type {type(grammar).__name__} to the server")
-        if self.extensions:
-            body["grammar"] = text
-        else:
-            self._notice("grammar", "this server takes no GBNF grammar (openai.llama_cpp_extensions = false)")
-
-    def _processor(self, factory: Callable[[int], Any] | None, n_prompt: int, body: dict[str, Any]) -> Any:
-        """Turn a logits-processor factory into request fields; returns a ThinkingBudget or None."""
-        if factory is None:
-            return None
-        if self.llm is None or not self.extensions:
-            self._notice(
-                "processor",
-                "logits processors (thinking budget, tool prior) need a local vocabulary "
-                "and llama.cpp extensions; generating without them",
-            )
-            return None
-        proc = factory(n_prompt)
-        if isinstance(proc, ThinkingBudget):
-            body |= {
-                "reasoning_budget_tokens": proc.max_tokens,
-                "reasoning_budget_start_tag": proc.markers.open,
-                "reasoning_budget_end_tags": [proc.markers.close],
-                "reasoning_budget_message": "",
-            }
-            if proc.inside:
-                body["generation_prompt"] = proc.markers.open  # the sampler starts inside the block
-            if proc.max_ms > 0:
-                body["reasoning_control"] = True
-            return proc
-        for part in proc.parts if isinstance(proc, ProcessorChain) else [proc]:
-            bias = prior_logit_bias(part)
-            if bias is not None:
-                if bias:
-                    body["logit_bias"] = [[tok, b] for tok, b in bias.items()]
-                continue
-            name = type(part).__name__
-            self._notice(name, f"{name} cannot run on a server; generating without it")
-        return None
-
-    def _notice(self, key: str, message: str) -> None:
+    def _notice(self, dropped: list[str]) -> None:
+        """One warning per distinct set of dropped features."""
+        key = tuple(dropped)
         if key not in self._noticed:
             self._noticed.add(key)
-            log.warning("%s", message)
+            engine = "llama-server" if self.server is not None else f"the {self.api} api of {self.base_url}"
+            log.warning("%s cannot carry %s; generating without it", engine, ", ".join(dropped))
 
-    def _open(self, path: str, body: dict[str, Any], cancel: threading.Event | None) -> EventStream:
+    def _open(self, path: str, body: dict[str, Any], stop: StopSignal | None) -> EventStream:
         """Open the stream; a managed server is (re)started first, and a failed connect retried once."""
         for attempt in (0, 1):
             if self.server is not None:
                 self.server.ensure_running()
             try:
-                return EventStream(self.base_url, path, body, self.headers, self.timeout_s, cancel)
+                return EventStream(self.base_url, path, body, self.headers, self.timeout_s, stop)
             except ServerUnreachable as e:
                 if attempt:
                     raise LLMError(f"the model server cannot be reached: {e}{self._log_hint()}") from None
@@ -295,7 +207,7 @@ class ServerChatModel(Completions):
         path: str,
         body: dict[str, Any],
         gen: Generation,
-        cancel: threading.Event | None,
+        stop: StopSignal | None,
         chat: bool,
         watch: ThinkWatch | None,
     ) -> Iterator[str]:
@@ -307,7 +219,7 @@ class ServerChatModel(Completions):
         deltas = ChatDeltas(markers_for(self.template), watch)
         try:
             for attempt in (0, 1):
-                stream = self._open(path, body, cancel)
+                stream = self._open(path, body, stop)
                 try:
                     for event in stream:
                         timings = event.get("timings") or timings
@@ -333,7 +245,7 @@ class ServerChatModel(Completions):
                             yield piece
                         if watch is not None and watch.over_ms():
                             self._end_reasoning(event.get("id"), watch)
-                        if cancel is not None and cancel.is_set():
+                        if stop is not None and stop.is_set():
                             gen.cancelled = True
                             break
                     for piece in deltas.flush():
@@ -343,7 +255,7 @@ class ServerChatModel(Completions):
                         self.server.mark_healthy()
                     return
                 except ServerUnreachable as e:
-                    if stream.cancelled or (cancel is not None and cancel.is_set()):
+                    if stream.cancelled or (stop is not None and stop.is_set()):
                         gen.cancelled = True
                         return
                     if attempt == 0 and e.before_output and not pieces:
