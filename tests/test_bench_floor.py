@@ -18,7 +18,7 @@ from agent.bench.latency import (
     turn_floor,
 )
 from agent.config import load_config
-from agent.engines.base import Generation
+from agent.engines import Decoding, Generation
 from agent.events import Timing
 
 SPEED = ModelSpeed(decode_tokens_per_s=100.0, prefill_tokens_per_s=500.0)
@@ -68,7 +68,11 @@ class FakeModel:
     def tokenize(self, text: str) -> list[int]:
         return [ord(c) for c in text]
 
-    def stream(self, prompt: str, gen: Generation, max_tokens: int = 8, **kwargs):
+    def detokenize(self, tokens: list[int]) -> str:
+        return "".join(chr(t) for t in tokens)
+
+    def stream(self, request: Decoding, gen: Generation, stop=None):
+        prompt, max_tokens = request.prompt, request.max_tokens or 8
         self.prompts.append(prompt)
         gen.prompt_tokens = len(prompt)
         gen.ttft_ms = 2.0 * len(prompt) + 10.0

@@ -37,7 +37,7 @@ import pytest
 from agent.config import VADConfig
 from agent.listening.smart_turn import EndOfTurnModelMissing, SmartTurn, find_smart_turn_model
 from agent.listening.vad import find_utterances
-from agent.live import smart_turn as st
+from agent.listening import smart_turn as st
 from agent.speech.audio import decode_file
 
 RATE = st.SAMPLE_RATE
