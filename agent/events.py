@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:
+    from agent.control import StopSignal
     from agent.speech.asr import ASRResult
 
 
@@ -103,7 +104,31 @@ class InputEnded(Event):
     last: bool = False
 
 
-# --- listener → ASR: utterances ---------------------------------------------------------------------
+# --- listener → turn-taking: voice activity, frame by frame -----------------------------------------
+
+
+@dataclass(frozen=True)
+class VoiceFrame(Event):
+    """One 32 ms VAD frame of input, with the listener's speech probability.
+
+    Attributes:
+        samples: ``(512,)`` float32 mono at 16 kHz.
+        prob: Speech probability 0..1 (0 where the echo gate found the robot's own voice).
+        t_end: Wall-clock time of the frame's last sample (perf_counter s).
+        source: File path or device name the audio came from.
+        fresh: The first frame after the stream (re)started: drop any utterance in progress.
+    """
+
+    name: ClassVar[str] = "voice_frame"
+    public: ClassVar[bool] = False
+    samples: np.ndarray = _no_json()
+    prob: float = 0.0
+    t_end: float = 0.0
+    source: str = ""
+    fresh: bool = False
+
+
+# --- turn-taking → ASR: pauses to transcribe, utterances ---------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -136,13 +161,15 @@ class Utterance(Event):
 
 @dataclass(frozen=True)
 class PauseCheck(Event):
-    """Listener → ASR stage: judge whether the user finished at this pause (semantic end-of-turn).
+    """Turn-taking → ASR stage: transcribe the utterance so far, for the judgement of a pause.
 
     Attributes:
-        pause_id: The endpointer's pause number (a verdict for an older pause is stale).
+        pause_id: The endpointer's pause number (a transcript for an older pause is stale).
         audio: ``(n,)`` float32 16 kHz, the utterance so far with the pause's first silence.
-        early: Only transcribe now (``[turn] early_asr_ms``); the judgement of the same pause
-            follows at the short silence and uses this transcript.
+        early: Made at ``[turn] early_asr_ms`` of silence, ahead of the judgement at the short
+            silence: it lacks that much silence, which the ASR stage pads.
+        stale: Set by the turn-taking stage once the pause is over (the user spoke again): the
+            transcript is no longer wanted and the ASR stage skips it.
     """
 
     name: ClassVar[str] = "pause_check"
@@ -150,17 +177,36 @@ class PauseCheck(Event):
     pause_id: int = 0
     audio: np.ndarray | None = _no_json()
     early: bool = False
+    stale: StopSignal | None = _no_json()
 
 
 @dataclass(frozen=True)
-class EndOfTurnCheck(Event):
-    """One pause judged: what was heard so far and whether the turn is over.
+class PauseTranscript(Event):
+    """ASR stage → turn-taking: the transcript of a pause (the answer to a :class:`PauseCheck`).
+
+    Attributes:
+        pause_id: The pause transcribed.
+        result: The transcript, or None when the recognizer failed (``error`` says why).
+        error: What went wrong ("" when it worked).
+    """
+
+    name: ClassVar[str] = "pause_transcript"
+    public: ClassVar[bool] = False
+    pause_id: int = 0
+    result: ASRResult | None = _no_json(None)
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class PauseVerdict(Event):
+    """One pause judged by the turn-taking stage: what was heard so far and whether the turn is over.
 
     Attributes:
         pause_id: The endpointer's pause number.
         text: The transcript so far.
         complete: The user has finished.
-        rule: The deciding rule (:class:`agent.listening.end_of_turn.Verdict`).
+        rule: The deciding rule (:class:`agent.listening.end_of_turn.Verdict`; ``error`` when
+            the transcript or the judgement failed: the turn then ends by silence).
         smart_turn: Smart Turn's probability (-1: not run).
         text_score: log10 probability that the sentence ends here (1: not run).
         asr_ms: Transcription time, ms.
@@ -444,6 +490,21 @@ class BargeIn(Event):
     control: ClassVar[bool] = True
     reason: str = "speech"
     stop_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Interrupt(Event):
+    """A stage asks that the turn being generated or spoken stop (the pipeline does; ``BargeIn`` reports it).
+
+    Attributes:
+        reason: ``speech`` (sustained user speech over the robot), ``stop`` (a stop phrase),
+            ``new_turn``, ``device`` or ``shutdown``.
+    """
+
+    name: ClassVar[str] = "interrupt"
+    public: ClassVar[bool] = False
+    control: ClassVar[bool] = True
+    reason: str = "speech"
 
 
 @dataclass(frozen=True)

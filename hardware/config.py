@@ -2,7 +2,7 @@
 
 These pydantic models describe what ``hardware/`` builds (``build_robot(cfg.robot)``,
 ``build_vision(cfg.camera, cfg.vision)``). They live beside the code that uses them so that
-``hardware/`` depends on nothing above it; ``agent/config.py`` composes them into the whole
+``hardware/`` depends on nothing above it; ``agent/config/`` composes them into the whole
 robot :class:`~agent.config.Config` read from one TOML file. Units: degrees, deg/s, seconds
 unless a name says ms, px or Hz. Unknown keys are rejected (:class:`StrictModel`).
 """

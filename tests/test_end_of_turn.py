@@ -1,4 +1,4 @@
-"""Semantic end-of-turn (agent/live/end_of_turn.py) on real speech, real TTS and the real models.
+"""Semantic end-of-turn (agent/listening/end_of_turn.py) on real speech, real TTS and the real models.
 
 jfk.flac has three pauses of 0.64-1.12 s inside one sentence; silence-only endpointing at 500 ms
 made it four turns. A two-part command with a 0.8 s pause, made with the product's own voice, must
@@ -17,7 +17,7 @@ from rig import AgentRig
 
 from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
-from agent.events import EndOfTurnCheck, Notice, Timing, ToolCall, Transcript, Utterance
+from agent.events import Notice, PauseVerdict, Timing, ToolCall, Transcript
 from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn, ends_in_continuation
 from agent.listening.smart_turn import SmartTurn
 from agent.listening.turns import stop_command
@@ -110,7 +110,7 @@ def test_jfk_is_one_turn(rig, fixtures_dir):
     heard = [t.text for t in evs.of(Transcript)]
     assert len(heard) == 1, heard
     assert word_error_rate([JFK], [heard[0]]) <= 0.10, heard
-    checks = evs.of(EndOfTurnCheck)
+    checks = evs.of(PauseVerdict)
     assert [c.complete for c in checks] == [False] * (len(checks) - 1) + [True], checks
     assert len(checks) >= 4  # every pause inside the sentence was judged and waited out
     timing = evs.of(Timing)[0]
@@ -128,33 +128,46 @@ def test_each_pause_is_transcribed_once_ahead_of_its_judgement(rig, fixtures_dir
 
     monkeypatch.setattr(rig.core.asr, "transcribe", counting)
     evs = rig.listen(fixtures_dir / "commands" / "joke.wav")
-    checks = evs.of(EndOfTurnCheck)
+    checks = evs.of(PauseVerdict)
     heard = [t.text for t in evs.of(Transcript)]
     assert len(heard) == 1 and word_error_rate(["tell me a short joke"], heard) == 0.0, heard
     assert len(checks) == 1 and checks[0].complete and len(calls) == 1, (checks, calls)
 
 
-def test_a_verdict_ends_the_turn_at_once_not_at_the_next_audio_block(rig, fixtures_dir, monkeypatch):
-    """In real time the ASR thread's verdict hands the utterance over itself (the listener
-    thread would act on it only with the next 32 ms block)."""
+def test_a_verdict_ends_the_turn_at_once_not_at_the_next_audio_frame(rig, fixtures_dir, monkeypatch):
+    """In real time the turn-taking stage applies a finished verdict as it makes it: the utterance
+    is handed over before another frame is taken (a verdict that came back as a callback or a
+    message to another thread would wait for that thread's next 32 ms block)."""
     from agent.pipeline import FileSource, NullSink, Pipeline
-    from agent.pipeline.listener import Listener
     from agent.pipeline.pipeline import run_to_end
+    from agent.pipeline.turn_taking import TurnTaking
 
-    handed: list[tuple[str, str]] = []
-    hand_over = Listener._hand_over
+    steps: list[tuple[str, ...]] = []
+    frame, apply, end = TurnTaking._frame, TurnTaking._apply, TurnTaking._end
 
-    def recording(self, msg):
-        if isinstance(msg, Utterance):
-            handed.append((threading.current_thread().name, msg.end_rule))
-        return hand_over(self, msg)
+    def on_frame(self, f):
+        steps.append(("frame",))
+        return frame(self, f)
 
-    monkeypatch.setattr(Listener, "_hand_over", recording)
+    def on_apply(self, verdict, transcript):
+        steps.append(("verdict", str(verdict.complete), threading.current_thread().name))
+        return apply(self, verdict, transcript)
+
+    def on_end(self, upd, transcript=None):
+        steps.append(("end", upd.rule, threading.current_thread().name))
+        return end(self, upd, transcript)
+
+    monkeypatch.setattr(TurnTaking, "_frame", on_frame)
+    monkeypatch.setattr(TurnTaking, "_apply", on_apply)
+    monkeypatch.setattr(TurnTaking, "_end", on_end)
     rig.core.conversation.history.clear()
     source = FileSource([fixtures_dir / "commands" / "joke.wav"], True, rig.bus.publish)
     assert run_to_end(Pipeline(rig.core, rig.bus, source, NullSink(), speak=False))
-    assert len(handed) == 1 and handed[0][0] == "asr", handed
-    assert handed[0][1] in ("text", "smart_turn"), handed
+    done = [i for i, s in enumerate(steps) if s[0] == "verdict" and s[1] == "True"]
+    assert len(done) == 1, steps[-20:]
+    handed = steps[done[0] + 1]  # right after the verdict, before any further frame
+    assert handed[0] == "end" and handed[1] in ("text", "smart_turn"), steps[done[0] - 2 : done[0] + 3]
+    assert handed[2] == steps[done[0]][2] == "turn-taking"
 
 
 def _two_part_command(path: Path) -> Path:
@@ -192,7 +205,7 @@ def test_two_part_command_with_a_pause_is_one_turn_with_both_tools(rig, tmp_path
     rig.core.conversation.history.clear()
     evs = rig.listen(_two_part_command(tmp_path / "two_part.wav"))
     heard = [t.text for t in evs.of(Transcript)]
-    checks = [(c.rule, c.smart_turn, c.text_score, c.text) for c in evs.of(EndOfTurnCheck)]
+    checks = [(c.rule, c.smart_turn, c.text_score, c.text) for c in evs.of(PauseVerdict)]
     assert len(heard) == 1, (heard, checks)
     assert "wave" in heard[0] and "left" in heard[0], heard
     tools = {c.tool for c in evs.of(ToolCall)}

@@ -2,7 +2,12 @@
 
 - ``hardware/`` imports nothing from ``agent/`` (its config models live in ``hardware/config.py``);
 - the agent core never imports the built-in ``skills/`` package (the loader finds it by path);
-- the modules of ``agent.skills`` form no cycle: skill → args → registry → loader / authoring.
+- the modules of ``agent.skills`` form no cycle: skill → args → registry → loader / authoring;
+- no module loads one of ours by name (``importlib``): every dependency is in the graph;
+- the module graph has no circle, and the packages of ``agent/`` import only lower layers
+  (:data:`LAYERS`: config at the bottom, the engines below the conversation, the CLI on top);
+- at most 12 modules are left flat in ``agent/``;
+- only ``agent/engines/embedded/vendor.py`` touches llama-cpp-python's private objects.
 """
 
 from __future__ import annotations
@@ -12,6 +17,18 @@ import graphlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+PRODUCT = ("agent", "hardware", "skills", "launch")
+LAYERS: list[set[str]] = [
+    {"agent.config", "agent.control", "agent.models", "agent.systemd", "agent.toolparse", "agent.skills"},
+    {"agent.speech", "agent.engines", "agent.models_pull"},
+    {"agent.events", "agent.listening"},
+    {"agent.audio_io", "agent.conversation", "agent.stopper"},
+    {"agent.memplan", "agent.pipeline"},
+    {"agent.doctor", "agent.bench", "agent.console"},
+    {"agent.cli"},
+    {"agent.__main__"},
+]
+"""The packages and flat modules of ``agent/``, bottom first: each imports only lower layers."""
 SKILLS_ORDER = ["skill", "args", "registry", "loader", "authoring"]  # each may import only earlier ones
 
 
@@ -108,3 +125,122 @@ def test_agent_skills_modules_form_no_cycle():
     assert upward == set()
     assert graph["skill"] == set() and graph["registry"] >= {"skill", "args"}
     assert "registry" in graph["loader"]
+
+
+def product_files() -> list[Path]:
+    return [p for d in PRODUCT for p in sorted((ROOT / d).rglob("*.py"))]
+
+
+def test_no_module_is_loaded_by_name():
+    """``importlib.import_module`` hides an import from the graph (a circle nobody sees)."""
+    offenders = []
+    for path in product_files():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+                loader = path == ROOT / "agent" / "skills" / "loader.py"  # user skill files, by path
+                if name in ("import_module", "__import__") or (
+                    name == "spec_from_file_location" and not loader
+                ):
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} {name}")
+    assert offenders == []
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Module → the modules of ours it imports (also lazily and under ``TYPE_CHECKING``).
+
+    ``from pkg import sub`` where ``pkg.sub`` is a module depends on that module, not on
+    ``pkg``'s ``__init__``; a package's ``__init__`` importing its own submodules is left out.
+    """
+    files = product_files()
+    names = {module_name(p) for p in files}
+
+    def resolve(name: str) -> str:
+        while name and name not in names:  # ``from a.b import C``: the module is a.b
+            name = name.rpartition(".")[0]
+        return name
+
+    graph: dict[str, set[str]] = {}
+    for path in files:
+        mod, is_pkg = module_name(path), path.name == "__init__.py"
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                deps |= {resolve(a.name) for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the module's package, up level - 1
+                    parts = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    parts = parts[: len(parts) - (node.level - 1)]
+                    base = ".".join([*parts, *([node.module] if node.module else [])])
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    deps.add(sub if sub in names else resolve(base))
+        graph[mod] = {d for d in deps if d and d != mod and not d.startswith(mod + ".")}
+    return graph
+
+
+def test_the_module_graph_has_no_circle():
+    graph = module_graph()
+    assert len(graph) > 120
+    graphlib.TopologicalSorter(graph).prepare()  # raises CycleError on a circle
+    # A submodule importing its own package runs the package's __init__, which imports siblings.
+    packages = {m for m in graph if (ROOT / Path(*m.split(".")) / "__init__.py").is_file()}
+    into_own = {(m, d) for m, deps in graph.items() for d in deps if d in packages and m.startswith(d + ".")}
+    assert into_own == set()
+
+
+def unit(module: str) -> str:
+    """The package or flat module of ``agent/`` holding ``module`` (``agent.engines.base``: engines)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_packages_import_only_lower_layers():
+    graph = module_graph()
+    layer = {u: i for i, units in enumerate(LAYERS) for u in units}
+    units = {unit(m) for m in graph if m.startswith("agent.")} - {"agent"}
+    assert units == set(layer), units ^ set(layer)  # every unit has a layer
+    upward = sorted(
+        f"{m} -> {d}"
+        for m, deps in graph.items()
+        if m.startswith("agent.") and m != "agent"
+        for d in deps
+        if d.startswith("agent.") and unit(d) != unit(m) and layer[unit(d)] >= layer[unit(m)]
+    )
+    assert upward == []
+    below_conversation = {m: d for m, deps in graph.items() if unit(m) == "agent.engines" for d in deps}
+    assert not any(unit(d) in ("agent.conversation", "agent.pipeline") for d in below_conversation.values())
+    config = {d for m, deps in graph.items() if unit(m) == "agent.config" for d in deps}
+    assert {unit(d) for d in config if d.startswith("agent.")} <= {"agent.config"}  # config at the bottom
+
+
+def test_at_most_twelve_modules_are_flat_in_agent():
+    flat = sorted(p.name for p in (ROOT / "agent").glob("*.py"))
+    assert len(flat) <= 12, flat
+
+
+def test_only_the_vendor_module_touches_llama_cpp_private_objects():
+    """``llm._ctx``, ``self.llm._model.vocab``, ``grammar._grammar``: only in the vendor module
+    (an attribute of ``self`` with the same name is our own, such as the VAD's ``self._ctx``)."""
+    from agent.engines.embedded.vendor import PRIVATE_NAMES
+
+    vendor = ROOT / "agent" / "engines" / "embedded" / "vendor.py"
+
+    def touches(path: Path) -> list[str]:
+        out = []
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Attribute) and node.attr in PRIVATE_NAMES:
+                own = isinstance(node.value, ast.Name) and node.value.id == "self"
+                if not own or node.attr == "llama_model_default_params":
+                    out.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.attr}")
+        return out
+
+    assert [hit for path in product_files() if path != vendor for hit in touches(path)] == []
+    # and the vendor module does touch them: the set is not stale
+    assert {h.rsplit(" ", 1)[1] for h in touches(vendor)} >= {
+        "_ctx",
+        "_batch",
+        "_model",
+        "llama_model_default_params",
+    }

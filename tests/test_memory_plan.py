@@ -532,7 +532,7 @@ def test_lazy_per_layer_embeddings_count_the_published_resident_share():
 
 
 def test_cli_load_resolves_fit_in_a_real_process(tmp_path):
-    """``load_or_exit`` (every command that runs the agent) turns ``n_ctx = "fit"`` into the planner's number."""
+    """``load_or_exit`` (every command that runs the agent) makes ``n_ctx = "fit"`` the planner's number."""
     text = (ROOT / "jetson" / "robot.toml").read_text()
     assert "n_ctx = 16384" in text
     cfg = tmp_path / "fit.toml"

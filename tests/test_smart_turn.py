@@ -1,4 +1,4 @@
-"""Smart Turn v3.2 end-of-turn model on known cases (agent/live/smart_turn.py).
+"""Smart Turn v3.2 end-of-turn model on known cases (agent/listening/smart_turn.py).
 
 The model is fed what the endpointer will feed it: the turn's audio up to the end of speech plus
 200 ms of the silence that follows (a pause the VAD has just seen). Mid-sentence cuts are
@@ -35,9 +35,9 @@ import numpy as np
 import pytest
 
 from agent.config import VADConfig
+from agent.listening import smart_turn as st
 from agent.listening.smart_turn import EndOfTurnModelMissing, SmartTurn, find_smart_turn_model
 from agent.listening.vad import find_utterances
-from agent.listening import smart_turn as st
 from agent.speech.audio import decode_file
 
 RATE = st.SAMPLE_RATE

@@ -40,6 +40,7 @@ from agent.events import (
     Transcript,
 )
 from agent.skills import build_skill, load_registry, new_skill_file, skill
+from hardware.animation import linear_move
 
 MOTION = ("wave", "nod", "dance", "look", "look_at", "stop", "play_animation")
 DATA = ("get_time", "describe_scene", "emergency_stop")
@@ -204,6 +205,37 @@ def _assert_spoken_while_moving(evs, stamped, tool):
         f"animation done at {1000 * (moves[-1] - moves[0]):.0f} ms"
     )
     assert evs.of(Timing, turn)[0].first_audio_ms > 0
+
+
+def test_a_question_during_a_long_animation_is_answered_while_it_runs(agent):
+    """A turn is over when its speech is: the robot's motion goes on by itself, so neither the
+    turn that starts a gesture nor a question asked during one waits for the gesture."""
+    robot, stamp = agent.core.robot, agent.observe
+    playing: dict[int, str | None] = {}
+
+    def observe(ev):
+        stamp(ev)
+        if isinstance(ev, Timing):  # the turn is over: what is the robot doing now?
+            playing[ev.turn_id] = robot.playing
+
+    agent.observe = observe
+    try:
+        evs, stamped = _run(agent, agent.text, "Dance for me.")
+        started = evs.of(Transcript)[-1].turn_id
+        # A slow gesture (8 s), as a skill leaves one running: it returns at once.
+        robot.play(
+            linear_move("long_turn", {"head_yaw": robot.positions()["head_yaw"]}, {"head_yaw": 40.0}, 8000)
+        )
+        agent.core.conversation.history.clear()
+        asked = agent.text("What time is it?")
+    finally:
+        agent.observe = stamp
+    assert [c.tool for c in evs.of(ToolCall, started)] == ["dance"]
+    assert playing[started] == "dance"  # the dance (2 s) outlives the turn that started it
+    assert any(isinstance(e, RobotCommand) and e.turn_id == started for _, e in stamped)
+    turn = asked.of(Transcript)[-1].turn_id
+    assert [c.tool for c in asked.of(ToolCall, turn)] == ["get_time"] and asked.of(Reply, turn)[0].text
+    assert playing[turn] == "long_turn"  # answered while the gesture ran
 
 
 def test_typed_motion_command_speaks_in_one_round_while_the_arm_moves(agent):

@@ -8,8 +8,8 @@ when no tool was called). It runs twice — with ASR biasing (skill names as hot
 without — and reports the word error rate of the biased transcripts against the manifest's
 text.
 
-Every reply is checked too (:func:`agent.bench.reply_checks.reply_check`): a reply after a data skill (one whose
-result is read back, ``@skill(follow_up=True)``: ``get_time``, ``describe_scene``) or a
+Every reply is checked too (:func:`agent.bench.reply_checks.reply_check`): a reply after a data
+skill (one whose result is read back, ``@skill(follow_up=True)``: ``get_time``, ``describe_scene``) or a
 background result (a timer that finished) carries that result (the clock time of
 ``get_time``, spoken forms allowed); a chat request ("Tell me a short joke") gets an answer,
 not a refusal or a statement about the request; and no reply repeats the previous reply word

@@ -305,7 +305,8 @@ def run_bench(
             exits; during the runs it stops the current pipeline).
 
     Raises:
-        agent.models.ModelNotFoundError, agent.engines.base.LLMError, agent.speech.tts.TTSError: a model cannot load.
+        agent.models.ModelNotFoundError, agent.engines.LLMError, agent.speech.tts.TTSError: a model
+            cannot load.
         agent.stopper.Stopped: a signal stopped the runs (the robot is parked).
     """
     from agent.audio_io.fake import FakeBackend

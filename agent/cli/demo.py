@@ -1,8 +1,8 @@
 """Inputs for ``bolt-agent demo``: recorded robot commands, or built-in ones synthesized once.
 
 With a folder of recorded commands in ``$BOLT_FIXTURES`` (``commands/manifest.json`` and its
-WAVs; the project's test fixtures have that shape) the demo plays them. Without it it synthesizes a few built-in
-utterances with the packaged piper voice at first run and caches them under
+WAVs; the project's test fixtures have that shape) the demo plays them. Without it it
+synthesizes a few built-in utterances with the packaged piper voice at first run and caches them under
 ``$XDG_CACHE_HOME/bolt-agent/demo`` (``~/.cache`` by default).
 """
 

@@ -19,6 +19,7 @@ import typer
 from agent.cli.common import (
     ConfigOpt,
     JsonOpt,
+    VerboseOpt,
     build_agent,
     echo_error,
     fixtures_root,
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 def run(
     config: ConfigOpt = None,
     json_out: JsonOpt = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: VerboseOpt = False,
     console_at: Annotated[
         Optional[str],
         typer.Option(
@@ -55,15 +56,17 @@ def run(
     """Listen and talk in real time on the configured microphone and speaker (Ctrl-C stops)."""
     setup_logging(verbose)
     with Stopper() as stopper:  # from the first line: a signal while the models load parks the robot
-        _run(config, json_out, console_at, stopper)
+        _run(config, json_out, console_at, stopper, verbose)
 
 
-def _run(config: Path | None, json_out: bool, console_at: str | None, stopper: Stopper) -> None:
+def _run(
+    config: Path | None, json_out: bool, console_at: str | None, stopper: Stopper, verbose: bool
+) -> None:
     """Check the budget and the microphone, start the console, then listen (:func:`_listen`)."""
     from agent.audio_io.devices import DeviceError, SoundDeviceBackend, find_device
 
     cfg = load_or_exit(config)
-    printer = EventPrinter(json_out)
+    printer = EventPrinter(json_out, verbose=verbose)
     from agent.memplan import check_budget
 
     # From GGUF headers only, before any model is loaded; an "openai" engine runs the model elsewhere.
@@ -152,7 +155,7 @@ def bench(
     runs: Annotated[int, typer.Option(min=1, help="passes over the fixtures")] = 1,
     limit: Annotated[int, typer.Option(min=0, help="use at most this many fixtures (0 = all)")] = 0,
     json_out: JsonOpt = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False,
+    verbose: VerboseOpt = False,
     accuracy: Annotated[
         bool,
         typer.Option(

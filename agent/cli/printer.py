@@ -1,18 +1,28 @@
-"""Print events for people (one readable line per step) or machines (JSON Lines)."""
+"""Print events for people (one readable line per step) or machines (JSON Lines).
+
+Text mode is for a person at a terminal: what was heard, what the robot did and said, how
+long it took, and problems in words; no Python reprs. Per-sentence playback reports stay in
+JSON mode. With ``verbose`` it also shows each pause's turn-taking decision (which signal
+decided) and what a barge-in left in the history.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 import threading
-from typing import TextIO
+from typing import Any, TextIO
 
 from agent.events import (
     BackgroundDone,
+    BargeIn,
+    DeviceState,
     Error,
     Event,
+    HistoryCut,
     InputStarted,
     Notice,
+    PauseVerdict,
     PlaybackStarted,
     Ready,
     Reply,
@@ -27,21 +37,85 @@ from agent.events import (
     Utterance,
 )
 
+BARGE_IN_REASONS = {
+    "speech": "you spoke over the robot",
+    "stop": "a stop phrase",
+    "new_turn": "a new turn",
+    "device": "the microphone was lost",
+    "shutdown": "shutting down",
+}
+
+
+def pause_line(v: PauseVerdict) -> str:
+    """One readable line for a judged pause, naming the signal that decided.
+
+    Args:
+        v: The verdict (``end_of_turn_check``).
+
+    Returns:
+        E.g. ``pause 2: "turn left and then" -> wait for more (ends in a continuation)``.
+    """
+    signals = []
+    if v.text_score <= 0:
+        signals.append(f"words {v.text_score:.2f}")
+    if v.smart_turn >= 0:
+        signals.append(f"Smart Turn {v.smart_turn:.2f}")
+    why = {
+        "text": "the words end a sentence",
+        "smart_turn": "Smart Turn hears an ending, the words allow it",
+        "stop": "a stop phrase",
+        "continuation": "ends in a continuation",
+        "unfinished": "neither signal says finished",
+        "empty": "nothing heard",
+        "error": "the check failed: waiting for silence",
+    }.get(v.rule, v.rule)
+    decision = "turn over" if v.complete else "wait for more"
+    measured = f"; {', '.join(signals)}" if signals else ""
+    return f'  pause {v.pause_id}: "{v.text}" -> {decision} ({why}{measured})'
+
+
+def timing_line(t: Timing) -> str:
+    """One readable line of a turn's latency.
+
+    Args:
+        t: The turn's timing (ms).
+
+    Returns:
+        E.g. ``timing: heard back after 0.82 s | endpoint 210 ms, ASR 640 ms, first token 40 ms
+        | model 310 ms | turn 1.9 s``.
+    """
+    parts = []
+    if t.first_played_ms >= 0:
+        parts.append(f"heard back after {t.first_played_ms / 1000:.2f} s")
+    marks = [("endpoint", t.endpoint_ms), ("ASR", t.asr_ms), ("first token", t.llm_ttft_ms)]
+    parts.append(", ".join(f"{name} {ms:.0f} ms" for name, ms in marks if ms >= 0))
+    parts.append(f"model {t.llm_ms:.0f} ms")
+    if t.tts_first_audio_ms:
+        parts.append(f"first audio {t.tts_first_audio_ms:.0f} ms")
+    parts.append(f"turn {t.turn_ms / 1000:.1f} s")
+    return "  timing: " + " | ".join(parts)
+
+
+def _plain(fields: dict[str, Any]) -> str:
+    return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in fields.items() if k not in ("event", "turn_id"))
+
 
 class EventPrinter:
     """Callable event sink for the CLI.
 
     In JSON mode every event is one line on stdout (whole lines even when events come from
-    several threads). In text mode joint commands are
-    summarized per turn (the player sends 50 per second) and printed with the timing line.
+    several threads). In text mode joint commands are summarized per turn (the player sends
+    50 per second) and printed with the timing line.
 
     Args:
         json_mode: JSON Lines instead of text.
         out: Stream for events (stdout); notes and errors in text mode also go here.
+        verbose: Text mode: also each pause's turn-taking decision and each history cut.
     """
 
-    def __init__(self, json_mode: bool = False, out: TextIO | None = None) -> None:
+    def __init__(self, json_mode: bool = False, out: TextIO | None = None, verbose: bool = False) -> None:
         self.json_mode = json_mode
+        self.verbose = verbose
         self.out = out or sys.stdout
         self.errors = 0
         self._robot: dict[str, tuple[float, float, int]] = {}
@@ -64,49 +138,60 @@ class EventPrinter:
         if self.json_mode:
             self._line(json.dumps(ev.to_json(), default=str))
             return
+        line = self._text(ev)
+        if line is not None:
+            self._line(line)
+
+    def _text(self, ev: Event) -> str | None:
+        """The text-mode line of ``ev``, or None when people need not see it."""
         if isinstance(ev, RobotCommand):
             lo, hi, n = self._robot.get(ev.joint, (ev.deg, ev.deg, 0))
             self._robot[ev.joint] = (min(lo, ev.deg), max(hi, ev.deg), n + 1)
-        elif isinstance(ev, Ready):
-            self._line(f"ready (models loaded and warmed in {ev.load_ms / 1000:.1f} s)")
-        elif isinstance(ev, Transcript):
-            self._line(f"[turn {ev.turn_id}] you said: {ev.text}")
-        elif isinstance(ev, ToolCall):
-            self._line(f"  tool call  {ev.tool}({json.dumps(ev.arguments)})")
-        elif isinstance(ev, ToolResult):
-            self._line(f"  tool {'result' if ev.ok else 'ERROR '} {ev.tool}: {ev.result}")
-        elif isinstance(ev, Reply):
-            self._line(
-                f"  robot says: {ev.text or '(nothing)'}"
-                + (f"\n  reply audio: {ev.audio}" if ev.audio else "")
+            return None
+        if isinstance(ev, (Utterance, Spoken, PlaybackStarted)):
+            return None  # per-sentence detail: JSON mode only
+        if isinstance(ev, Ready):
+            return f"ready (models loaded and warmed in {ev.load_ms / 1000:.1f} s)"
+        if isinstance(ev, InputStarted):
+            return f"\n>>> playing {ev.source}"
+        if isinstance(ev, PauseVerdict):
+            return pause_line(ev) if self.verbose else None
+        if isinstance(ev, Transcript):
+            return f"[turn {ev.turn_id}] you said: {ev.text}"
+        if isinstance(ev, ToolCall):
+            return f"  tool call  {ev.tool}({json.dumps(ev.arguments)})"
+        if isinstance(ev, ToolResult):
+            return f"  tool {'result' if ev.ok else 'ERROR '} {ev.tool}: {ev.result}"
+        if isinstance(ev, Reply):
+            return f"  robot says: {ev.text or '(nothing)'}" + (
+                f"\n  reply audio: {ev.audio}" if ev.audio else ""
             )
-        elif isinstance(ev, Timing):
+        if isinstance(ev, Timing):
+            lines = []
             if self._robot:
                 moves = ", ".join(
                     f"{j} {lo:.0f}..{hi:.0f} deg ({n} cmds)" for j, (lo, hi, n) in self._robot.items()
                 )
-                self._line(f"  robot moved: {moves}")
+                lines.append(f"  robot moved: {moves}")
                 self._robot.clear()
-            self._line(
-                f"  timing: asr {ev.asr_ms:.0f} ms | llm first token {ev.llm_ttft_ms:.0f} ms | llm "
-                f"{ev.llm_ms:.0f} ms ({ev.prompt_tokens} prompt tokens) | tts first audio "
-                f"{ev.tts_first_audio_ms:.0f} ms | turn {ev.turn_ms:.0f} ms"
-            )
-        elif isinstance(ev, BackgroundDone):
-            self._line(
+            return "\n".join([*lines, timing_line(ev)])
+        if isinstance(ev, BargeIn):
+            why = BARGE_IN_REASONS.get(ev.reason, ev.reason)
+            return f"  [turn {ev.turn_id}] interrupted ({why}); speaker silent in {ev.stop_ms:.0f} ms"
+        if isinstance(ev, HistoryCut):
+            return f'  the robot remembers saying only: "{ev.kept}"' if self.verbose else None
+        if isinstance(ev, BackgroundDone):
+            return (
                 f"[turn {ev.turn_id}] background {ev.tool} {'finished' if ev.ok else 'FAILED'}: {ev.result}"
             )
-        elif isinstance(ev, (Utterance, Spoken, PlaybackStarted)):
-            return  # per-sentence detail: JSON mode only
-        elif isinstance(ev, RobotParked):
-            self._line(f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}")
-        elif isinstance(ev, InputStarted):
-            self._line(f"\n>>> playing {ev.source}")
-        elif isinstance(ev, Notice):
-            self._line(f"note: {ev.message}")
-        elif isinstance(ev, Skipped):
-            self._line(f"  skipped: {ev.reason}")
-        elif isinstance(ev, Error):
-            self._line(f"  problem: {ev.message}")
-        else:
-            self._line(f"  {ev.name}: {ev.to_json()}")
+        if isinstance(ev, DeviceState):
+            return f"{ev.kind} device {ev.device}: {ev.message or ev.state}"
+        if isinstance(ev, RobotParked):
+            return f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}"
+        if isinstance(ev, Notice):
+            return f"note: {ev.message}"
+        if isinstance(ev, Skipped):
+            return f"  skipped: {ev.reason}"
+        if isinstance(ev, Error):
+            return f"  problem: {ev.message}"
+        return f"  {ev.name.replace('_', ' ')}: {_plain(ev.to_json())}"

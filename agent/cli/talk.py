@@ -40,7 +40,7 @@ def demo(
     setup_logging(verbose)
     with Stopper() as stopper:
         cfg = load_or_exit(config)
-        printer = EventPrinter(json_out)
+        printer = EventPrinter(json_out, verbose=verbose)
         core, bus = build_agent(cfg, printer, stopper)
         try:
             inputs, origin = demo_inputs(fixtures_root(), core.tts)
@@ -68,7 +68,7 @@ def listen(
     setup_logging(verbose)
     with Stopper() as stopper:
         cfg = load_or_exit(config)
-        printer = EventPrinter(json_out)
+        printer = EventPrinter(json_out, verbose=verbose)
         core, bus = build_agent(cfg, printer, stopper)
         source = FileSource(files, False, bus.publish)
         try:
@@ -94,7 +94,7 @@ def chat(
     setup_logging(verbose)
     with Stopper() as stopper:
         cfg = load_or_exit(config)
-        printer = EventPrinter(json_out)
+        printer = EventPrinter(json_out, verbose=verbose)
         core, bus = build_agent(cfg, printer, stopper)
         prompt = (lambda: typer.echo("you> ", nl=False)) if sys.stdin.isatty() and not json_out else None
         sink = WavSink(out) if out is not None else NullSink()

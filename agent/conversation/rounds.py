@@ -173,7 +173,9 @@ class GrammarRounds:
         # tokens and the one sampled after them took 120 ms of a data turn, bench time.wav), and
         # at the reply cap only once its call is written: a multi-step command's later round may
         # start with the cap already spent, and its call still counts.
-        stop = StopSignal(*(s for s in (io.barge_in,) if s is not None)) if plan.allow_tools else io.speech_done
+        stop = (
+            StopSignal(*(s for s in (io.barge_in,) if s is not None)) if plan.allow_tools else io.speech_done
+        )
         for piece in self.model.stream(self.request(prompt, plan), gen, stop):
             if plan.allow_tools and names.name is None:
                 name = names.feed(gen.text)
@@ -280,7 +282,9 @@ class NativeRounds:
         parser = make_parser(self.format, thinking_forced_open=starts_inside)
         cfg = self.cfg
         thinking = (
-            Thinking(cfg.thinking_budget_tokens, cfg.thinking_budget_ms, starts_inside) if plan.think else None
+            Thinking(cfg.thinking_budget_tokens, cfg.thinking_budget_ms, starts_inside)
+            if plan.think
+            else None
         )
         request = Decoding(
             prompt.text,

@@ -18,8 +18,8 @@ A data skill's result is spoken in the next round. Measured here: with this gram
 prompt in a compact, signature-like form (the template of such models has no tool slot).
 
 A 135M model still picks tools almost at random from names alone (measured on the command
-fixtures: 4 of 10). :class:`~agent.engines.priors.ToolChoicePrior` adds a logit bonus, only at the position where
-the tool name is written, to tools whose name or declared keywords the user actually said
+fixtures: 4 of 10). :class:`~agent.engines.priors.ToolChoicePrior` adds a logit bonus, only at
+the position where the tool name is written, to tools whose name or declared keywords the user actually said
 (:mod:`agent.conversation.toolprior`); the grammar keeps every choice valid and the model still fills in
 arguments and speech.
 """

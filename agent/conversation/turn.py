@@ -237,9 +237,7 @@ class Conversation:
         before = _last_turn_speech(self.history)  # not acknowledged the same way twice in a row
         self.history.append({"role": "user", "content": content})
         res = TurnResult()
-        cap = SentenceCap(
-            self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, stop
-        )
+        cap = SentenceCap(self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, stop)
         seen: dict[str, int] = {}
         spoken: list[str] = []
         skills = list(self.registry.skills.values())

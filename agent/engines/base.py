@@ -1,4 +1,4 @@
-"""What every chat engine shares: the protocol, the error type, a round's statistics, ``complete`` and ``warmup``."""
+"""What every chat engine shares: the protocol, the error, a round's statistics, ``complete``, ``warmup``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """Semantic end-of-turn: has the user finished, judged from the audio *and* the words.
 
-At the first short silence of a pause (``[turn] short_silence_ms``, 200 ms) the listener hands
-the utterance so far to the ASR stage, which transcribes it and asks :class:`EndOfTurnJudge`.
+At the first short silence of a pause (``[turn] short_silence_ms``, 200 ms) the turn-taking stage
+(:mod:`agent.pipeline.turn_taking`) has the utterance so far transcribed by the ASR stage and asks
+:class:`EndOfTurnJudge`.
 A finished turn ends at once, with its transcript already made (nothing is left to decode after
 the endpoint); an unfinished one waits for more speech, and ends anyway after
 ``[turn] long_silence_ms`` (1.6 s), still with the transcript made at the pause when the user
@@ -161,7 +162,7 @@ class TextEndOfTurn:
 
 
 class AudioEndOfTurn(Protocol):
-    """What the judge needs from an audio end-of-turn model (:class:`~agent.listening.smart_turn.SmartTurn`)."""
+    """What the judge needs of an audio end-of-turn model (:class:`~agent.listening.smart_turn.SmartTurn`)."""
 
     def probability(self, audio: np.ndarray) -> float:
         """Probability (0..1) that the speaker finished, from ``(n,)`` float32 16 kHz audio."""

@@ -17,7 +17,7 @@ probability. Fed this way it gives the same probabilities as faster-whisper's ba
   (the caller judges it and may :meth:`Endpointer.end_now`), and silence alone ends the
   utterance only after ``long_silence_ms``.
 
-Not thread-safe: one listener thread owns one instance. Times are in samples of the 16 kHz
+Not thread-safe: one thread (the turn-taking stage) owns one instance. Times are in samples of the 16 kHz
 stream (the caller maps them to wall-clock time).
 """
 
@@ -227,6 +227,15 @@ class Endpointer:
             audio = np.concatenate(self._frames)
             return VADUpdate(speaking=True, prob=prob, paused=True, pause_id=self.pause_id, audio=audio)
         return VADUpdate(speaking=True, prob=prob)
+
+    @property
+    def samples(self) -> int:
+        """Samples fed since the last :meth:`reset` (the clock of ``start_sample``/``end_sample``)."""
+        return self._n
+
+    def still_silent(self, pause_id: int) -> bool:
+        """No speech since pause ``pause_id`` was first reported (early or at the short silence)."""
+        return self._speaking and self._silence > 0 and self.pause_id == pause_id
 
     def in_pause(self, pause_id: int) -> bool:
         """Still inside pause ``pause_id``: no speech since it was reported."""

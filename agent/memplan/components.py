@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agent.memplan.llm import LLMMemory, LLMSettings, llm_memory
+from agent.memplan.llm import LLMMemory, LLMSettings, MiB, llm_memory
 from agent.memplan.shape import ModelShape, ShapeError, read_gguf_shape
 
 if TYPE_CHECKING:
@@ -40,13 +40,12 @@ if TYPE_CHECKING:
 
 __all__ = ["Line", "end_of_turn_lines", "local_model", "model_shape_at", "other_components"]
 
-MiB = 1024**2
 
 RUNTIME_MIB = 111
 ASR_MEASURED_MIB = {"packaged:whisper-tiny.en": 178}
 TTS_MEASURED_MIB = {"packaged:piper-joe-medium": 154}
 VISION_OPENCV_MIB = 68
-# agent/live/end_of_turn.py TextEndOfTurn: LLMConfig(n_ctx=512, n_gpu_layers=0), other keys default.
+# agent/listening/end_of_turn.py TextEndOfTurn: LLMConfig(n_ctx=512, n_gpu_layers=0), other keys default.
 TEXT_SCORER_N_CTX = 512
 TEXT_SCORER_ESTIMATE_MIB = 160  # no GGUF here: SmolLM2-135M's plan at n_ctx 512 (~150 MiB), rounded up
 # Smart Turn v3.2 CPU ONNX: 8.7 MB in pipecat-ai 1.14.0 (``docs/facts.md``), used when the file

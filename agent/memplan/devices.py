@@ -16,12 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.memplan.llm import REPACK_ARM_DOTPROD, REPACK_X86_AVX2
+from agent.memplan.llm import REPACK_ARM_DOTPROD, REPACK_X86_AVX2, GiB, MiB
 
 __all__ = ["PROFILES", "DeviceProfile", "UnknownDeviceError", "get_device", "this_machine"]
-
-GiB = 1024**3
-MiB = 1024**2
 
 
 class UnknownDeviceError(ValueError):

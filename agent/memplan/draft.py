@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 from agent.memplan.components import Line, local_shape
 from agent.memplan.devices import DeviceProfile
-from agent.memplan.llm import LLMMemory, LLMSettings, llm_memory
+from agent.memplan.llm import F32, LLMMemory, LLMSettings, MiB, llm_memory
 from agent.memplan.shape import ModelShape
 
 if TYPE_CHECKING:
@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["DRAFT_ESTIMATES", "DraftPlan", "draft_settings", "plan_draft", "server_outputs"]
 
-MiB = 1024**2
-F32 = 4
 
 DRAFT_ESTIMATES: dict[str, tuple[int, str]] = {
     "draft-mtp": (

@@ -48,8 +48,12 @@ from agent.memplan.shape import ModelShape, TensorInfo, type_size
 
 __all__ = ["LAZY_RESIDENT_SHARE", "KVCache", "LLMMemory", "LLMSettings", "llm_memory"]
 
-MiB = 1024 * 1024
+MiB = 1024**2
+"""Bytes in a mebibyte."""
+GiB = 1024**3
+"""Bytes in a gibibyte."""
 F32 = 4
+"""Bytes of a float32."""
 
 # Tensor types repacked for CPU matrix multiplication, by CPU feature
 # (ggml-cpu/repack.cpp ggml_repack_get_optimal_repack_type; rows must be a multiple of 8 / 4).

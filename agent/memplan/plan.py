@@ -28,7 +28,7 @@ from agent.memplan.components import Line, local_model, model_shape_at, other_co
 from agent.memplan.devices import DeviceProfile, get_device
 from agent.memplan.draft import DraftPlan, plan_draft, server_outputs
 from agent.memplan.gemma4 import BOLT_E4B, gemma4_shape, q4_k_m_types
-from agent.memplan.llm import LAZY_RESIDENT_SHARE, LLMMemory, LLMSettings, llm_memory
+from agent.memplan.llm import LAZY_RESIDENT_SHARE, GiB, LLMMemory, LLMSettings, MiB, llm_memory
 from agent.memplan.shape import ModelShape, ShapeError
 from agent.models import BOLT_E4B_REF
 
@@ -48,8 +48,6 @@ __all__ = [
     "settings_from_config",
 ]
 
-MiB = 1024**2
-GiB = 1024**3
 FIT_MIN_CTX = 2048  # system prompt + tool declarations + a few turns (tokens)
 FIT_MAX_CTX = 65536  # the [llm] n_ctx limit
 

@@ -11,12 +11,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.memplan.llm import GiB, MiB
 from agent.memplan.plan import Plan
 
 __all__ = ["plan_json", "plan_table"]
-
-MiB = 1024**2
-GiB = 1024**3
 
 
 def _settings_line(plan: Plan) -> str:

@@ -1,13 +1,15 @@
-"""ASR stage: utterance → transcript → a user turn, or a reason to drop it.
+"""ASR stage: audio → transcripts; a finished utterance → a user turn, or a reason to drop it.
 
-One thread (faster-whisper releases the GIL, so it runs beside the model and the voice).
-For each utterance: transcribe (the recognizer filters hallucinations), then handle a stop
-phrase at once without the model (the *stop fast path*: interrupt, run the ``stop`` skill;
-checked first, since stopping is always safe), drop the robot's own echo (the transcript
-matches what it said in the last 30 s, only where a speaker can be heard), drop speech not
-addressed to the robot (wake phrase), and otherwise start a turn:
-a new turn id, a ``transcript`` message and a :class:`~agent.events.UserTurn` for the turn
-driver. Typed lines (``TextIn``) skip the audio checks.
+One thread (faster-whisper releases the GIL, so it runs beside the model and the voice). It
+answers the turn-taking stage's :class:`~agent.events.PauseCheck` questions with a
+:class:`~agent.events.PauseTranscript` (skipping a pause the user has talked through), and for
+each utterance: transcribe it (unless its pause's transcript came with it; the recognizer
+filters hallucinations), then handle a stop phrase at once without the model (the *stop fast
+path*: interrupt, run the ``stop`` skill; checked first, since stopping is always safe), drop
+the robot's own echo (the transcript matches what it said in the last 30 s, only where a
+speaker can be heard), drop speech not addressed to the robot (wake phrase), and otherwise
+start a turn: a new turn id, a ``transcript`` message and a :class:`~agent.events.UserTurn` for
+the turn driver. Typed lines (``TextIn``) skip the audio checks.
 """
 
 from __future__ import annotations
@@ -15,16 +17,16 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
 
 import numpy as np
 
 from agent.config import LiveConfig
 from agent.events import (
-    EndOfTurnCheck,
     Error,
     Event,
+    Interrupt,
     PauseCheck,
+    PauseTranscript,
     Skipped,
     TextIn,
     ToolCall,
@@ -33,9 +35,10 @@ from agent.events import (
     UserTurn,
     Utterance,
 )
-from agent.listening.end_of_turn import EndOfTurnJudge
 from agent.listening.turns import Attention, is_echo, stop_command
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
+from agent.pipeline.turnbook import TurnBook
+from agent.pipeline.work import WorkTracker
 from agent.skills import SkillContext, SkillRegistry
 from agent.speech.asr import ASRResult, WhisperASR
 from agent.speech.audio import SAMPLE_RATE
@@ -47,45 +50,25 @@ PAUSE_PAD = 6400
 """Zeros (400 ms at 16 kHz) appended to a pause's audio before it is transcribed."""
 
 
-class TurnControl(Protocol):
-    """What the ASR stage asks of the pipeline."""
-
-    def interrupt(self, reason: str) -> None:
-        """Stop the current turn."""
-        ...
-
-    def work_finished(self) -> None:
-        """An utterance was dropped: one item less in flight."""
-        ...
-
-    def recent_speech(self, since_s: float) -> list[str]:
-        """What the robot said recently."""
-        ...
-
-
 class ASRStage:
     """The ASR thread body.
 
     Args:
         asr: The recognizer.
         live: ``[live]`` (echo guard, stop phrases, attention).
-        inbox: ``Utterance`` / ``TextIn`` / ``Shutdown``.
+        inbox: ``PauseCheck`` / ``Utterance`` / ``TextIn`` / ``Shutdown``.
+        turn_taking: Where pause transcripts go.
         driver_inbox: Where user turns go.
         gate: Allocates turn ids.
-        publish: The bus.
-        control: The pipeline.
+        publish: The bus (``Interrupt`` requests included).
+        work: The pipeline's work in flight (a dropped utterance is one item less).
+        book: What the robot said recently (the echo check).
         registry: Skills (the stop fast path calls ``stop``).
         ctx: What skills get.
         realtime: Input keeps coming while the robot speaks: a new turn interrupts the current one.
         bias: Use ASR biasing (hotwords / initial prompt) when configured.
         echo_guard: Drop transcripts that repeat the robot's recent speech (only where a
             speaker can be heard by the microphone).
-        judge: Semantic end-of-turn (``PauseCheck`` messages); None = silence only.
-        on_verdict: Where a pause's verdict goes: ``(pause_id, complete, rule, ASRResult)``.
-        wants: Whether a pause still needs judging (a stale one is skipped).
-        prefill: Early model start: called with the transcript of each pause before it is
-            judged, and must not block (the model evaluates that prompt beside the judgement; a
-            finished turn finds it in the KV cache, and if the user goes on it is discarded).
         early_pad_ms: Silence an early transcript (``PauseCheck.early``) lacks against one made at
             the judgement (``[turn] short_silence_ms - early_asr_ms``), ms: added as zeros, so
             both end in the same silence.
@@ -96,45 +79,50 @@ class ASRStage:
         asr: WhisperASR,
         live: LiveConfig,
         inbox: StageQueue,
+        turn_taking: StageQueue,
         driver_inbox: StageQueue,
         gate: TurnGate,
         publish: Callable[[Event], None],
-        control: TurnControl,
+        work: WorkTracker,
+        book: TurnBook,
         registry: SkillRegistry,
         ctx: SkillContext,
         realtime: bool,
         bias: bool = True,
         echo_guard: bool = True,
-        judge: EndOfTurnJudge | None = None,
-        on_verdict: Callable[[int, bool, str, ASRResult | None], None] | None = None,
-        wants: Callable[[int], bool] | None = None,
-        prefill: Callable[[str], None] | None = None,
         early_pad_ms: int = 0,
     ) -> None:
         self.asr, self.live, self.inbox, self.driver_inbox = asr, live, inbox, driver_inbox
-        self.gate, self.publish, self.control = gate, publish, control
+        self.turn_taking, self.gate, self.publish, self.work, self.book = (
+            turn_taking,
+            gate,
+            publish,
+            work,
+            book,
+        )
         self.registry, self.ctx, self.realtime, self.bias = registry, ctx, realtime, bias
         self.echo_guard = echo_guard and live.echo_guard
         self.attention = Attention(live)
-        self.judge, self.on_verdict, self.wants, self.prefill = judge, on_verdict, wants, prefill
         self.early_pad = early_pad_ms * SAMPLE_RATE // 1000  # samples
-        self._early: tuple[int, ASRResult] | None = None  # (pause_id, transcript made early)
 
     def run(self) -> None:
         """Process utterances until ``Shutdown``."""
         run_stage(self.inbox, self._one, self._failed)
 
     def _one(self, msg: Event) -> None:
-        if isinstance(msg, PauseCheck):  # not an item of work: a question from the listener
-            self._judge(msg)
+        if isinstance(msg, PauseCheck):  # not an item of work: a question from the turn-taking stage
+            self._pause(msg)
             return
         if not self._handle(msg):
-            self.control.work_finished()  # dropped: one item less in flight
+            self.work.finished()  # dropped: one item less in flight
 
     def _failed(self, msg: Event, e: Exception) -> None:
         log.exception("ASR stage failed")
         self.publish(Error(-1, f"speech recognition failed: {e.__class__.__name__}: {e}; still listening"))
-        self.control.work_finished()
+        if isinstance(msg, PauseCheck):  # the turn-taking stage waits for an answer
+            self.turn_taking.put(PauseTranscript(-1, msg.pause_id, None, f"{e.__class__.__name__}: {e}"))
+        else:
+            self.work.finished()
 
     def _handle(self, msg: Event) -> bool:
         if isinstance(msg, TextIn):
@@ -163,7 +151,7 @@ class ASRStage:
             self._stop_fast(res.text)
             return False
         if self.echo_guard and is_echo(
-            res.text, self.control.recent_speech(ECHO_WINDOW_S), self.live.echo_text_score
+            res.text, self.book.heard_texts(ECHO_WINDOW_S), self.live.echo_text_score
         ):
             self.publish(Skipped(-1, f"echo of the robot's own speech: {res.text!r}", msg.source))
             return False
@@ -176,47 +164,12 @@ class ASRStage:
         self._start(text, msg.t_speech_end, msg.t_endpoint, t_asr, res.duration_ms, msg.end_rule)
         return True
 
-    def _judge(self, msg: PauseCheck) -> None:
-        """Transcribe the utterance so far and judge whether the user has finished."""
-        if self.judge is None or self.on_verdict is None or msg.audio is None:
-            return
-        if self.wants is not None and not self.wants(msg.pause_id):
-            return  # the user spoke again, or the turn ended, while this waited
-        if msg.early:
-            try:
-                self._early = (msg.pause_id, self._transcribe_pause(msg.audio, self.early_pad))
-            except Exception:  # the judgement transcribes for itself
-                log.exception("early transcript failed")
-            return
-        early, self._early = self._early, None
-        try:
-            if early is not None and early[0] == msg.pause_id:
-                res = early[1]  # no speech since it was made: the same words
-            else:
-                res = self._transcribe_pause(msg.audio, 0)
-            if self.prefill is not None and res.text:
-                # The turn may end at this pause: the model reads it while the pause is judged.
-                self.prefill(res.text)
-            v = self.judge.judge(msg.audio, res.text)
-        except Exception as e:  # the turn then ends by silence and is transcribed as a whole
-            log.exception("end-of-turn check failed")
-            self.publish(Error(-1, f"end-of-turn check failed ({e}); ending turns by silence for now"))
-            self.on_verdict(msg.pause_id, False, "error", None)
-            return
-        self.publish(
-            EndOfTurnCheck(
-                -1,
-                msg.pause_id,
-                res.text,
-                v.complete,
-                v.rule,
-                v.smart_turn,
-                v.text_score,
-                res.duration_ms,
-                v.ms,
-            )
-        )
-        self.on_verdict(msg.pause_id, v.complete, v.rule, res)
+    def _pause(self, msg: PauseCheck) -> None:
+        """Transcribe the utterance so far for the turn-taking stage (skipped once the pause is over)."""
+        if msg.audio is None or (msg.stale is not None and msg.stale.is_set()):
+            return  # the user spoke again, or the utterance ended, while this waited
+        res = self._transcribe_pause(msg.audio, self.early_pad if msg.early else 0)
+        self.turn_taking.put(PauseTranscript(-1, msg.pause_id, res))
 
     def _transcribe_pause(self, audio: np.ndarray, extra: int) -> ASRResult:
         """Transcribe the utterance so far, ending in the pause's silence plus zeros.
@@ -238,14 +191,14 @@ class ASRStage:
         rule: str = "typed",
     ) -> None:
         if self.realtime:
-            self.control.interrupt("new_turn")
+            self.publish(Interrupt(-1, "new_turn"))
         tid = self.gate.new_turn()
         self.publish(Transcript(tid, text))
         self.driver_inbox.put(UserTurn(tid, text, t_speech_end, t_endpoint, t_asr, asr_ms, rule))
 
     def _stop_fast(self, text: str) -> None:
         """A stop phrase: silence and stop the robot now, without asking the model."""
-        self.control.interrupt("stop")
+        self.publish(Interrupt(-1, "stop"))
         tid = self.gate.new_turn()
         self.gate.cancel(tid)  # nothing more is said in this turn
         self.publish(Transcript(tid, text))

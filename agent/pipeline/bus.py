@@ -1,10 +1,11 @@
 """The message bus: every stage publishes here; the turn book listens; public messages go out.
 
 ``publish`` is called from any stage thread. Each message first updates the
-:class:`~agent.pipeline.turnbook.TurnBook`; the messages the book derives (a turn's
-``Reply`` and ``Timing``, a ``CutHistory`` for the driver) are handed to the routes the
-pipeline registered for their type, and every *public* message reaches the outside sink
-(CLI printer, JSON Lines, tests). Internal messages (audio, marks) never leave the pipeline.
+:class:`~agent.pipeline.turnbook.TurnBook`; a message and the messages the book derives from
+it (a turn's ``Reply`` and ``Timing``, a ``CutHistory`` for the driver) are handed to the
+route the pipeline registered for their type (an ``Interrupt`` request goes to the pipeline
+this way), and every *public* message reaches the outside sink (CLI printer, JSON Lines,
+tests). Internal messages (audio, marks) never leave the pipeline.
 """
 
 from __future__ import annotations
@@ -28,14 +29,17 @@ class Bus:
         self.routes: dict[type[Event], Callable[[Event], None]] = {}
 
     def route(self, kind: type[Event], handler: Callable[[Event], None]) -> None:
-        """Send derived messages of type ``kind`` to ``handler`` (before they are emitted)."""
+        """Send messages of type ``kind`` (published or derived) to ``handler``, in the publishing thread."""
         self.routes[kind] = handler
 
     def publish(self, msg: Event) -> None:
-        """Record ``msg``, emit it when public, and deliver what it completes."""
+        """Record ``msg``, emit it when public, route it, and deliver what it completes."""
         derived = self.book.on(msg)
         if msg.public:
             self.emit(msg)
+        route = self.routes.get(type(msg))
+        if route is not None:
+            route(msg)
         for d in derived:
             handler = self.routes.get(type(d))
             if d.public:

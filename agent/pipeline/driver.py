@@ -6,11 +6,15 @@ generation. For each :class:`~agent.events.UserTurn` it runs the conversation's 
 (model rounds, tool calls on the robot) and streams the reply text to the speech stage as
 ``ReplyDelta`` messages while it is written, then ``ReplyEnd``.
 
-When no user turn is waiting and the pipeline says the moment is right (the user is not
-speaking, nothing is being said, no utterance is being transcribed), it speaks about what
-happened meanwhile: background tool calls that finished (in finishing order, each once) and
-people the camera saw arrive (``[vision] greet_on_arrival``). These are turns like any
-other: streamed, timed, and cut by barge-in.
+A turn is over when its speech is: the robot's motion goes on by itself (the skills start
+animations and return; the robot's safety layer handles a new motion command that arrives
+while one runs), so a question asked during a long animation is answered while it runs.
+
+When no user turn is waiting and the floor is free (:meth:`~agent.pipeline.work.WorkTracker.quiet`:
+the user is not speaking, nothing is being said, no utterance is being transcribed), it speaks
+about what happened meanwhile: background tool calls that finished (in finishing order, each
+once) and people the camera saw arrive (``[vision] greet_on_arrival``). These are turns like
+any other: streamed, timed, and cut by barge-in.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from agent.events import (
 )
 from agent.pipeline.core import AgentCore
 from agent.pipeline.queues import StageQueue, TurnGate
+from agent.pipeline.work import WorkTracker
 from agent.speech.words import normalize
 
 log = logging.getLogger(__name__)
@@ -51,10 +56,8 @@ class TurnDriver:
         inbox: ``UserTurn`` / ``CutHistory`` / ``Shutdown``.
         speech: The speech stage's queue.
         gate: Turn ids and cancellation.
-        publish: The bus.
-        may_speak_up: True when a background result or greeting may be spoken now.
-        on_turn_start: Called with the turn and whether nobody asked for it (background result,
-            greeting) before it runs (bookkeeping).
+        publish: The bus (the turn book opens a turn when its ``UserTurn`` is published).
+        work: The pipeline's work in flight (the current turn; when the floor is free).
         arbiter: Speech claims the CPU from the model as a whole utterance (an acknowledgement)
             is handed over, until its audio is out; the claim ends with the turn's generation.
     """
@@ -66,16 +69,12 @@ class TurnDriver:
         speech: StageQueue,
         gate: TurnGate,
         publish: Callable[[Event], None],
-        may_speak_up: Callable[[], bool],
-        on_turn_start: Callable[[UserTurn, bool], None],
+        work: WorkTracker,
         arbiter: CpuArbiter | None = None,
     ) -> None:
         self.core, self.inbox, self.speech, self.gate, self.publish = core, inbox, speech, gate, publish
+        self.work = work
         self.arbiter = arbiter if arbiter is not None else CpuArbiter()
-        self.may_speak_up = may_speak_up
-        self.on_turn_start = on_turn_start
-        self.speaking_up = False
-        """Between taking a background result or greeting and its turn being registered."""
 
     def run(self) -> None:
         """Run turns until ``Shutdown``."""
@@ -85,12 +84,8 @@ class TurnDriver:
                 return
             try:
                 if msg is None:
-                    if self.may_speak_up():
-                        self.speaking_up = True
-                        try:
-                            self._speak_up()
-                        finally:
-                            self.speaking_up = False
+                    if self.work.quiet():
+                        self._speak_up()
                 elif isinstance(msg, CutHistory):
                     self._cut_history(msg)
                 elif isinstance(msg, UserTurn):
@@ -98,6 +93,9 @@ class TurnDriver:
             except Exception as e:  # the conversation guards its rounds; this is the last line
                 log.exception("turn driver failed")
                 self.publish(Error(msg.turn_id if msg else -1, f"turn failed: {e.__class__.__name__}: {e}"))
+            finally:
+                if msg is not None:
+                    self.inbox.done()
 
     # --- turns ------------------------------------------------------------------------------------------
     def _run(
@@ -107,12 +105,12 @@ class TurnDriver:
         state: str | None = None,
         tools: bool = True,
         background: BackgroundDone | None = None,
-        unprompted: bool = False,
     ) -> None:
         tid = turn.turn_id
         stop = self.gate.stop_signal(tid)  # set when the turn is cancelled (barge-in, new turn)
         self.core.turn_id = tid
-        self.on_turn_start(turn, unprompted)
+        self.publish(turn)  # the turn book opens the turn's latency record
+        self.work.turn_started(tid)
 
         def on_text(delta: str) -> None:
             self.speech.put(ReplyDelta(tid, delta))
@@ -143,7 +141,6 @@ class TurnDriver:
             for problem in result.problems:
                 self.publish(Error(tid, problem))
             self.publish(FirstToken(tid, t0 + result.ttft_ms / 1000))
-        self.core.robot.wait_idle(timeout=15.0 if not stop.is_set() else 0.5)
         self.publish(
             TurnGenerated(
                 tid,
@@ -159,20 +156,22 @@ class TurnDriver:
         )
 
     def _speak_up(self) -> None:
-        """One background result or greeting, if there is one."""
+        """One background result or greeting, if there is one: an item of work until its turn is over."""
+        self.work.started()  # counted before it is taken: no instant shows neither it nor its turn
         conv = self.core.conversation
         done = conv.next_background()
         if done is not None:
             tid = self.gate.new_turn()
             self.publish(BackgroundDone(tid, done.tool, done.ok, done.result, done.call_id))
             now = time.perf_counter()
-            self._run(UserTurn(tid, "", now, now, now, 0.0), "", background=done, unprompted=True)
+            self._run(UserTurn(tid, "", now, now, now, 0.0), "", background=done)
             return
         cfg = self.core.cfg.vision
         while True:
             try:
                 change = self.core.scene_changes.get_nowait()
             except queue.Empty:
+                self.work.finished()
                 return
             if change.kind == "arrived" and cfg.greet_on_arrival:
                 break
@@ -183,7 +182,6 @@ class TurnDriver:
             UserTurn(tid, "", now, now, now, 0.0),
             f"(Someone just arrived. The camera sees: {change.summary}. Greet them in one short sentence.)",
             tools=False,
-            unprompted=True,
         )
 
     def has_news(self) -> bool:

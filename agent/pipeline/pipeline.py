@@ -1,23 +1,30 @@
-"""The one pipeline, assembled: source → listener → ASR → turn driver → speech → sink.
+"""The one pipeline, assembled: source → listener → turn-taking → ASR → turn driver → speech → sink.
 
 Every entry point (``run``, ``listen``, ``chat``, ``demo``, ``bench``, ``bench --accuracy``)
 builds an :class:`~agent.pipeline.core.AgentCore` once and runs it through this class with
 its own source and sink::
 
-    source ─AudioIn/TextIn─▶ listener (VAD, endpointing, echo gate, barge-in)
+    source ─AudioIn/TextIn─▶ listener (Silero VAD, echo gate)
+           ─VoiceFrame─▶ turn-taking (endpointing, pause verdicts, barge-in)
+               ⇄ PauseCheck/PauseTranscript ⇄ ASR stage
            ─Utterance/TextIn─▶ ASR stage (transcribe, echo/stop/wake checks)
            ─UserTurn─▶ turn driver (model, tools, robot; background results, greetings)
            ─ReplyDelta/ReplyEnd─▶ speech stage (sentence chunker, TTS)
            ─AudioOut/AudioEnd─▶ sink (speaker, WAV files, nothing) ─playback reports─▶ bus
 
-Threads: the listener, ASR, driver and speech stages each run in a thread of their own and
-meet only through typed messages (:mod:`agent.events`) in :class:`~.queues.StageQueue`
-inboxes; the models release the GIL, so ASR, LLM and TTS really run in parallel. Reports
-go to the :class:`~.bus.Bus`, whose turn book derives each turn's ``reply``/``timing``.
+Threads: the listener, turn-taking, ASR, driver and speech stages each run in a thread of
+their own and meet only through typed messages (:mod:`agent.events`) in
+:class:`~.queues.StageQueue` inboxes; the models release the GIL, so ASR, LLM and TTS really
+run in parallel. Reports go to the :class:`~.bus.Bus`, whose turn book derives each turn's
+``reply``/``timing``. Three named control edges cross threads: the turn's
+:class:`~agent.control.StopSignal` (from the :class:`~.queues.TurnGate`), the
+:class:`~agent.control.CpuArbiter` (speech synthesis before decoding while the speaker waits)
+and the :class:`~.work.WorkTracker` (what is in flight, whether the floor is free).
 
-Interruption (barge-in, a stop phrase, a new turn, shutdown) = the turn generation moves
-past the turn (every stage drops its leftovers), the model is cancelled after its current
-token, the sink is cleared at once, and the history keeps only what was heard.
+Interruption (barge-in, a stop phrase, a new turn, shutdown): a stage publishes an
+:class:`~agent.events.Interrupt`; here the turn generation moves past the turn (every stage
+drops its leftovers and the turn's model stops after its current token), the sink is cleared
+at once, and the history keeps only what was heard.
 """
 
 from __future__ import annotations
@@ -26,12 +33,11 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from agent.audio_io.devices import SoundBackend
-from agent.events import BargeIn, CutHistory, Error, Event, Shutdown, TextIn, Timing, UserTurn
+from agent.events import BargeIn, CutHistory, Error, Event, Interrupt, Shutdown, TextIn, Timing
 from agent.pipeline.asr_stage import ASRStage
 from agent.pipeline.bus import Bus
 from agent.pipeline.core import AgentCore
@@ -40,8 +46,13 @@ from agent.pipeline.listener import Listener, Source
 from agent.pipeline.queues import StageQueue
 from agent.pipeline.sources import MicSource
 from agent.pipeline.speech import AudioSink, SpeechStage
+from agent.pipeline.turn_taking import EarlyStart, TurnTaking
+from agent.pipeline.work import WorkTracker
 
 log = logging.getLogger(__name__)
+
+LAST_GESTURE_S = 15.0
+"""Longest wait at the end of a run for a gesture still running (a looping one never ends), s."""
 
 
 class Pipeline:
@@ -74,43 +85,48 @@ class Pipeline:
         cfg = core.cfg
         # Speech claims the CPU only in a pipeline that streams speech to this sink.
         core.arbiter.attach(sink if streaming and speak else None)
+        self.work = WorkTracker(sink)
         self.gate = core.gate  # shared by successive pipelines on one core: turn ids stay unique
-        self.asr_q, self.speech_q = StageQueue(self.gate), StageQueue(self.gate)
-        self.driver_q = StageQueue(self.gate, on_drop=lambda msg: self.work_finished())
-        self._work = 0
-        self._cv = threading.Condition()
-        self._stopping = threading.Event()
-        self._input_done = threading.Event()
-        self._current: int | None = None
+        self.turn_q, self.asr_q, self.speech_q = (
+            StageQueue(self.gate),
+            StageQueue(self.gate),
+            StageQueue(self.gate),
+        )
+        self.driver_q = StageQueue(self.gate, on_drop=lambda msg: self.work.finished())
+        realtime = source.realtime
         self.listener = Listener(
+            cfg, source, sink, self.turn_q, self.asr_q, bus.publish, self.work, heartbeat
+        )
+        self.early_start = EarlyStart(self._prefill, self.work)
+        self.turn_taking = TurnTaking(
             cfg,
-            source,
-            sink,
+            self.turn_q,
             self.asr_q,
             bus.publish,
-            self,
-            barge_in=cfg.live.barge_in and source.realtime and sink.realtime,
-            heartbeat=heartbeat,
-            semantic=core.end_of_turn is not None,
+            self.work,
+            sink,
+            core.end_of_turn,
+            self.early_start,
+            realtime=realtime,
+            barge_in=cfg.live.barge_in and realtime and sink.realtime,
         )
+        turn = cfg.turn
         self.asr = ASRStage(
             core.asr,
             cfg.live,
             self.asr_q,
+            self.turn_q,
             self.driver_q,
             self.gate,
             bus.publish,
-            self,
+            self.work,
+            bus.book,
             core.registry,
             core.ctx,
-            realtime=source.realtime,
+            realtime=realtime,
             bias=asr_bias,
-            echo_guard=source.realtime and sink.realtime,
-            judge=core.end_of_turn,
-            on_verdict=self.listener.verdict,
-            wants=self.listener.wants,
-            prefill=self._prefill,
-            early_pad_ms=cfg.turn.short_silence_ms - cfg.turn.early_asr_ms if cfg.turn.early_asr_ms else 0,
+            echo_guard=realtime and sink.realtime,
+            early_pad_ms=turn.short_silence_ms - turn.early_asr_ms if turn.early_asr_ms else 0,
         )
         self.speech = SpeechStage(
             core.tts,
@@ -124,22 +140,16 @@ class Pipeline:
             arbiter=core.arbiter,
         )
         self.driver = TurnDriver(
-            core,
-            self.driver_q,
-            self.speech_q,
-            self.gate,
-            bus.publish,
-            self._may_speak_up,
-            self._turn_started,
-            arbiter=core.arbiter,
+            core, self.driver_q, self.speech_q, self.gate, bus.publish, self.work, core.arbiter
         )
         bus.route(Timing, self._turn_done)
         bus.route(CutHistory, self.driver_q.put)
-        self._early_start = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-start")
+        bus.route(Interrupt, self._interrupt)
         self._threads = [
             threading.Thread(target=self._guard, args=(fn,), name=name, daemon=True)
             for name, fn in (
                 ("listener", self.listener.run),
+                ("turn-taking", self.turn_taking.run),
                 ("asr", self.asr.run),
                 ("driver", self.driver.run),
                 ("speech", self.speech.run),
@@ -166,9 +176,7 @@ class Pipeline:
 
     def stop(self) -> None:
         """Ask every stage to end (safe from a signal handler and from any thread)."""
-        self._stopping.set()
-        with self._cv:
-            self._cv.notify_all()
+        self.work.stop()
 
     def close(self, timeout: float = 0.8) -> None:
         """Stop, cancel the current turn and any gesture, silence the sink, join the stages.
@@ -178,17 +186,18 @@ class Pipeline:
         """
         self.stop()
         self.interrupt("shutdown")
-        # The robot parks at neutral next: a gesture under way need not finish (the driver
-        # would wait for it) and must not start a new move while the stages end.
+        # The robot parks at neutral next: a gesture under way need not finish and must not
+        # start a new move while the stages end.
         self.core.robot.stop()
-        for q in (self.asr_q, self.driver_q, self.speech_q):
+        for q in (self.turn_q, self.asr_q, self.driver_q, self.speech_q):
             q.put(Shutdown(-1))
         deadline = time.monotonic() + timeout
         for t in self._threads:
             if t.is_alive():
                 t.join(max(0.0, deadline - time.monotonic()))
         self.source.close()
-        self._early_start.shutdown(wait=False, cancel_futures=True)
+        self.early_start.close()
+        self.core.arbiter.attach(None)
 
     def finish(self, wait_background_s: float = 0.0) -> bool:
         """Wait until the source is exhausted and every turn is over, then for background calls.
@@ -200,37 +209,55 @@ class Pipeline:
         Returns:
             False when stopped early (signal).
         """
-        while not self._input_done.wait(0.1):
-            if self._stopping.is_set():
+        while not self.work.wait_input_done(0.1):
+            if self.work.stopping:
                 return False
         deadline = time.monotonic() + wait_background_s
-        while not self._stopping.is_set():
-            self.wait_idle(0.1)
+        while not self.work.stopping:
+            self.work.wait_idle(0.1)
             # Read in this order: a finished call is queued before its count drops, and the driver
-            # marks itself busy before it takes news, so no instant shows none of the three.
+            # counts a background result as work before it takes it, so no instant shows none of the three.
             running = self.core.conversation.background_running
-            busy = self.driver.has_news() or self._busy()
+            busy = self.driver.has_news() or self.work.busy()
             if not busy and (not running or time.monotonic() >= deadline):
-                return True
+                return self._last_gesture()
         return False
+
+    def _last_gesture(self) -> bool:
+        """The input is done and every turn over: let a gesture still running finish (a bounded wait).
+
+        Turns never wait for the robot's motion; only the end of a run does, so ``listen`` and
+        ``demo`` do not cut their last wave short. False when stopped meanwhile.
+        """
+        deadline = time.monotonic() + LAST_GESTURE_S
+        while not self.core.robot.wait_idle(0.1):
+            if self.work.stopping:
+                return False
+            if time.monotonic() >= deadline:
+                break
+        return True
 
     @property
     def stopping(self) -> bool:
         """Shutdown was asked for."""
-        return self._stopping.is_set()
+        return self.work.stopping
 
-    # --- what the stages ask ------------------------------------------------------------------------
+    # --- interruptions ---------------------------------------------------------------------------------
+    def _interrupt(self, msg: Event) -> None:
+        assert isinstance(msg, Interrupt)
+        self.interrupt(msg.reason)
+
     def interrupt(self, reason: str) -> None:
-        """Stop the turn being generated or spoken: cancel, clear the sink, keep what was heard.
+        """Stop the turn being generated or spoken: cancel it, clear the sink, keep what was heard.
+
+        Stages ask for it with an :class:`~agent.events.Interrupt` message; safe from any thread.
 
         Args:
             reason: ``speech`` (barge-in), ``stop`` (stop phrase), ``new_turn``, ``device`` or ``shutdown``.
         """
-        with self._cv:
-            tid = self._current
-            if tid is None:
-                return
-            self._current = None
+        tid = self.work.take_current()
+        if tid is None:
+            return
         self.gate.cancel(tid)  # the turn's stop signal: its model stops after the current token
         t0 = time.perf_counter()
         cut = self.sink.clear()
@@ -253,7 +280,7 @@ class Pipeline:
         """
         text = text.strip()
         if text:
-            self.work_started()
+            self.work.started()
             self.asr_q.put(TextIn(-1, text))
 
     def set_muted(self, muted: bool) -> bool:
@@ -282,89 +309,21 @@ class Pipeline:
 
     def speaking_turn(self) -> int | None:
         """The turn being generated or spoken, or None."""
-        return self._current
-
-    def recent_speech(self, since_s: float) -> list[str]:
-        """Sentences the robot started saying in the last ``since_s`` s."""
-        return self.bus.book.heard_texts(since_s)
-
-    def work_started(self) -> None:
-        """The listener handed over one utterance or line."""
-        with self._cv:
-            self._work += 1
-
-    def work_finished(self) -> None:
-        """An utterance or line ended without a turn, or a turn is over."""
-        with self._cv:
-            self._work = max(0, self._work - 1)
-            self._cv.notify_all()
-
-    def input_done(self) -> None:
-        """The source has nothing more."""
-        self._input_done.set()
-
-    def _busy(self) -> bool:
-        return (
-            self._work > 0
-            or self._current is not None
-            or len(self.driver_q) > 0
-            or len(self.asr_q) > 0
-            or self.driver.speaking_up
-        )
+        return self.work.current_turn
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Block until no utterance, line or turn is in flight; False after ``timeout`` s."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._cv:
-            while self._busy():
-                left = None if deadline is None else deadline - time.monotonic()
-                if (left is not None and left <= 0) or self._stopping.is_set():
-                    return False
-                self._cv.wait(left if left is None else min(left, 0.1))
-            return True
+        return self.work.wait_idle(timeout)
 
-    def _may_speak_up(self) -> bool:
-        return (
-            not self._stopping.is_set()
-            and not self.listener.speaking
-            and not self._busy()
-            and not self.sink.busy
-        )
-
-    def _prefill(self, text: str) -> None:
-        """Early model start for a turn that may end at this pause (only while nothing else runs).
-
-        Returns at once: the prompt is evaluated on the early-start thread (the model decodes on
-        its own thread) while the ASR thread judges the pause; a turn that starts meanwhile waits
-        for the model's lock and then evaluates only what the prompt adds.
-        """
-        if not self._busy() and not self.sink.busy and not self._stopping.is_set():
-            self._early_start.submit(self._prefill_now, text)
-
-    def _prefill_now(self, text: str) -> None:
-        try:
-            if not self._busy() and not self.sink.busy:
-                n = self.core.conversation.prefill(text, self.core.state_line())
-                log.debug("early start: %d prompt tokens evaluated for %r", n, text)
-        except Exception:  # the turn evaluates its prompt itself
-            log.exception("early model start failed")
-
-    def _turn_started(self, turn: UserTurn, unprompted: bool) -> None:
-        self.bus.book.open(
-            turn.turn_id, turn.t_speech_end, turn.t_endpoint, turn.t_asr, turn.asr_ms, turn.end_rule
-        )
-        with self._cv:
-            if unprompted:  # background results and greetings count as work until spoken
-                self._work += 1
-            self._current = turn.turn_id
+    # --- bookkeeping ----------------------------------------------------------------------------------
+    def _prefill(self, text: str) -> int:
+        """The early start's work: the first round's prompt for ``text``, with the current state line."""
+        return self.core.conversation.prefill(text, self.core.state_line())
 
     def _turn_done(self, msg: Event) -> None:
-        with self._cv:
-            if self._current == msg.turn_id:
-                self._current = None
-            self._cv.notify_all()
+        self.work.turn_over(msg.turn_id)
         self.asr.replied()
-        self.work_finished()
+        self.work.finished()
 
 
 def run_to_end(pipeline: Pipeline, wait_background_s: float = 0.0) -> bool:
@@ -418,6 +377,6 @@ def live_pipeline(
 
     source = MicSource(devices, cfg.audio, bus.publish)
     pipeline = Pipeline(core, bus, source, SpeakerSink(devices.speaker, head_motion), heartbeat=heartbeat)
-    source.on_lost = lambda: pipeline.interrupt("device")
+    source.on_lost = lambda: bus.publish(Interrupt(-1, "device"))
     source.on_recovered = pipeline.listener.reset
     return pipeline

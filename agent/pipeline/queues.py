@@ -7,7 +7,8 @@ stops through the turn's :meth:`TurnGate.stop_signal`. Messages outside any turn
 (``turn_id`` -1) are never stale.
 
 :class:`StageQueue` is the inbox of one stage thread: ``put`` appends data and puts control
-messages (``Event.control``) in front; ``get`` skips stale data. Thread-safe.
+messages (``Event.control``) in front; ``get`` skips stale data; ``join`` waits until every
+message put has been handled (the stage calls ``done`` for each). Thread-safe.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ class StageQueue:
         self.on_drop = on_drop
         self._items: collections.deque[Event] = collections.deque()
         self._cv = threading.Condition()
+        self._unfinished = 0  # put and not yet done (or dropped as stale)
 
     def put(self, msg: Event) -> None:
         """Queue ``msg``: control messages go in front of all data."""
@@ -75,7 +77,8 @@ class StageQueue:
                 self._items.appendleft(msg)
             else:
                 self._items.append(msg)
-            self._cv.notify()
+            self._unfinished += 1
+            self._cv.notify_all()
 
     def get(self, timeout: float | None = None) -> Event | None:
         """The next live message, or None after ``timeout`` s (None: wait for ever)."""
@@ -86,12 +89,38 @@ class StageQueue:
                     msg = self._items.popleft()
                     if msg.control or not self.gate.stale(msg.turn_id):
                         return msg
+                    self._unfinished -= 1
+                    self._cv.notify_all()
                     if self.on_drop is not None:
                         self.on_drop(msg)
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return None
                 self._cv.wait(left)
+
+    def done(self) -> None:
+        """A message taken with :meth:`get` has been handled."""
+        with self._cv:
+            self._unfinished = max(0, self._unfinished - 1)
+            self._cv.notify_all()
+
+    def join(self, timeout: float) -> bool:
+        """Wait until every message put has been handled.
+
+        Args:
+            timeout: Longest wait, s.
+
+        Returns:
+            False after ``timeout``.
+        """
+        deadline = time.monotonic() + timeout
+        with self._cv:
+            while self._unfinished > 0:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(left)
+            return True
 
     def __len__(self) -> int:
         """Messages queued (stale ones included until they are skipped)."""
@@ -123,3 +152,5 @@ def run_stage(
             handle(msg)
         except Exception as e:  # a failing stage reports and goes on
             on_error(msg, e)
+        finally:
+            inbox.done()

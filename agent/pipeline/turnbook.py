@@ -1,9 +1,9 @@
 """Turn bookkeeping from the stage messages: latency marks, what was heard, when a turn is over.
 
 The :class:`TurnBook` is the only place that keeps per-turn state. It does not reach into
-any stage: it reads the messages the stages publish (``FirstToken``, ``SentenceReady``,
-``AudioOut``, ``PlaybackStarted``, ``Spoken``, ``TurnPlayed``, ``TurnGenerated``,
-``BargeIn``) and answers with derived messages:
+any stage: it reads the messages the stages publish (``UserTurn`` opens a turn's record;
+``FirstToken``, ``SentenceReady``, ``AudioOut``, ``PlaybackStarted``, ``Spoken``,
+``TurnPlayed``, ``TurnGenerated``, ``BargeIn``) and answers with derived messages:
 
 * when a turn is generated and either played or interrupted: its :class:`~agent.events.Reply`
   and its one latency trace, :class:`~agent.events.Timing` (ms from the end of user speech);
@@ -32,6 +32,7 @@ from agent.events import (
     Timing,
     TurnGenerated,
     TurnPlayed,
+    UserTurn,
 )
 
 
@@ -77,7 +78,7 @@ class TurnBook:
         asr_ms: float = 0.0,
         end_rule: str = "",
     ) -> None:
-        """Start the record of a turn (the driver calls this when it starts the turn)."""
+        """Start the record of a turn (a published ``UserTurn`` does: the driver starts the turn)."""
         with self._lock:
             self._turns[turn_id] = TurnRecord(
                 turn_id, t_speech_end, t_endpoint or t_speech_end, t_asr or t_speech_end, asr_ms, end_rule
@@ -99,6 +100,9 @@ class TurnBook:
 
     def on(self, msg: Event) -> list[Event]:
         """Update the records from one message; return the messages it completes (maybe none)."""
+        if isinstance(msg, UserTurn):
+            self.open(msg.turn_id, msg.t_speech_end, msg.t_endpoint, msg.t_asr, msg.asr_ms, msg.end_rule)
+            return []
         with self._lock:
             rec = self._turns.get(msg.turn_id)
             if isinstance(msg, PlaybackStarted):

@@ -49,7 +49,8 @@ class DecodeThread:
         A call made on the decode thread itself runs directly (no deadlock).
 
         Args:
-            fn: The call (``Llama.eval`` with a token list, in :class:`agent.engines.embedded.model.ChatModel`).
+            fn: The call (``Llama.eval`` with a token list, in
+                :class:`agent.engines.embedded.model.ChatModel`).
             *args: Its arguments.
 
         Returns:

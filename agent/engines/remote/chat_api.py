@@ -2,8 +2,8 @@
 
 The conversation renders every round with the GGUF's template; for the ``chat`` api the
 round's :class:`~agent.engines.request.Decoding` also carries the messages it was rendered from,
-which go out in OpenAI's shape (:func:`openai_messages`). What streams back is turned into the raw text the conversation's
-tool-call parsers read (:class:`ChatDeltas`): ``tool_calls`` deltas become
+which go out in OpenAI's shape (:func:`openai_messages`). What streams back is turned into the
+raw text the conversation's tool-call parsers read (:class:`ChatDeltas`): ``tool_calls`` deltas become
 ``<tool_call>{json}</tool_call>`` (a syntax every parser accepts), ``reasoning_content`` a
 thinking block in the template's markers, ``content`` passes as is (so markup a server leaves
 there is parsed and never spoken). :class:`RemoteVocab` stands in for the GGUF when there is no
@@ -29,9 +29,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def chat_body(
-    req: Decoding, extensions: bool, tool_choice: str, thinking: Thinking | None
-) -> dict[str, Any]:
+def chat_body(req: Decoding, extensions: bool, tool_choice: str, thinking: Thinking | None) -> dict[str, Any]:
     """The ``/v1/chat/completions`` fields of a round: its messages, tools and template variables.
 
     Messages go out in OpenAI's shape (:func:`openai_messages`); template variables

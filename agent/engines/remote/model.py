@@ -1,4 +1,4 @@
-"""The chat model over HTTP: the engine protocol of :class:`~agent.engines.embedded.model.ChatModel`, run on a server.
+"""The chat model over HTTP: the engine protocol, with generation on a llama.cpp or OpenAI-compatible server.
 
 :class:`ServerChatModel` keeps the conversation's turn loop unchanged. Prompts are rendered and
 counted locally with the GGUF's own template and tokenizer (a vocabulary-only load, well under a

@@ -1,0 +1,360 @@
+"""Turn-taking stage: who has the floor. VAD frames in; pauses judged, utterances and barge-ins out.
+
+One thread owns the endpointer (:class:`~agent.listening.vad.Endpointer`) and the end-of-turn
+judgement (:class:`~agent.listening.end_of_turn.EndOfTurnJudge`), as the turn analyzers of the
+best voice frameworks own theirs. It reads :class:`~agent.events.VoiceFrame` messages from the
+listener (one per 32 ms, with the echo-gated speech probability) and
+:class:`~agent.events.PauseTranscript` answers from the ASR stage, and decides:
+
+* **pauses** (semantic end-of-turn): at ``[turn] early_asr_ms`` of silence the utterance so
+  far goes to the ASR stage as a :class:`~agent.events.PauseCheck`; at ``short_silence_ms``,
+  once its transcript is back, the pause is judged from the audio and the words, the model
+  starts early on the transcript (:class:`EarlyStart`), and the verdict is a
+  :class:`~agent.events.PauseVerdict` message, published and applied here: a finished turn ends
+  at once with its transcript made; an unfinished one waits for more speech, ending anyway
+  after ``long_silence_ms``. A pause the user talks through marks its check stale, so the ASR
+  stage skips it;
+* **utterances**: the endpointer's (silence, longest utterance, or a verdict) go to the ASR
+  stage, with the pause's transcript when no speech followed it (nothing left to decode);
+* **barge-in**: user speech sustained for ``[live] barge_in_ms`` while the robot speaks a turn
+  asks for an :class:`~agent.events.Interrupt`.
+
+With a source that need not keep real time (files as fast as possible) each pause's verdict
+comes before the next frame is taken, and each utterance's turn is over before the next one
+starts, exactly as a person taking turns would; input is never dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from agent.config import Config
+from agent.control import Busy, StopSignal
+from agent.events import (
+    Error,
+    Event,
+    InputEnded,
+    InputStarted,
+    Interrupt,
+    PauseCheck,
+    PauseTranscript,
+    PauseVerdict,
+    Shutdown,
+    Skipped,
+    Utterance,
+    VoiceFrame,
+)
+from agent.listening.end_of_turn import EndOfTurnJudge, Verdict
+from agent.listening.vad import FRAME, Endpointer, VADUpdate
+from agent.pipeline.queues import StageQueue, run_stage
+from agent.pipeline.work import WorkTracker
+from agent.speech.asr import ASRResult
+from agent.speech.audio import SAMPLE_RATE
+
+log = logging.getLogger(__name__)
+
+FRAME_MS = FRAME * 1000 / SAMPLE_RATE
+"""One VAD frame, ms (32)."""
+
+
+class EarlyStart:
+    """The model evaluates the prompt a turn would have while its pause is judged (an early start).
+
+    Args:
+        prefill: Evaluates the prompt for a transcript (``Conversation.prefill`` with the state line).
+        work: The pipeline's work (an early start runs only while nothing else does).
+
+    A turn that starts meanwhile waits for the model and then evaluates only what its prompt adds;
+    a user who goes on makes it a discard, which costs nothing but the time already spent.
+    """
+
+    def __init__(self, prefill: Callable[[str], int], work: WorkTracker) -> None:
+        self.prefill, self.work = prefill, work
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="early-start")
+
+    def submit(self, text: str) -> None:
+        """Start evaluating the prompt for ``text`` on the early-start thread; returns at once."""
+        if self.work.model_free():
+            self._pool.submit(self._run, text)
+
+    def _run(self, text: str) -> None:
+        try:
+            if self.work.model_free():
+                log.debug("early start: %d prompt tokens evaluated for %r", self.prefill(text), text)
+        except Exception:  # the turn evaluates its prompt itself
+            log.exception("early model start failed")
+
+    def close(self) -> None:
+        """Drop what has not started (a prefill under way finishes on its own)."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass
+class _Pause:
+    """A pause of the utterance in progress, from its first report to its verdict."""
+
+    pause_id: int
+    stale: StopSignal
+    audio: np.ndarray | None = None  # the utterance so far at the short silence (judged)
+    transcript: ASRResult | None = None
+    answered: bool = False  # the ASR stage answered (transcript or error)
+    error: str = ""
+    judge: bool = False  # the short silence was reached: judge once the transcript is here
+
+
+class TurnTaking:
+    """The turn-taking thread body.
+
+    Args:
+        cfg: ``[vad]``, ``[turn]``, ``[live]`` (barge-in).
+        inbox: ``VoiceFrame``, ``PauseTranscript``, ``InputStarted``/``InputEnded``, ``Shutdown``.
+        asr_inbox: The ASR stage's queue (``PauseCheck``, ``Utterance``).
+        publish: The bus (verdicts, skipped inputs, interruptions).
+        work: The pipeline's work in flight.
+        speaker: The sink (barge-in only while it plays).
+        judge: Semantic end-of-turn; None = silence-only endpointing.
+        early_start: The model's early start at each judged pause, or None.
+        realtime: The source keeps real time (else: a verdict before the next frame, a turn's
+            end before the next utterance).
+        barge_in: Allow the user to talk over the robot.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        inbox: StageQueue,
+        asr_inbox: StageQueue,
+        publish: Callable[[Event], None],
+        work: WorkTracker,
+        speaker: Busy,
+        judge: EndOfTurnJudge | None,
+        early_start: EarlyStart | None,
+        realtime: bool,
+        barge_in: bool,
+    ) -> None:
+        self.cfg, self.inbox, self.asr_inbox, self.publish = cfg, inbox, asr_inbox, publish
+        self.work, self.speaker, self.judge, self.early_start = work, speaker, judge, early_start
+        self.realtime, self.barge_in = realtime, barge_in
+        turn = cfg.turn
+        self.endpointer = (
+            Endpointer(cfg.vad, turn.short_silence_ms, turn.long_silence_ms, turn.early_asr_ms)
+            if judge is not None
+            else Endpointer(cfg.vad)
+        )
+        self._pause: _Pause | None = None
+        self._undecided: tuple[int, ASRResult] | None = None  # an unfinished verdict's transcript
+        self._t_last = 0.0  # wall time of the newest frame's end (perf_counter s)
+        self._source = ""  # the newest frame's source (file path or device name)
+        self._later: list[Event] = []  # taken while waiting for a transcript, handled after it
+        self._run_ms = 0.0  # user speech sustained over the robot's, ms
+        self._utterances = 0  # in the current input
+        self._in_input = False
+        self._closing = False
+
+    def run(self) -> None:
+        """Handle messages until ``Shutdown``."""
+        run_stage(self.inbox, self._handle, self._failed)
+
+    def _failed(self, msg: Event, e: Exception) -> None:
+        log.exception("turn-taking failed on %s", msg.name)
+        self.publish(Error(-1, f"turn-taking failed: {e.__class__.__name__}: {e}; still listening"))
+
+    def _handle(self, msg: Event) -> None:
+        self._one(msg)
+        while self._later:
+            self._one(self._later.pop(0))
+            self.inbox.done()
+
+    def _one(self, msg: Event) -> None:
+        if isinstance(msg, VoiceFrame):
+            self._frame(msg)
+        elif isinstance(msg, PauseTranscript):
+            self._transcript(msg)
+        elif isinstance(msg, InputStarted):
+            self.publish(msg)
+            self._reset()
+            self._utterances, self._in_input = 0, True
+        elif isinstance(msg, InputEnded):
+            if self._in_input and self._utterances == 0:  # unreadable inputs were reported by the source
+                self.publish(Skipped(-1, f"no speech found in {msg.source}", msg.source))
+            self._in_input = False
+            if msg.last:
+                self.work.input_done()
+
+    def _reset(self) -> None:
+        self.endpointer.reset()
+        self._drop_pause()
+        self._undecided = None
+        self.work.user_speaking = False
+
+    # --- frames ------------------------------------------------------------------------------------
+    def _frame(self, f: VoiceFrame) -> None:
+        if f.fresh:
+            self._reset()
+        self._t_last, self._source = f.t_end, f.source
+        upd = self.endpointer.feed(f.samples, f.prob)
+        # Still "speaking" until an utterance that ends here is handed over (and counted as work):
+        # no instant in between lets a background result start over the user's turn.
+        self.work.user_speaking = upd.speaking or upd.ended
+        self._barge_in(upd, f.prob)
+        if self._pause is not None and not self.endpointer.still_silent(self._pause.pause_id):
+            self._drop_pause()  # the user spoke again (or the utterance ended): not wanted
+        if upd.early and upd.audio is not None:
+            self._check(upd.pause_id, upd.audio, early=True)
+        if upd.paused and upd.audio is not None:
+            pause = self._pause if self._pause and self._pause.pause_id == upd.pause_id else None
+            if pause is None:  # no early transcript: transcribe now
+                pause = self._check(upd.pause_id, upd.audio, early=False)
+            pause.audio, pause.judge = upd.audio, True
+            if not self.realtime:  # files as fast as possible: the verdict decides before more audio
+                self._await_transcript(pause)
+            self._judge_if_ready()
+        if upd.ended:
+            self._end(upd)
+        elif not upd.speaking:
+            self.work.user_speaking = False
+
+    def _barge_in(self, upd: VADUpdate, prob: float) -> None:
+        thr = self.cfg.vad.threshold
+        if (
+            self.barge_in
+            and self.speaker.busy
+            and self.work.current_turn is not None
+            and upd.speaking
+            and prob >= thr
+        ):
+            self._run_ms += FRAME_MS
+            if self._run_ms >= self.cfg.live.barge_in_ms:
+                self._run_ms = 0.0
+                self.publish(Interrupt(-1, "speech"))
+        elif prob < thr - 0.15:
+            self._run_ms = 0.0
+
+    # --- pauses ------------------------------------------------------------------------------------
+    def _check(self, pause_id: int, audio: np.ndarray, early: bool) -> _Pause:
+        """Ask the ASR stage for the transcript of the utterance so far."""
+        self._drop_pause()
+        pause = self._pause = _Pause(pause_id, StopSignal())
+        self.asr_inbox.put(PauseCheck(-1, pause_id, audio, early, pause.stale))
+        return pause
+
+    def _drop_pause(self) -> None:
+        if self._pause is not None:
+            self._pause.stale.set("speech resumed")
+            self._pause = None
+
+    def _transcript(self, msg: PauseTranscript) -> None:
+        pause = self._pause
+        if pause is None or pause.pause_id != msg.pause_id:
+            return  # stale: the user went on meanwhile
+        pause.transcript, pause.error, pause.answered = msg.result, msg.error, True
+        self._judge_if_ready()
+
+    def _await_transcript(self, pause: _Pause) -> None:
+        """Wait for the ASR stage to answer ``pause`` (non-real-time sources).
+
+        Other messages taken meanwhile are handled after the current frame, in their order.
+        """
+        while not pause.answered and not self.work.stopping:
+            msg = self.inbox.get(timeout=0.1)
+            if msg is None:
+                continue
+            if isinstance(msg, Shutdown):
+                self.inbox.put(msg)  # seen again by the stage loop, which ends
+                self.inbox.done()
+                return
+            if isinstance(msg, PauseTranscript) and msg.pause_id == pause.pause_id:
+                pause.transcript, pause.error, pause.answered = msg.result, msg.error, True
+                self.inbox.done()
+            else:
+                self._later.append(msg)  # done once handled
+
+    def _judge_if_ready(self) -> None:
+        pause = self._pause
+        if pause is None or not pause.judge or not pause.answered or pause.audio is None:
+            return
+        self._pause = None
+        if not self.endpointer.in_pause(pause.pause_id):
+            return
+        verdict = self._verdict(pause, pause.audio)
+        self.publish(verdict)
+        self._apply(verdict, pause.transcript)
+
+    def _verdict(self, pause: _Pause, audio: np.ndarray) -> PauseVerdict:
+        """Judge ``pause``; a failed transcript or judgement is an unfinished verdict (``error``)."""
+        assert self.judge is not None
+        res = pause.transcript
+        v: Verdict | None = None
+        if res is not None:
+            if res.text and self.early_start is not None:
+                self.early_start.submit(res.text)  # the model reads it while the pause is judged
+            try:
+                v = self.judge.judge(audio, res.text)
+            except Exception as e:  # the turn then ends by silence and is transcribed as a whole
+                log.exception("end-of-turn check failed")
+                pause.error = f"{e.__class__.__name__}: {e}"
+        if v is None:
+            self.publish(Error(-1, f"end-of-turn check failed ({pause.error}); ending this turn by silence"))
+            return PauseVerdict(-1, pause.pause_id, res.text if res else "", False, "error")
+        asr_ms = res.duration_ms if res is not None else 0.0
+        return PauseVerdict(
+            -1,
+            pause.pause_id,
+            res.text if res else "",
+            v.complete,
+            v.rule,
+            v.smart_turn,
+            v.text_score,
+            asr_ms,
+            v.ms,
+        )
+
+    def _apply(self, verdict: PauseVerdict, transcript: ASRResult | None) -> None:
+        """A finished turn ends now, with its transcript; an unfinished one keeps it for a silent end."""
+        if verdict.complete and transcript is not None:
+            self._undecided = None
+            self._end(self.endpointer.end_now(verdict.rule), transcript)
+        elif transcript is not None and verdict.rule != "error":
+            self._undecided = (verdict.pause_id, transcript)
+
+    # --- utterances --------------------------------------------------------------------------------
+    def _end(self, upd: VADUpdate, transcript: ASRResult | None = None) -> None:
+        """Hand over the utterance that ended in ``upd`` (with the transcript made at its last pause)."""
+        if upd.audio is None:
+            self.work.user_speaking = False
+            return
+        if transcript is None and self._undecided is not None and upd.rule == "silence":
+            pause_id, made = self._undecided
+            if pause_id == self.endpointer.pause_id:  # no speech since: its transcript is the whole utterance
+                transcript = made
+        self._undecided = None
+        self._drop_pause()
+        now = time.perf_counter()
+        t_end = self._t_last - (self.endpointer.samples - upd.end_sample) / SAMPLE_RATE
+        if not self.realtime:
+            t_end = now  # as fast as possible: the utterance is complete now
+        end_ms = upd.end_sample / SAMPLE_RATE * 1000
+        self._utterances += 1
+        self.work.started()
+        self.asr_inbox.put(
+            Utterance(
+                -1,
+                self._source,
+                round(max(0.0, end_ms - upd.audio.size / SAMPLE_RATE * 1000), 1),
+                round(end_ms, 1),
+                upd.audio,
+                t_end,
+                now,
+                upd.rule or "silence",
+                transcript,
+            )
+        )
+        self.work.user_speaking = False  # counted as work now: the turn holds background results back
+        if not self.realtime:
+            self.work.wait_idle()

@@ -1,0 +1,98 @@
+"""What a person reads: the CLI's text lines for every public message, and JSON Lines for machines."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import json
+
+from agent.cli.printer import EventPrinter
+from agent.events import (
+    BargeIn,
+    DeviceState,
+    Event,
+    HistoryCut,
+    PauseVerdict,
+    Reply,
+    RobotCommand,
+    Timing,
+    ToolCall,
+    Transcript,
+)
+
+STEPS: list[Event] = [
+    PauseVerdict(-1, 1, "turn left and then", False, "continuation", -1.0, 1.0, 600.0, 2.0),
+    PauseVerdict(-1, 2, "turn left and then wave", True, "text", -1.0, -0.42, 610.0, 31.0),
+    Transcript(3, "Turn left and then wave."),
+    ToolCall(3, "wave", {"hand": "right"}, "t3r0c0"),
+    RobotCommand(3, "right_arm", 95.0, 20.0),
+    Reply(3, "Sure!", None),
+    Timing(
+        3,
+        asr_ms=610.0,
+        llm_ttft_ms=41.0,
+        llm_ms=312.0,
+        turn_ms=1900.0,
+        prompt_tokens=1,
+        first_played_ms=820.0,
+    ),
+    BargeIn(4, "speech", 3.2),
+    HistoryCut(4, "It is a", "fine day."),
+    DeviceState(-1, "input", "pulse", "lost", message="no audio from 'pulse' for 3.1 s"),
+]
+
+
+def _text(verbose: bool) -> str:
+    out = io.StringIO()
+    printer = EventPrinter(out=out, verbose=verbose)
+    for ev in STEPS:
+        printer(ev)
+    return out.getvalue()
+
+
+def every_public_event() -> list[Event]:
+    """One instance of every public message type, with its defaults."""
+    import agent.events as events
+
+    kinds = [
+        cls
+        for cls in vars(events).values()
+        if isinstance(cls, type) and issubclass(cls, Event) and cls is not Event and cls.public
+    ]
+    return [cls(7) for cls in kinds]
+
+
+def test_text_lines_are_for_people():
+    text = _text(verbose=False)
+    assert "you said: Turn left and then wave." in text and 'tool call  wave({"hand": "right"})' in text
+    assert "robot moved: right_arm 95..95 deg (1 cmds)" in text
+    assert "timing: heard back after 0.82 s" in text and "prompt tokens" not in text
+    assert "interrupted (you spoke over the robot)" in text
+    assert "input device pulse: no audio from 'pulse' for 3.1 s" in text
+    assert "pause" not in text and "remembers" not in text  # turn-taking detail only with --verbose
+    for ev in every_public_event():  # no Python reprs for any message, known or not
+        out = io.StringIO()
+        EventPrinter(out=out, verbose=True)(ev)
+        assert "{'" not in out.getvalue() and "': " not in out.getvalue(), (ev.name, out.getvalue())
+
+
+def test_verbose_shows_each_pause_and_which_signal_decided():
+    lines = [line.strip() for line in _text(verbose=True).splitlines()]
+    assert 'pause 1: "turn left and then" -> wait for more (ends in a continuation)' in lines
+    assert 'pause 2: "turn left and then wave" -> turn over (the words end a sentence; words -0.42)' in lines
+    assert 'the robot remembers saying only: "It is a"' in lines
+
+
+def test_json_lines_carry_every_field():
+    out = io.StringIO()
+    printer = EventPrinter(json_mode=True, out=out)
+    for ev in STEPS:
+        printer(ev)
+    rows = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert [r["event"] for r in rows][:3] == ["end_of_turn_check", "end_of_turn_check", "transcript"]
+    timing = next(r for r in rows if r["event"] == "timing")
+    assert timing["prompt_tokens"] == 1 and timing["first_played_ms"] == 820.0
+    assert rows[0] == {
+        "event": "end_of_turn_check",
+        **{k: v for k, v in dataclasses.asdict(STEPS[0]).items()},
+    }

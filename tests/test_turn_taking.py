@@ -1,0 +1,288 @@
+"""Turn-taking and the work tracker at the stage level: messages in, messages out, no threads.
+
+The turn-taking stage is fed :class:`~agent.events.VoiceFrame` messages with chosen speech
+probabilities (32 ms each) and :class:`~agent.events.PauseTranscript` answers, as the listener
+and the ASR stage send them; what it puts in the ASR stage's queue and publishes is checked
+field by field. Its judge is the real :class:`~agent.listening.end_of_turn.EndOfTurnJudge`
+without models, whose word rules (a stop phrase, a trailing conjunction, nothing heard) decide
+by themselves.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from agent.config import load_config
+from agent.events import (
+    Event,
+    InputEnded,
+    InputStarted,
+    Interrupt,
+    PauseCheck,
+    PauseTranscript,
+    PauseVerdict,
+    Skipped,
+    Utterance,
+    VoiceFrame,
+)
+from agent.listening.end_of_turn import EndOfTurnJudge
+from agent.listening.vad import FRAME
+from agent.pipeline.queues import StageQueue, TurnGate
+from agent.pipeline.turn_taking import TurnTaking
+from agent.pipeline.work import WorkTracker
+from agent.speech.asr import ASRResult
+
+
+class Speaker:
+    """The sink's ``busy`` (audio queued or playing), set by the test."""
+
+    def __init__(self, busy: bool = False) -> None:
+        self.busy = busy
+
+
+# --- the work tracker ----------------------------------------------------------------------------------
+def test_items_and_the_current_turn_make_the_pipeline_busy():
+    work = WorkTracker(Speaker())
+    assert not work.busy() and work.quiet() and work.wait_idle(0.01)
+    work.started()
+    assert work.busy() and not work.quiet() and not work.wait_idle(0.05)
+    work.turn_started(3)
+    work.finished()
+    assert work.busy() and work.current_turn == 3  # the turn itself is in flight
+    assert work.take_current() == 3 and work.current_turn is None and work.take_current() is None
+    assert not work.busy()
+    work.turn_started(4)
+    work.turn_over(2)  # an older turn's end changes nothing
+    assert work.current_turn == 4
+    work.turn_over(4)
+    assert not work.busy()
+    work.finished()  # never below zero
+    assert work.items == 0
+
+
+def test_the_floor_is_free_only_when_nobody_speaks_and_the_speaker_is_idle():
+    speaker = Speaker()
+    work = WorkTracker(speaker)
+    work.user_speaking = True
+    assert not work.quiet() and work.model_free()  # an early start may run while the user pauses
+    work.user_speaking = False
+    speaker.busy = True
+    assert not work.quiet() and not work.model_free()
+    speaker.busy = False
+    assert work.quiet()
+    work.stop()
+    assert work.stopping and not work.quiet() and not work.model_free()
+
+
+def test_wait_idle_ends_when_the_last_item_finishes_or_on_stop():
+    work = WorkTracker()
+    work.started()
+    threading.Timer(0.05, work.finished).start()
+    assert work.wait_idle(10.0)
+    work.started()
+    threading.Timer(0.05, work.stop).start()
+    assert not work.wait_idle(10.0)
+    assert not work.wait_input_done(0.01)
+    work.input_done()
+    assert work.wait_input_done(0.01)
+
+
+# --- the turn-taking stage -------------------------------------------------------------------------------
+class Harness:
+    """A turn-taking stage driven from the test thread."""
+
+    def __init__(self, realtime: bool = True, semantic: bool = True, early_asr_ms: int = 96) -> None:
+        cfg = load_config()
+        cfg.turn.early_asr_ms = early_asr_ms
+        self.cfg = cfg
+        gate = TurnGate()
+        self.inbox, self.asr = StageQueue(gate), StageQueue(gate)
+        self.published: list[Event] = []
+        self.speaker = Speaker()
+        self.work = WorkTracker(self.speaker)
+        judge = EndOfTurnJudge(cfg.turn, None, None, lambda t: t.strip(" .!").lower() == "stop")
+        self.stage = TurnTaking(
+            cfg,
+            self.inbox,
+            self.asr,
+            self.published.append,
+            self.work,
+            self.speaker,
+            judge if semantic else None,
+            None,
+            realtime=realtime,
+            barge_in=True,
+        )
+        self.t = 0.0
+
+    def frames(self, n: int, prob: float) -> None:
+        for _ in range(n):
+            self.t += FRAME / 16000
+            self.stage._handle(
+                VoiceFrame(-1, np.full(FRAME, 0.1 if prob else 0.0, np.float32), prob, self.t, "mic")
+            )
+
+    def answer(self, check: PauseCheck, text: str) -> None:
+        self.stage._handle(PauseTranscript(-1, check.pause_id, ASRResult(text, duration_ms=5.0)))
+
+    def taken(self) -> list[Event]:
+        out = []
+        while len(self.asr):
+            out.append(self.asr.get(0))
+        return out
+
+    def of(self, kind: type) -> list:
+        return [e for e in self.published if isinstance(e, kind)]
+
+
+SPEECH, SILENCE = 0.9, 0.02
+SPEECH_FRAMES = 16  # 0.5 s: speech starts after 250 ms (8 frames)
+EARLY, PAUSE = 3, 6  # 96 ms and 200 ms of silence, in 32 ms frames
+
+
+def test_a_finished_pause_ends_the_turn_with_its_transcript_at_once():
+    h = Harness()
+    h.frames(SPEECH_FRAMES, SPEECH)
+    assert h.work.user_speaking
+    h.frames(EARLY, SILENCE)
+    [check] = h.taken()
+    assert isinstance(check, PauseCheck) and check.early and check.pause_id == 1 and check.audio is not None
+    h.answer(check, "Stop.")  # back before the short silence: judged when it is reached
+    assert not h.of(PauseVerdict)
+    h.frames(PAUSE - EARLY, SILENCE)
+    [verdict] = h.of(PauseVerdict)
+    assert (
+        verdict.complete
+        and verdict.rule == "stop"
+        and verdict.text == "Stop."
+        and verdict.name == "end_of_turn_check"
+    )
+    [utt] = h.taken()
+    assert isinstance(utt, Utterance) and utt.end_rule == "stop" and utt.transcript.text == "Stop."
+    assert (
+        utt.source == "mic" and utt.audio.size > 8 * FRAME and utt.end_ms == pytest.approx(512.0)
+    )  # 16 frames
+    assert h.work.items == 1 and not h.work.user_speaking  # counted as work when handed over
+
+
+def test_an_unfinished_pause_waits_and_a_silent_end_reuses_its_transcript():
+    h = Harness()
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(PAUSE, SILENCE)
+    [check] = h.taken()
+    h.answer(check, "Turn left and then")  # after the short silence: judged on arrival
+    [verdict] = h.of(PauseVerdict)
+    assert not verdict.complete and verdict.rule == "continuation"
+    assert not h.taken() and h.work.user_speaking
+    h.frames(50, SILENCE)  # the long silence (1.6 s) ends it anyway
+    [utt] = h.taken()
+    assert (
+        utt.end_rule == "silence"
+        and utt.transcript is not None
+        and utt.transcript.text == "Turn left and then"
+    )
+
+
+def test_a_pause_the_user_talks_through_is_stale_and_the_turn_goes_on():
+    h = Harness()
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(EARLY, SILENCE)
+    [early] = h.taken()
+    assert not early.stale.is_set()
+    h.frames(4, SPEECH)  # the user goes on before the short silence
+    assert early.stale.is_set()  # the ASR stage skips it
+    h.answer(early, "Stop.")  # an answer that comes anyway is ignored
+    assert not h.of(PauseVerdict) and not h.taken()
+    h.frames(EARLY, SILENCE)
+    [second] = h.taken()
+    assert second.pause_id == early.pause_id + 1
+    h.frames(PAUSE - EARLY, SILENCE)
+    h.answer(second, "Stop.")
+    [utt] = h.taken()
+    assert utt.end_rule == "stop" and utt.audio.size > (SPEECH_FRAMES + 4) * FRAME
+
+
+def test_a_failed_transcript_is_an_error_verdict_and_the_turn_ends_by_silence():
+    h = Harness(early_asr_ms=0)
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(PAUSE, SILENCE)
+    [check] = h.taken()
+    assert not check.early  # no early transcript: asked at the short silence
+    h.stage._handle(PauseTranscript(-1, check.pause_id, None, "RuntimeError: boom"))
+    [verdict] = h.of(PauseVerdict)
+    assert not verdict.complete and verdict.rule == "error"
+    assert any("boom" in e.message for e in h.published if e.name == "error")
+    h.frames(50, SILENCE)
+    [utt] = h.taken()
+    assert utt.end_rule == "silence" and utt.transcript is None  # transcribed whole by the ASR stage
+
+
+def test_silence_only_endpointing_without_a_judge():
+    h = Harness(semantic=False)
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(16, SILENCE)  # [vad] min_silence_ms 500
+    [utt] = h.taken()
+    assert utt.end_rule == "silence" and utt.transcript is None and not h.of(PauseVerdict)
+
+
+def test_speech_over_the_robot_asks_for_an_interruption():
+    h = Harness()
+    h.frames(SPEECH_FRAMES, SPEECH)
+    assert not h.of(Interrupt)  # the robot is not speaking
+    h.frames(PAUSE, SILENCE)
+    h.taken()
+    h.work.turn_started(7)
+    h.speaker.busy = True
+    h.frames(9, SPEECH)  # 288 ms over the robot: not yet
+    assert not h.of(Interrupt)
+    h.frames(1, SPEECH)  # 320 ms >= [live] barge_in_ms 300
+    [interrupt] = h.of(Interrupt)
+    assert interrupt.reason == "speech"
+
+
+def test_an_input_without_speech_is_reported_and_the_last_input_ends_the_source():
+    h = Harness()
+    h.stage._handle(InputStarted(-1, "quiet.wav"))
+    h.frames(20, SILENCE)
+    h.stage._handle(InputEnded(-1, "quiet.wav", last=True))
+    [skipped] = h.of(Skipped)
+    assert "no speech found in quiet.wav" in skipped.reason
+    assert h.work.wait_input_done(0.01)
+
+
+def test_a_non_real_time_source_waits_for_each_verdict_and_turn_before_the_next_frame():
+    """Files as fast as possible: at the short silence the stage takes the transcript from its
+    inbox before it returns (the verdict decides before more audio), and a handed-over
+    utterance's turn is over before the next frame."""
+    h = Harness(realtime=False, early_asr_ms=0)
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(PAUSE - 1, SILENCE)
+    got: list[Event] = []
+
+    def asr_and_driver() -> None:  # what the ASR stage and the turn driver do, in order
+        check = h.asr.get(10.0)
+        got.append(check)
+        h.inbox.put(PauseTranscript(-1, check.pause_id, ASRResult("Stop.", duration_ms=5.0)))
+        got.append(h.asr.get(10.0))
+        h.work.finished()  # the utterance's turn is over
+
+    other = threading.Thread(target=asr_and_driver)
+    other.start()
+    h.frames(1, SILENCE)  # the short silence: returns once the verdict and the turn are done
+    other.join(10)
+    assert not other.is_alive()
+    assert [type(m) for m in got] == [PauseCheck, Utterance] and got[1].end_rule == "stop"
+    [verdict] = h.of(PauseVerdict)
+    assert verdict.complete and not h.work.busy()
+
+
+@pytest.mark.parametrize("early_asr_ms", [96, 0])
+def test_every_pause_is_checked_once(early_asr_ms):
+    h = Harness(early_asr_ms=early_asr_ms)
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(PAUSE, SILENCE)
+    checks = h.taken()
+    assert len(checks) == 1 and checks[0].early == bool(early_asr_ms)
