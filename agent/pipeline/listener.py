@@ -149,18 +149,19 @@ class Listener:
         """Hand ``msg`` to the turn-taking stage; a non-real-time source waits until it is handled."""
         self.turn_taking.put(msg)
         if not self.source.realtime:
-            while not self.turn_taking.join(0.1):
-                self.drain_sink()
-                if self.work.stopping:
-                    return
+            self._drain_until(self.turn_taking.join)
 
     def _typed(self, msg: TextIn) -> None:
         self.work.started()
         self.asr_inbox.put(msg)
-        if not self.source.realtime:
-            while not self.work.wait_idle(0.1):
-                self.drain_sink()
-                if self.work.stopping:
-                    return
+        if not self.source.realtime and self._drain_until(self.work.wait_idle):
             self.drain_sink()
             self.source.idle()
+
+    def _drain_until(self, done: Callable[[float], bool]) -> bool:
+        """Drain the sink's reports until ``done(0.1)`` says so; False once stopping."""
+        while not done(0.1):
+            self.drain_sink()
+            if self.work.stopping:
+                return False
+        return True

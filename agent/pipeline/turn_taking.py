@@ -155,7 +155,6 @@ class TurnTaking:
         self._run_ms = 0.0  # user speech sustained over the robot's, ms
         self._utterances = 0  # in the current input
         self._in_input = False
-        self._closing = False
 
     def run(self) -> None:
         """Handle messages until ``Shutdown``."""
@@ -217,8 +216,6 @@ class TurnTaking:
             self._judge_if_ready()
         if upd.ended:
             self._end(upd)
-        elif not upd.speaking:
-            self.work.user_speaking = False
 
     def _barge_in(self, upd: VADUpdate, prob: float) -> None:
         thr = self.cfg.vad.threshold
