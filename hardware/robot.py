@@ -13,6 +13,10 @@ Threading: one player thread per robot samples the current animation at the cont
 (``rate_hz``) and sends each pose through :meth:`Robot.command`. :meth:`Robot.play` replaces
 the running animation (blending from the current pose); :meth:`Robot.stop` cancels it and
 holds position. Calls are safe from any thread.
+
+Attribution: the caller labels who moves the robot (:attr:`Robot.tag`, e.g. the conversation
+turn); a gesture keeps the label it was started with for every command it sends, so a wave
+started in one turn is still that turn's while the next turn runs (:attr:`Robot.sending_tag`).
 """
 
 from __future__ import annotations
@@ -70,8 +74,19 @@ class Robot:
         self.torque_on = True
         """Whether the robot last asked its drivers to hold torque (False after e-stop and close)."""
         self._closing = False
+        self.tag: object = None
+        """Who moves the robot now (the caller's label); a gesture keeps the one it started with."""
+        self._sender = threading.local()  # the tag of the gesture this player thread plays
 
     # --- status -------------------------------------------------------------------
+    @property
+    def sending_tag(self) -> object:
+        """The label of what sends the current command: the playing gesture's, else :attr:`tag`.
+
+        Read from a driver's command callback (it runs in the thread that sends).
+        """
+        return getattr(self._sender, "tag", self.tag)
+
     @property
     def estopped(self) -> bool:
         """True while an emergency stop is latched."""
@@ -181,7 +196,7 @@ class Robot:
         self._idle.clear()
         self.playing = anim.name
         self._thread = threading.Thread(
-            target=self._run, args=(anim, self._cancel), name=f"anim-{anim.name}", daemon=True
+            target=self._run, args=(anim, self._cancel, None, self.tag), name=f"anim-{anim.name}", daemon=True
         )
         self._thread.start()
         if wait:
@@ -193,7 +208,10 @@ class Robot:
         start = {j: self._pos[j] for j in targets if j in self._pos}
         return self.play(linear_move("move", start, targets, duration_ms), wait=wait)
 
-    def _run(self, anim: Animation, cancel: threading.Event, max_wall_s: float | None = None) -> None:
+    def _run(
+        self, anim: Animation, cancel: threading.Event, max_wall_s: float | None = None, tag: object = None
+    ) -> None:
+        self._sender.tag = tag
         period = 1.0 / self.rate_hz
         start_pose = self.positions()
         t0 = self.clock()

@@ -63,6 +63,23 @@ def test_player_blends_loops_and_cancels():
     robot.close()
 
 
+def test_a_gesture_keeps_the_label_it_was_started_with():
+    """Commands carry who started the gesture (a turn), also once the caller's label has moved on."""
+    holder: list = []
+    sent: list[tuple[str, object]] = []
+    robot, _ = build_robot(RobotConfig(), on_command=lambda j, d, t: sent.append((j, holder[0].sending_tag)))
+    holder.append(robot)
+    robot.tag = 3
+    robot.play("nod")  # started in turn 3
+    robot.tag = 4  # turn 4 begins while the nod goes on
+    assert wait_until(lambda: len(sent) > 5)
+    robot.command({"head_yaw": 5.0})  # a direct command: the caller's current label
+    robot.wait_idle(5)
+    assert {tag for joint, tag in sent if joint == "head_pitch"} == {3}
+    assert ("head_yaw", 4) in sent
+    robot.close()
+
+
 def test_speech_envelope_to_head_pitch_keyframes():
     sr = 22050
     t = np.arange(sr) / sr

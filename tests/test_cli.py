@@ -11,6 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from agent.cli.demo import BUILTIN_UTTERANCES
+
 ROOT = Path(__file__).resolve().parent.parent
 CLI = [sys.executable, "-m", "agent"]
 
@@ -129,3 +131,6 @@ def test_demo_runs_and_prints_every_step(tmp_path):
     out = r.stdout
     assert "you said:" in out and "tool call" in out and "robot says:" in out and "timing:" in out
     assert "reply audio:" in out and list((tmp_path / "out").glob("reply_*.wav"))
+    # Without $BOLT_FIXTURES the demo speaks its built-in utterances: each is one turn, for people.
+    assert out.count("you said:") == len(BUILTIN_UTTERANCES), out
+    assert "{'" not in out and "prompt tokens" not in out and "timing: heard back after" in out

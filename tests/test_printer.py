@@ -17,6 +17,7 @@ from agent.events import (
     RobotCommand,
     Timing,
     ToolCall,
+    ToolResult,
     Transcript,
 )
 
@@ -25,6 +26,7 @@ STEPS: list[Event] = [
     PauseVerdict(-1, 2, "turn left and then wave", True, "text", -1.0, -0.42, 610.0, 31.0),
     Transcript(3, "Turn left and then wave."),
     ToolCall(3, "wave", {"hand": "right"}, "t3r0c0"),
+    ToolResult(3, "set_timer", True, {"status": "started", "seconds": 5}, "t3r0c1"),
     RobotCommand(3, "right_arm", 95.0, 20.0),
     Reply(3, "Sure!", None),
     Timing(
@@ -66,6 +68,7 @@ def test_text_lines_are_for_people():
     text = _text(verbose=False)
     assert "you said: Turn left and then wave." in text and 'tool call  wave({"hand": "right"})' in text
     assert "robot moved: right_arm 95..95 deg (1 cmds)" in text
+    assert 'tool result set_timer: {"status": "started", "seconds": 5}' in text
     assert "timing: heard back after 0.82 s" in text and "prompt tokens" not in text
     assert "interrupted (you spoke over the robot)" in text
     assert "input device pulse: no audio from 'pulse' for 3.1 s" in text

@@ -8,6 +8,7 @@ synthesizes a few built-in utterances with the packaged piper voice at first run
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -18,7 +19,7 @@ from agent.speech.tts import PiperTTS
 # The timer runs in the background while the next commands are handled, then is reported.
 DEMO_FILES = ("wave_right.wav", "timer.wav", "look_left.wav", "time.wav", "nod.wav", "joke.wav", "stop.wav")
 BUILTIN_UTTERANCES = (
-    ("wave_right", "Hey robot, wave your right hand."),
+    ("wave_right", "Please wave your right hand."),
     ("timer", "Set a timer for five seconds."),
     ("look_left", "Please look to the left."),
     ("time", "What time is it?"),
@@ -52,7 +53,8 @@ def demo_inputs(fixtures: Path | None, tts: PiperTTS) -> tuple[list[tuple[Path, 
     folder = cache_dir()
     out = []
     for stem, text in BUILTIN_UTTERANCES:
-        path = folder / f"{stem}.wav"
+        # The text is in the name: a changed utterance is synthesized again, not read from the cache.
+        path = folder / f"{stem}-{hashlib.sha1(text.encode()).hexdigest()[:8]}.wav"
         if not path.exists():
             import numpy as np
 

@@ -96,6 +96,11 @@ def timing_line(t: Timing) -> str:
     return "  timing: " + " | ".join(parts)
 
 
+def _value(value: Any) -> str:
+    """A tool's result as text: a string as it is, anything else as JSON (never a Python repr)."""
+    return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
 def _plain(fields: dict[str, Any]) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in fields.items() if k not in ("event", "turn_id"))
 
@@ -118,7 +123,7 @@ class EventPrinter:
         self.verbose = verbose
         self.out = out or sys.stdout
         self.errors = 0
-        self._robot: dict[str, tuple[float, float, int]] = {}
+        self._robot: dict[int, dict[str, tuple[float, float, int]]] = {}  # turn → joint → lo, hi, n
         self._lock = threading.Lock()
 
     def _line(self, text: str) -> None:
@@ -145,8 +150,9 @@ class EventPrinter:
     def _text(self, ev: Event) -> str | None:
         """The text-mode line of ``ev``, or None when people need not see it."""
         if isinstance(ev, RobotCommand):
-            lo, hi, n = self._robot.get(ev.joint, (ev.deg, ev.deg, 0))
-            self._robot[ev.joint] = (min(lo, ev.deg), max(hi, ev.deg), n + 1)
+            moved = self._robot.setdefault(ev.turn_id, {})
+            lo, hi, n = moved.get(ev.joint, (ev.deg, ev.deg, 0))
+            moved[ev.joint] = (min(lo, ev.deg), max(hi, ev.deg), n + 1)
             return None
         if isinstance(ev, (Utterance, Spoken, PlaybackStarted)):
             return None  # per-sentence detail: JSON mode only
@@ -161,19 +167,22 @@ class EventPrinter:
         if isinstance(ev, ToolCall):
             return f"  tool call  {ev.tool}({json.dumps(ev.arguments)})"
         if isinstance(ev, ToolResult):
-            return f"  tool {'result' if ev.ok else 'ERROR '} {ev.tool}: {ev.result}"
+            return f"  tool {'result' if ev.ok else 'ERROR '} {ev.tool}: {_value(ev.result)}"
         if isinstance(ev, Reply):
             return f"  robot says: {ev.text or '(nothing)'}" + (
                 f"\n  reply audio: {ev.audio}" if ev.audio else ""
             )
         if isinstance(ev, Timing):
             lines = []
-            if self._robot:
+            for tid in sorted(self._robot):  # this turn's gestures, and earlier ones still running
                 moves = ", ".join(
-                    f"{j} {lo:.0f}..{hi:.0f} deg ({n} cmds)" for j, (lo, hi, n) in self._robot.items()
+                    f"{j} {lo:.0f}..{hi:.0f} deg ({n} cmds)" for j, (lo, hi, n) in self._robot[tid].items()
                 )
-                lines.append(f"  robot moved: {moves}")
-                self._robot.clear()
+                mine = tid == ev.turn_id
+                lines.append(
+                    f"  robot moved: {moves}" if mine else f"  turn {tid}'s gesture went on: {moves}"
+                )
+            self._robot.clear()
             return "\n".join([*lines, timing_line(ev)])
         if isinstance(ev, BargeIn):
             why = BARGE_IN_REASONS.get(ev.reason, ev.reason)

@@ -50,7 +50,8 @@ class AgentCore:
         conversation: History and turn loop.
         scene_changes: People arriving/leaving, from the vision thread.
         load_ms: Model loading time, ms.
-        turn_id: The turn that robot commands are attributed to (set by the turn driver).
+        turn_id: The turn being run (set by the turn driver, which also labels the robot's gestures
+            with it: :attr:`hardware.robot.Robot.tag`).
         gate: Turn ids and cancellation, shared by every pipeline run on this core.
         end_of_turn: The semantic end-of-turn judge, or None (silence-only endpointing).
         arbiter: Shares the CPU between speech synthesis and the chat model's decoding.
@@ -138,10 +139,11 @@ def build_core(
         hardware.driver.DriverError: the robot's driver cannot be built.
     """
     t0 = time.perf_counter()
-    holder: list[AgentCore] = []
 
     def on_robot_command(joint: str, deg: float, t_ms: float) -> None:
-        emit(RobotCommand(holder[0].turn_id if holder else -1, joint, deg, round(t_ms, 1)))
+        # The turn whose gesture sends it (a wave outlives the turn that started it).
+        tag = robot.sending_tag
+        emit(RobotCommand(tag if isinstance(tag, int) else -1, joint, deg, round(t_ms, 1)))
 
     robot, robot_msgs = build_robot(cfg.robot, on_robot_command)
     vision: Vision | None = None
@@ -190,7 +192,6 @@ def build_core(
     except BaseException:  # a model that fails to load, or a signal: never leave the robot holding torque
         _park(robot, vision, emit)
         raise
-    holder.append(core)
     return core
 
 

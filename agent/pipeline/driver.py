@@ -108,7 +108,7 @@ class TurnDriver:
     ) -> None:
         tid = turn.turn_id
         stop = self.gate.stop_signal(tid)  # set when the turn is cancelled (barge-in, new turn)
-        self.core.turn_id = tid
+        self.core.turn_id = self.core.robot.tag = tid  # gestures started now are this turn's
         self.publish(turn)  # the turn book opens the turn's latency record
         self.work.turn_started(tid)
 
