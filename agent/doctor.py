@@ -9,12 +9,15 @@ from the file system, the GPU from ``tegrastats`` / ``nvidia-smi`` (and whether 
 can offload to it; on a Jetson whether the user may open ``/dev/nvmap``), the service from
 ``systemctl show``. Under systemd (``INVOCATION_ID`` set) the sound server is checked too when the
 config goes through one: a service does not inherit ``XDG_RUNTIME_DIR`` / ``PULSE_SERVER`` from a
-login; a config naming ALSA devices needs neither.
+login; a config naming ALSA devices needs neither. A Reachy Mini body (``[robot] driver =
+"reachy_mini"``) adds its daemon, the SDK's release against the daemon's, its motors and its
+recorded emotions (:func:`check_reachy`; REST GETs only, nothing moves).
 """
 
 from __future__ import annotations
 
 import grp
+import http.client
 import importlib.metadata
 import os
 import pwd
@@ -268,9 +271,12 @@ def check_systemd_env(env: Mapping[str, str], cfg: Any | None = None, uid: int |
 
 def check_serial(cfg: Any) -> Check:
     """Serial ports of the robot's drivers: present, readable and writable, user in ``dialout``."""
+    from hardware.config import REACHY_MINI
+
     ports = [(name, d.port) for name, d in cfg.robot.drivers.items() if d.kind != "sim" and d.port]
     if not ports:
-        return Check("serial", True, "no serial drivers (simulated robot)")
+        body = "a Reachy Mini, through its daemon" if cfg.robot.driver == REACHY_MINI else "simulated robot"
+        return Check("serial", True, f"no serial drivers ({body})")
     problems, fix, seen = [], "", []
     where = cfg.source or "the config"
     for name, port in ports:
@@ -290,6 +296,202 @@ def check_serial(cfg: Any) -> Check:
     if problems:  # the ports that are fine are listed too
         return Check("serial", False, "; ".join(problems + seen), fix)
     return Check("serial", True, "; ".join(seen))
+
+
+def check_reachy(
+    cfg: Any,
+    service: ServiceInfo | None = None,
+    sdk: Callable[[], str | None] | None = None,
+    timeout_s: float = 2.0,
+) -> list[Check]:
+    """A Reachy Mini body: its daemon, the SDK's release against the daemon's, its motors, its emotions.
+
+    The daemon is asked over its REST API (``GET /api/daemon/status``, ``/api/motors/status``);
+    nothing is moved and the motors are left as they are.
+
+    Args:
+        cfg: The config; nothing is checked unless ``[robot] driver = "reachy_mini"``.
+        service: The installed unit; when it runs this config, the emotions' fix downloads into
+            its cache.
+        sdk: Returns the installed SDK's version, None when it is missing (default:
+            :func:`hardware.reachy_mini.sdk_version`).
+        timeout_s: Longest wait for each answer of the daemon, s.
+
+    Returns:
+        ``reachy-daemon``, ``reachy-version``, ``reachy-motors`` (only when the daemon answers)
+        and ``reachy-emotions``; empty for other bodies.
+    """
+    from hardware.config import REACHY_MINI
+
+    if cfg.robot.driver != REACHY_MINI:
+        return []
+    from hardware.reachy_mini import sdk_version
+
+    daemon, status = check_reachy_daemon(cfg, timeout_s)
+    checks = [daemon, check_reachy_version(status, (sdk or sdk_version)())]
+    if status is not None:
+        checks.append(check_reachy_motors(cfg, timeout_s))
+    return [*checks, check_reachy_emotions(cfg, service)]
+
+
+def check_reachy_daemon(cfg: Any, timeout_s: float = 2.0) -> tuple[Check, dict[str, Any] | None]:
+    """The Reachy Mini's daemon answers at ``[robot.reachy_mini] host:port`` and is running.
+
+    Without it the robot does not move (``run`` goes on speech-only), so a failure blocks, as a
+    missing serial port does.
+
+    Args:
+        cfg: The config.
+        timeout_s: Longest wait for the answer, s.
+
+    Returns:
+        ``(check, the daemon's status)``; the status is None when the daemon did not answer.
+    """
+    from hardware.reachy_mini import daemon_get
+
+    rm = cfg.robot.reachy_mini
+    at = f"reachy-mini-daemon at {rm.host}:{rm.port}"
+    try:
+        status = daemon_get(rm.host, rm.port, "/api/daemon/status", timeout_s)
+        if not isinstance(status, dict):
+            raise ValueError(f"unexpected status {status!r}")
+    except (OSError, ValueError, http.client.HTTPException) as e:  # HTTPException: not HTTP on that port
+        if rm.host in ("localhost", "127.0.0.1", "::1"):  # a Lite: its USB cable goes to this computer
+            start = (
+                "start reachy-mini-daemon on this computer (the robot's USB cable goes here; "
+                "installed by jetson/install.sh: sudo systemctl start reachy-mini-daemon)"
+            )
+        else:
+            start = f"start reachy-mini-daemon on {rm.host} (a Wireless robot runs its own: power it on)"
+        where = cfg.source or "the config"
+        fix = f"{start}, or check [robot.reachy_mini] host and port in {where}"
+        return Check(
+            "reachy-daemon", False, f"{at} is not reachable ({getattr(e, 'reason', None) or e})", fix
+        ), None
+    version = f" ({status['version']})" if status.get("version") else ""
+    runs = "robot"
+    if status.get("mockup_sim_enabled"):
+        runs = "mockup simulator"
+    elif status.get("simulation_enabled"):
+        runs = "MuJoCo simulator"
+    state = str(status.get("state", "unknown"))
+    detail = f"{at}{version}: {state}, {runs}"
+    if state == "running":
+        return Check("reachy-daemon", True, detail), status
+    error = f": {status['error']}" if status.get("error") else ""
+    return Check(
+        "reachy-daemon", False, detail + error, f"restart reachy-mini-daemon on {rm.host} and read its log"
+    ), status
+
+
+def check_reachy_version(status: dict[str, Any] | None, sdk: str | None) -> Check:
+    """Pollen's SDK is installed and the same release (major.minor) as the daemon.
+
+    Pollen: "Install matching reachy_mini versions for the SDK and daemon". The driver refuses
+    another major.minor release (blocking); another patch release connects (a warning). Without
+    the SDK, ``run`` stops at start (blocking).
+
+    Args:
+        status: The daemon's status (:func:`check_reachy_daemon`), None when it did not answer.
+        sdk: The installed SDK's version, None when it is not installed.
+    """
+    from hardware.reachy_mini import SDK_PACKAGE, same_release
+
+    if sdk is None:
+        setup = REPO / "launch" / "setup.sh"
+        pip = "pip install 'bolt-agent[reachy]'"
+        fix = f"BOLT_REACHY=1 bash {setup} run  # or: {pip}" if setup.is_file() else pip
+        detail = f"Pollen's SDK ({SDK_PACKAGE}) is not installed: run cannot drive a Reachy Mini"
+        return Check("reachy-version", False, detail, fix)
+    daemon = str(status.get("version") or "") if status is not None else ""
+    if not daemon:
+        why = "did not say" if status is not None else "did not answer"
+        return Check("reachy-version", True, f"SDK {sdk}; the daemon's version is unknown (it {why})")
+    if daemon == sdk:
+        return Check("reachy-version", True, f"SDK {sdk} and daemon {daemon}: the same release")
+    pip = f"{sys.executable} -m pip install '{SDK_PACKAGE}=={daemon}'"
+    if same_release(daemon, sdk):
+        return Check(
+            "reachy-version",
+            False,
+            f"SDK {sdk} and daemon {daemon} differ in their patch release: they connect, "
+            "but matching versions are what Pollen supports",
+            f"{pip}  # or update the daemon to {sdk}",
+            blocking=False,
+        )
+    return Check(
+        "reachy-version",
+        False,
+        f"SDK {sdk} and daemon {daemon} are different releases: the driver refuses to connect "
+        "and the robot stays still",
+        f"{pip}  # or update the robot's daemon to {sdk}",
+    )
+
+
+def check_reachy_motors(cfg: Any, timeout_s: float = 2.0) -> Check:
+    """The motor mode the daemon reports; anything but ``enabled`` is a warning.
+
+    ``run`` turns the motors on when it connects (pinning the targets to the present pose
+    first), so torque off is not a fault, only worth knowing before the head moves.
+
+    Args:
+        cfg: The config.
+        timeout_s: Longest wait for the answer, s.
+    """
+    from hardware.reachy_mini import motor_mode
+
+    rm = cfg.robot.reachy_mini
+    try:
+        mode = motor_mode(rm, timeout_s)
+    except (OSError, ValueError, http.client.HTTPException) as e:
+        fix = f"restart reachy-mini-daemon on {rm.host} and read its log"
+        return Check("reachy-motors", False, f"cannot read the motor mode: {e}", fix, blocking=False)
+    if mode == "enabled":
+        return Check("reachy-motors", True, "motors enabled", blocking=False)
+    return Check(
+        "reachy-motors",
+        False,
+        f"motors {mode}: bolt-agent run turns them on when it connects",
+        f"curl -X POST http://{rm.host}:{rm.port}/api/motors/set_mode/enabled  "
+        "# only to try them now; run does it at start",
+        blocking=False,
+    )
+
+
+def check_reachy_emotions(cfg: Any, service: ServiceInfo | None = None) -> Check:
+    """Pollen's recorded emotions are on disk: in the Hugging Face cache, or ``emotions_dir``.
+
+    Without them the robot runs, with no emotions (a warning). Move files are counted, not
+    parsed (``models pull`` and ``run`` report a file that does not load).
+
+    Args:
+        cfg: The config.
+        service: The installed unit; when it runs this config, the fix downloads into its cache.
+    """
+    from huggingface_hub import constants
+
+    from hardware.pollen_moves import find_emotions
+
+    rm = cfg.robot.reachy_mini
+    edit = f"edit [robot.reachy_mini] emotions_dir in {cfg.source or 'the config'}"
+    found = find_emotions(rm.emotions_repo, rm.emotions_dir)
+    if found is None and rm.emotions_dir is not None:
+        detail = (
+            f"[robot.reachy_mini] emotions_dir {rm.emotions_dir} is not a folder: the robot has no emotions"
+        )
+        return Check("reachy-emotions", False, detail, edit, blocking=False)
+    if found is None:
+        detail = (
+            f"the recorded emotions ({rm.emotions_repo}) are not downloaded "
+            f"(cache {constants.HF_HUB_CACHE}): the robot has no emotions"
+        )
+        return Check("reachy-emotions", False, detail, pull_fix(cfg, service), blocking=False)
+    moves = sorted(found.glob("*.json")) + sorted((found / "data").glob("*.json"))  # where Pollen keeps them
+    if not moves:
+        detail = f"no recorded moves (*.json, also under data/) in {found}: the robot has no emotions"
+        fix = edit if rm.emotions_dir is not None else pull_fix(cfg, service)
+        return Check("reachy-emotions", False, detail, fix, blocking=False)
+    return Check("reachy-emotions", True, f"{len(moves)} recorded moves in {found}", blocking=False)
 
 
 def check_camera(cfg: Any) -> Check:
@@ -319,11 +521,14 @@ def check_camera(cfg: Any) -> Check:
             "sudo apt-get install -y python3-opencv && pip uninstall -y opencv-python-headless",
             blocking=False,
         )
-    if not source.isdigit() and "!" not in source and not Path(source).expanduser().exists():
-        return Check(
-            "camera", False, f"{head}; {source} does not exist", "v4l2-ctl --list-devices", blocking=False
-        )
-    return Check("camera", True, f"{head}; source {source}", blocking=False)
+    from hardware.camera import CameraError, parse_source
+
+    try:  # devices, files, a Reachy Mini's camera by USB id, its simulated eye camera
+        kind, where = parse_source(source)
+    except CameraError as e:
+        return Check("camera", False, f"{head}; {e}", "v4l2-ctl --list-devices", blocking=False)
+    shown = source if str(where) == source else f"{source} ({where})"
+    return Check("camera", True, f"{head}; source {shown}", blocking=False)
 
 
 def check_gpu(
@@ -533,7 +738,8 @@ def run_checks(
     # Before the audio check: a PulseAudio client creates $XDG_RUNTIME_DIR/pulse when it connects.
     sd = check_systemd_env(env, cfg)
     gpu_access = check_gpu_access(cfg)
-    checks += ([sd] if sd else []) + [check_audio(cfg=cfg), check_serial(cfg), check_camera(cfg), check_gpu()]
+    checks += ([sd] if sd else []) + [check_audio(cfg=cfg), check_serial(cfg), *check_reachy(cfg, service)]
+    checks += [check_camera(cfg), check_gpu()]
     checks += ([gpu_access] if gpu_access else []) + [check_service(service)]
     return checks
 

@@ -20,6 +20,14 @@ elsewhere into the cache (:func:`import_file`), or a local path can be set in th
 
 A service reads the cache of its unit's ``Environment=HF_HOME``; :func:`service_hf_home` tells
 ``doctor`` and ``models pull`` to use that cache when they run for the service's config.
+
+Datasets: a Reachy Mini's recorded emotions are a Hugging Face dataset, not a model file
+(:func:`config_datasets`). :func:`pull_dataset` fetches the whole snapshot with
+``huggingface_hub.snapshot_download(repo_type="dataset")`` into the same cache; a snapshot
+already there is only checked with ``local_files_only=True`` (huggingface_hub compares it with
+the file list it stored at download, so a half-finished download is fetched again). Offline,
+the error names the dataset's URL and how to use a copy fetched elsewhere
+(``[robot.reachy_mini] emotions_dir``).
 """
 
 from __future__ import annotations
@@ -76,6 +84,31 @@ class Pulled:
     hashed: bool = True
 
 
+@dataclass(frozen=True)
+class PulledDataset:
+    """One dataset snapshot in the Hugging Face cache (a Reachy Mini's recorded emotions).
+
+    Attributes:
+        key: Config field, dotted (``robot.reachy_mini.emotions_repo``).
+        repo: The dataset id (``pollen-robotics/reachy-mini-emotions-library``).
+        path: The snapshot folder in the cache.
+        files: Number of files in the snapshot.
+        size: Their total size, bytes.
+        moves: Names of the recorded moves that load, sorted.
+        problems: One message per move file that does not load (named by its path; skipped).
+        origin: ``downloaded`` or ``cached`` (already in the cache).
+    """
+
+    key: str
+    repo: str
+    path: Path
+    files: int
+    size: int
+    moves: tuple[str, ...]
+    problems: tuple[str, ...] = ()
+    origin: str = "downloaded"
+
+
 def config_model_refs(cfg: Any) -> list[tuple[str, str]]:
     """Every model reference of a config.
 
@@ -99,6 +132,25 @@ def config_model_refs(cfg: Any) -> list[tuple[str, str]]:
 
     walk(cfg.model_dump(), "")
     return found
+
+
+def config_datasets(cfg: Any) -> list[tuple[str, str]]:
+    """The Hugging Face datasets a config needs: a Reachy Mini's emotions, unless a local copy is set.
+
+    Args:
+        cfg: A :class:`~agent.config.Config`.
+
+    Returns:
+        ``(dotted field, dataset id)`` pairs: ``("robot.reachy_mini.emotions_repo", repo)`` when
+        ``[robot] driver = "reachy_mini"`` and ``[robot.reachy_mini] emotions_dir`` is not set;
+        else empty.
+    """
+    from hardware.config import REACHY_MINI
+
+    robot = cfg.robot
+    if robot.driver != REACHY_MINI or robot.reachy_mini.emotions_dir is not None:
+        return []
+    return [("robot.reachy_mini.emotions_repo", robot.reachy_mini.emotions_repo)]
 
 
 def split_hf(ref: str) -> tuple[str, str]:
@@ -211,6 +263,126 @@ def pull_model(
             f"{key} {ref}: download failed: {_first_line(e)}; run the command again to retry"
         ) from None
     return _verify(path, key, ref, delete_bad=True)
+
+
+def pull_dataset(repo: str, key: str = "dataset", config: Path | None = None) -> PulledDataset:
+    """Make a Hugging Face dataset (a Reachy Mini's recorded emotions) present in the cache.
+
+    A complete snapshot already in the cache is used with no network access
+    (``local_files_only=True``). Otherwise the whole snapshot is downloaded with
+    ``snapshot_download(repo, repo_type="dataset")`` (files already cached are kept). Either way
+    its moves are loaded as the robot loads them (:func:`hardware.pollen_moves.load_moves`), so a
+    file that does not load is reported here, by name, rather than at ``run``.
+
+    Args:
+        repo: Dataset id (``pollen-robotics/reachy-mini-emotions-library``).
+        key: Config field it came from, for messages.
+        config: The config file, for messages.
+
+    Returns:
+        The :class:`PulledDataset`; ``problems`` lists the move files that were skipped.
+
+    Raises:
+        PullError: offline or hub unreachable with no cached snapshot (the message names the
+            dataset's URL and how to use a copy fetched elsewhere); no such dataset; HTTP
+            error; or a snapshot with no recorded move that loads.
+    """
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError, RepositoryNotFoundError
+
+    path = cached_dataset(repo)
+    origin = "cached"
+    if path is None:
+        origin = "downloaded"
+        failed = f"{key} dataset {repo}: download failed"
+        unreachable = None if _offline() else _unreachable()
+        try:
+            if unreachable:
+                raise LocalEntryNotFoundError(unreachable)
+            path = Path(snapshot_download(repo, repo_type="dataset"))
+        except RepositoryNotFoundError:
+            raise PullError(
+                f"{key} dataset {repo}: no such dataset at {dataset_url(repo)}; check [robot.reachy_mini] "
+                f"emotions_repo in {config or 'your config'}"
+            ) from None
+        except LocalEntryNotFoundError as e:
+            if isinstance(e.__cause__, HfHubHTTPError):  # the hub answered, with an error
+                raise PullError(
+                    f"{failed}: {_first_line(e.__cause__)}; run the command again to retry"
+                ) from None
+            reason = "offline (HF_HUB_OFFLINE=1)" if _offline() else f"hub unreachable: {_first_line(e)}"
+            raise PullError(
+                f"{key} dataset {repo}: cannot download, {reason}; {dataset_hint(repo, config)}"
+            ) from None
+        except (HfHubHTTPError, OSError, ValueError) as e:
+            raise PullError(f"{failed}: {_first_line(e)}; run the command again to retry") from None
+    return _dataset_contents(path, key, repo, origin)
+
+
+def cached_dataset(repo: str) -> Path | None:
+    """The snapshot folder of a dataset in the cache, without any network access.
+
+    Args:
+        repo: Dataset id.
+
+    Returns:
+        The folder, or None when the dataset is not cached or its snapshot is incomplete
+        (huggingface_hub checks it against the file list it stored at download).
+    """
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo, repo_type="dataset", local_files_only=True))
+    except (LocalEntryNotFoundError, OSError):  # an incomplete snapshot is a LocalEntryNotFoundError too
+        return None
+
+
+def dataset_url(repo: str) -> str:
+    """The hub page of a dataset (``HF_ENDPOINT``): ``https://huggingface.co/datasets/OWNER/NAME``."""
+    from huggingface_hub import constants
+
+    return f"{constants.ENDPOINT}/datasets/{repo}"
+
+
+def dataset_hint(repo: str, config: Path | None) -> str:
+    """Where to get a dataset by hand and how to point the config at the copy.
+
+    Args:
+        repo: Dataset id.
+        config: The config file, for the message (None = the default config).
+
+    Returns:
+        One paragraph naming the dataset's URL, the ``hf download`` command for a machine with
+        network access, the ``[robot.reachy_mini] emotions_dir`` setting, and the cache folder
+        ``run`` reads.
+    """
+    from huggingface_hub import constants
+
+    name = repo.rpartition("/")[2]
+    local = Path.home() / name
+    cache = Path(constants.HF_HUB_CACHE) / f"datasets--{repo.replace('/', '--')}"
+    where = str(config) if config else "your config (--config)"
+    return (
+        f"get the dataset from {dataset_url(repo)} on a machine with network access "
+        f"(`hf download {repo} --repo-type dataset --local-dir {name}` there), copy that folder to "
+        f'{local} and set [robot.reachy_mini] emotions_dir = "{local}" in {where}; or copy that '
+        f"machine's {cache.name} folder into {cache}"
+    )
+
+
+def _dataset_contents(path: Path, key: str, repo: str, origin: str) -> PulledDataset:
+    from hardware.pollen_moves import load_moves
+
+    files = [p for p in path.rglob("*") if p.is_file()]
+    moves, problems = load_moves(path)
+    if not moves:
+        raise PullError(
+            f"{key} dataset {repo}: no recorded move (*.json, also under data/) loads in {path}"
+            + (f": {'; '.join(problems)}" if problems else "")
+        )
+    size = sum(p.stat().st_size for p in files)  # stat follows the snapshot's links to the blobs
+    return PulledDataset(key, repo, path, len(files), size, tuple(sorted(moves)), tuple(problems), origin)
 
 
 def import_file(ref: str, src: Path, key: str = "model") -> Pulled:

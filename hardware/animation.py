@@ -9,19 +9,54 @@ An animation file (``hardware/animations/*.json`` or a folder named in the confi
 
 ``t_ms`` is milliseconds from the start, poses are joint targets in degrees, ``easing`` is
 how the segment *ending* at that keyframe is interpolated (``linear``, ``ease_in_out``,
-``step``). :meth:`Animation.evaluate` is a pure function of time (no I/O), so tests can
-sample it with no servo attached; the robot's player samples it at the control rate and
-sends every pose through the safety layer (clamping happens there, not here).
+``step``). A Reachy Mini's recorded moves (Pollen's JSON, ``set_target_data``) load as
+animations too (:func:`recorded_move`). :meth:`Animation.evaluate` is a
+pure function of time (no I/O), so tests can sample it with no servo attached; the robot's
+player samples it at the control rate and sends every pose through the safety layer
+(clamping happens there, not here).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
+from typing import Any, Protocol
+
+from hardware.reachy_pose import from_sdk
 
 EASINGS = ("linear", "ease_in_out", "step")
+
+
+class Gesture(Protocol):
+    """What the motion loop plays: a pure function of time giving joint targets.
+
+    Keyframe animations (:class:`Animation`), Pollen's procedural dances and recorded moves
+    (:mod:`hardware.pollen_moves`) all satisfy it.
+    """
+
+    name: str
+    loop: bool
+
+    @property
+    def duration_ms(self) -> float:
+        """Length of one play-through, ms."""
+        ...
+
+    @property
+    def joints(self) -> set[str]:
+        """Joints the gesture moves."""
+        ...
+
+    def evaluate(self, t_ms: float, start: dict[str, float] | None = None) -> dict[str, float]:
+        """Targets at ``t_ms`` (ms since the start), joint → degrees (mm for head translations).
+
+        ``start`` is the pose when the gesture started, for blending in from it.
+        """
+        ...
 
 
 class AnimationError(Exception):
@@ -72,6 +107,18 @@ class Animation:
         """Every joint any keyframe moves."""
         return {j for k in self.keyframes for j in k.pose}
 
+    @cached_property
+    def _tracks(self) -> dict[str, tuple[list[float], list[float], list[str]]]:
+        """Per joint: keyframe times, values and easings (built once; a recorded move has hundreds)."""
+        tracks: dict[str, tuple[list[float], list[float], list[str]]] = {}
+        for k in self.keyframes:
+            for joint, v in k.pose.items():
+                ts, vs, es = tracks.setdefault(joint, ([], [], []))
+                ts.append(k.t_ms)
+                vs.append(v)
+                es.append(k.easing)
+        return tracks
+
     def evaluate(self, t_ms: float, start: dict[str, float] | None = None) -> dict[str, float]:
         """Pose at time ``t_ms`` (clipped to ``[0, duration]``), degrees per joint.
 
@@ -83,19 +130,21 @@ class Animation:
         """
         t = min(max(t_ms, 0.0), self.duration_ms)
         out: dict[str, float] = {}
-        for joint in self.joints:
-            frames = [(k.t_ms, k.pose[joint], k.easing) for k in self.keyframes if joint in k.pose]
-            if start is not None and joint in start and frames[0][0] > 0:
-                frames.insert(0, (0.0, start[joint], "linear"))
-            if t <= frames[0][0]:
-                out[joint] = frames[0][1]
+        for joint, (ts, vs, es) in self._tracks.items():
+            if t < ts[0]:
+                if start is not None and joint in start:  # blend in from the pose at t=0
+                    out[joint] = start[joint] + (vs[0] - start[joint]) * (t / ts[0])
+                else:
+                    out[joint] = vs[0]
                 continue
-            out[joint] = frames[-1][1]
-            for (t0, v0, _), (t1, v1, ease) in zip(frames, frames[1:], strict=False):
-                if t0 <= t <= t1:
-                    u = 1.0 if t1 == t0 else (t - t0) / (t1 - t0)
-                    out[joint] = v0 + (v1 - v0) * _ease(ease, u)
-                    break
+            i = bisect.bisect_left(ts, t)  # ts[i-1] < t <= ts[i]
+            if i >= len(ts):
+                out[joint] = vs[-1]
+            elif ts[i] == t or i == 0:
+                out[joint] = vs[i]
+            else:
+                u = (t - ts[i - 1]) / (ts[i] - ts[i - 1])
+                out[joint] = vs[i - 1] + (vs[i] - vs[i - 1]) * _ease(es[i], u)
         return out
 
     def remapped(self, mapping: dict[str, str]) -> Animation:
@@ -114,8 +163,58 @@ def linear_move(
     return Animation(name, (Keyframe(0.0, dict(start)), Keyframe(max(duration_ms, 1.0), dict(target))))
 
 
+def recorded_move(data: Any, name: str, source: str = "") -> Animation:
+    """Turn a Reachy Mini's recorded move (Pollen's JSON, parsed) into a keyframe animation.
+
+    The format of Pollen's emotions dataset and of the SDK's ``RecordedMove``; each recorded
+    frame becomes a keyframe of our joints (:func:`hardware.reachy_pose.from_sdk`), linear
+    between frames as Pollen's player.
+
+    Args:
+        data: ``{"description", "time": [s, ...], "set_target_data": [{"head": 4x4 or 16
+            numbers (m), "antennas": [right, left] (rad), "body_yaw": rad}, ...]}``.
+        name: The animation's name (the file's stem).
+        source: Where it came from, for messages.
+
+    Returns:
+        An animation whose keyframes are the recorded frames (ms from the first; linear).
+
+    Raises:
+        AnimationError: not that format, lengths that differ, times not increasing, or a
+            frame that is not numbers.
+    """
+    where = source or name
+    if not isinstance(data, dict) or not isinstance(data.get("time"), list):
+        raise AnimationError(f"{where}: a recorded move needs a 'time' list and a 'set_target_data' list")
+    times, frames = data["time"], data.get("set_target_data")
+    if not isinstance(frames, list) or len(frames) != len(times) or not frames:
+        raise AnimationError(
+            f"{where}: 'time' and 'set_target_data' must be non-empty lists of the same length"
+        )
+    keys: list[Keyframe] = []
+    t0 = last = None
+    for i, (t, frame) in enumerate(zip(times, frames, strict=True)):
+        try:
+            t = float(t)
+            pose = from_sdk(frame.get("head"), frame.get("antennas"), frame.get("body_yaw"))
+        except (AttributeError, TypeError, ValueError) as e:
+            raise AnimationError(
+                f"{where}: frame {i}: expected head (4x4), antennas [r, l], body_yaw ({e})"
+            ) from None
+        if not pose or not all(math.isfinite(v) for v in pose.values()):
+            raise AnimationError(f"{where}: frame {i}: no finite pose")
+        t0 = t if t0 is None else t0
+        if last is not None and t <= last:
+            continue  # duplicate timestamps happen in recordings: keep the first
+        last = t
+        keys.append(
+            Keyframe(round((t - t0) * 1000.0, 3), {k: round(v, 3) for k, v in pose.items()}, "linear")
+        )
+    return Animation(name, tuple(keys), False, source)
+
+
 def load_animation(path: Path) -> Animation:
-    """Read one animation file.
+    """Read one animation file: our keyframe format, or Pollen's recorded-move JSON.
 
     Raises:
         AnimationError: unreadable file, bad JSON, no keyframes, a non-numeric value,
@@ -126,8 +225,13 @@ def load_animation(path: Path) -> Animation:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise AnimationError(f"{path}: cannot read animation: {e}") from None
+    if isinstance(data, dict) and "set_target_data" in data:  # Pollen's recorded-move format
+        return recorded_move(data, str(data.get("name", Path(path).stem)), str(path))
     if not isinstance(data, dict) or not isinstance(data.get("keyframes"), list) or not data["keyframes"]:
-        raise AnimationError(f"{path}: expected an object with a non-empty 'keyframes' list")
+        raise AnimationError(
+            f"{path}: expected an object with a non-empty 'keyframes' list "
+            f"(or a recorded move's 'set_target_data')"
+        )
     frames = []
     last = -1.0
     for i, k in enumerate(data["keyframes"]):

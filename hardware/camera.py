@@ -4,7 +4,10 @@ Sources (:func:`parse_source`): a V4L2 device (``"0"`` or ``"/dev/video0"``), a 
 pipeline string (anything containing ``!``, e.g. Jetson CSI ``nvarguscamerasrc ! ... !
 appsink`` — needs an OpenCV built with GStreamer: JetPack's system OpenCV, not the PyPI
 wheels), a video file (played at its own frame rate, looping) or a folder of images
-(cycled at ``fps``, default 2 Hz).
+(cycled at ``fps``, default 2 Hz). A USB camera by its ids (``"usb:VVVV:PPPP"``, or
+``"reachy_mini"`` for a Reachy Mini Lite's camera) resolves to its V4L2 device each time it
+opens, and ``"reachy_mini_sim"`` renders the simulated Reachy Mini's eye camera, posed from
+its daemon (both in :mod:`hardware.reachy_camera`).
 
 Threading: :class:`Camera` runs one daemon thread that reads frames as fast as the source
 gives them and keeps only the newest (frame, capture time); readers call
@@ -12,6 +15,7 @@ gives them and keeps only the newest (frame, capture time); readers call
 for ``black_s`` or identical frames for ``frozen_s`` (live sources only: a still image is
 allowed to be still) → the source is closed and reopened with exponential backoff
 (``backoff_initial_s`` doubling to ``backoff_max_s``), sleeping on an event between tries.
+The simulated eye camera is live but exempt from the frozen rule (see :meth:`Camera._capture`).
 Frames are BGR ``uint8`` arrays of shape ``(h, w, 3)``; times are monotonic seconds.
 """
 
@@ -27,7 +31,7 @@ from typing import Protocol
 import cv2
 import numpy as np
 
-from hardware.config import CameraConfig
+from hardware.config import CameraConfig, ReachyMiniConfig
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +58,25 @@ def parse_source(source: str) -> tuple[str, int | str | Path]:
     """Classify a camera source string.
 
     Returns ``("v4l2", index|path)``, ``("gstreamer", pipeline)``, ``("file", path)``,
-    ``("folder", path)`` or ``("image", path)``.
+    ``("folder", path)``, ``("image", path)`` or ``("reachy_sim", "reachy_mini_sim")``; a USB
+    camera by ids (``usb:VVVV:PPPP``, ``reachy_mini``) is ``("v4l2", "/dev/videoN")``.
 
     Raises:
-        CameraError: empty, or a path that does not exist.
+        CameraError: empty, a path that does not exist, or a USB camera that is not plugged in.
 
     """
+    from hardware import reachy_camera  # optional sources, imported when a source is parsed
+
     s = str(source).strip()
     if not s:
         raise CameraError("no camera source configured")
+    if s == reachy_camera.SIM_SOURCE:
+        return "reachy_sim", s
+    if reachy_camera.is_usb_source(s):
+        try:
+            return "v4l2", reachy_camera.resolve_usb_source(s)
+        except reachy_camera.ReachyCameraError as e:
+            raise CameraError(str(e)) from None
     if s.isdigit():
         return "v4l2", int(s)
     if "!" in s:
@@ -126,8 +140,16 @@ class _FolderReader:
         self.frames = []
 
 
-def open_reader(source: str, cfg: CameraConfig | None = None) -> tuple[FrameReader, str, float]:
+def open_reader(
+    source: str, cfg: CameraConfig | None = None, reachy: ReachyMiniConfig | None = None
+) -> tuple[FrameReader, str, float]:
     """Open a source; returns ``(reader with read()/release(), kind, pacing fps or 0)``.
+
+    Args:
+        source: See :func:`parse_source`.
+        cfg: ``[camera]`` (size, rate).
+        reachy: ``[robot.reachy_mini]``, the daemon the simulated eye camera takes its pose from
+            (default ``localhost:8000``); only ``reachy_mini_sim`` uses it.
 
     Raises:
         CameraError: the source does not exist, cannot be opened, or yields no frame.
@@ -137,6 +159,13 @@ def open_reader(source: str, cfg: CameraConfig | None = None) -> tuple[FrameRead
     kind, arg = parse_source(source)
     if kind in ("folder", "image"):
         return _FolderReader(Path(arg)), kind, cfg.fps or 2.0
+    if kind == "reachy_sim":
+        from hardware.reachy_camera import SIM_FPS, ReachyCameraError, open_sim_camera
+
+        try:
+            return open_sim_camera(cfg, reachy), kind, cfg.fps or SIM_FPS
+        except ReachyCameraError as e:
+            raise CameraError(str(e)) from None
     if kind == "gstreamer":
         cap = cv2.VideoCapture(arg, cv2.CAP_GSTREAMER)
     elif kind == "v4l2":
@@ -181,12 +210,15 @@ class FeedHealth:
         cfg: Thresholds (``dead_s``, ``black_s``, ``black_level``, ``frozen_s``).
         live: Apply the black and frozen rules (live sources only).
         now: Time the source was opened, s (the dead-feed timer starts here).
+        frozen: Apply the frozen rule to a live source (False: a source whose picture may
+            legitimately stay identical, such as a rendered simulation).
 
     """
 
-    def __init__(self, cfg: CameraConfig, live: bool, now: float) -> None:
+    def __init__(self, cfg: CameraConfig, live: bool, now: float, frozen: bool = True) -> None:
         self.cfg = cfg
         self.live = live
+        self.check_frozen = frozen
         self.last_ok = now
         self._black_since: float | None = None
         self._frozen_since: float | None = None
@@ -211,7 +243,8 @@ class FeedHealth:
         self._prev = small
         if self._black_since is not None and now - self._black_since > self.cfg.black_s:
             return f"black picture for {self.cfg.black_s:g} s (lens covered or sensor dead)"
-        if self._frozen_since is not None and now - self._frozen_since > self.cfg.frozen_s:
+        frozen = self._frozen_since is not None and now - self._frozen_since > self.cfg.frozen_s
+        if frozen and self.check_frozen:
             return f"identical frames for {self.cfg.frozen_s:g} s (frozen feed)"
         return None
 
@@ -222,12 +255,19 @@ class Camera:
     Args:
         cfg: Camera settings (``source`` must be non-empty).
         on_status: Called as ``(state, message)`` when the camera goes online/offline.
+        reachy: ``[robot.reachy_mini]``: the daemon the ``reachy_mini_sim`` source is posed from.
 
     """
 
-    def __init__(self, cfg: CameraConfig, on_status: Callable[[str, str], None] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: CameraConfig,
+        on_status: Callable[[str, str], None] | None = None,
+        reachy: ReachyMiniConfig | None = None,
+    ) -> None:
         self.cfg = cfg
         self.on_status = on_status
+        self.reachy = reachy
         self.state = "connecting"
         self.message = ""
         self.kind = ""
@@ -267,7 +307,7 @@ class Camera:
         delay = self.cfg.backoff_initial_s
         while not self._stop.is_set():
             try:
-                reader, self.kind, fps = open_reader(self.cfg.source, self.cfg)
+                reader, self.kind, fps = open_reader(self.cfg.source, self.cfg, self.reachy)
             except CameraError as e:
                 self._set("offline", f"{e}; retrying in the background")
                 self._first.set()
@@ -287,7 +327,11 @@ class Camera:
 
     def _capture(self, reader: FrameReader, fps: float) -> str | None:
         """Read frames until stopped or unhealthy; returns the problem, or None when stopped."""
-        health = FeedHealth(self.cfg, self.kind in ("v4l2", "gstreamer"), time.monotonic())
+        # The simulated eye camera is live (dead and black feeds are real faults there: a daemon
+        # that stopped answering, a broken GL renderer) but its picture is legitimately identical
+        # while the head and the scene are still, so the frozen rule would reopen it forever.
+        live = self.kind in ("v4l2", "gstreamer", "reachy_sim")
+        health = FeedHealth(self.cfg, live, time.monotonic(), frozen=self.kind != "reachy_sim")
         period = 1.0 / fps if fps else 0.0
         while not self._stop.is_set():
             t0 = time.monotonic()

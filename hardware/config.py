@@ -85,6 +85,85 @@ class DriverConfig(StrictModel):
         return self
 
 
+REACHY_MINI = "reachy_mini"
+"""The built-in driver name of a Reachy Mini (``[robot] driver = "reachy_mini"``)."""
+
+
+class ReachyMiniConfig(StrictModel):
+    """How to reach a Reachy Mini's daemon, and what the robot does when it parks.
+
+    The same settings serve the real robot and both simulators: a Lite's daemon runs on the
+    host it is plugged into (``localhost``), a Wireless one inside the robot
+    (``reachy-mini.local``), the simulators wherever they are started. Times in seconds.
+    """
+
+    host: str = "localhost"
+    port: int = Field(8000, ge=1, le=65535)
+    connect_timeout_s: float = Field(5.0, gt=0, le=60, description="one connection attempt, s")
+    connect_wait_s: float = Field(
+        5.0, ge=0, le=60, description="build_robot waits this long for the daemon, s"
+    )
+    backoff_initial_s: float = Field(0.5, gt=0, le=60)
+    backoff_max_s: float = Field(10.0, gt=0, le=600)
+    yaw_coupling_deg: float = Field(
+        65.0, gt=0, le=90, description="largest |head yaw - body yaw|, deg (Pollen's documented limit)"
+    )
+    sleep_s: float = Field(2.0, gt=0.2, le=10, description="duration of the move into the sleep pose, s")
+    estop_release: Literal["resume", "sleep"] = Field(
+        "sleep",
+        description="clearing an e-stop: resume from the held pose, or park (sleep pose, motors off) "
+        "until the next motion wakes the robot",
+    )
+    emotions_repo: str = Field(
+        "pollen-robotics/reachy-mini-emotions-library",
+        description="Hugging Face dataset of recorded emotions (bolt-agent models pull fetches it)",
+    )
+    emotions_dir: Path | None = Field(None, description="a local copy of the emotions instead of the cache")
+
+
+def _reachy_joints() -> list[JointConfig]:
+    """A Reachy Mini's joints as our safety layer sees them (degrees; head x/y/z in mm).
+
+    Limits are inside Pollen's documented envelope (head pitch/roll ±40°, body yaw ±160°;
+    the SDK's ``inverse_kinematics_safe``); antennas reach ±175° because the SDK's own sleep
+    pose puts them at ±3.05 rad, and ``head_z`` reaches -45 mm for the same pose (-44 mm).
+    Speeds are above the 99.5th percentile of the 20 dances of ``reachy-mini-dances-library``
+    0.2.1 sampled at 50 Hz (roll 180, pitch 357, yaw 149 deg/s; x/y/z 119/233/175 mm/s;
+    antennas 534 deg/s), so dances play at their speed while a jump (their step changes, a
+    bad target) is smoothed. Neutral antennas are the SDK's ``INIT_ANTENNAS_JOINT_POSITIONS``
+    (right -10°, left +10°).
+    """
+    return [
+        JointConfig(name="head_roll", min_deg=-30, max_deg=30, max_speed_dps=300),
+        JointConfig(name="head_pitch", min_deg=-35, max_deg=35, max_speed_dps=400),
+        JointConfig(name="head_yaw", min_deg=-60, max_deg=60, max_speed_dps=300),
+        JointConfig(name="head_x", min_deg=-25, max_deg=25, max_speed_dps=250),
+        JointConfig(name="head_y", min_deg=-40, max_deg=40, max_speed_dps=300),
+        JointConfig(name="head_z", min_deg=-45, max_deg=20, max_speed_dps=250),
+        JointConfig(name="body_yaw", min_deg=-150, max_deg=150, max_speed_dps=180),
+        JointConfig(name="right_antenna", min_deg=-175, max_deg=175, neutral_deg=-10, max_speed_dps=600),
+        JointConfig(name="left_antenna", min_deg=-175, max_deg=175, neutral_deg=10, max_speed_dps=600),
+    ]
+
+
+REACHY_MOTION_VAD_WEIGHT = 0.6
+"""Speech probability scale while a Reachy Mini moves: a frame needs a Silero probability of
+0.84 or more to pass the 0.5 threshold. Measured on ten spoken commands and a speech clip:
+79 % of speech frames (median probability 0.98) still pass; weaker detections, the kind
+motor noise gives, do not. Pollen's users report motor noise ruining speech recognition."""
+REACHY_JOINTS = tuple(j.name for j in _reachy_joints())
+"""Joint names a Reachy Mini has (``head_x/y/z`` are millimetres, the rest degrees)."""
+
+
+def _reachy_postures() -> dict[str, dict[str, float]]:
+    """Listening: antennas up and a small head tilt; thinking: head up and aside, antennas apart."""
+    return {
+        "idle": {},
+        "listening": {"head_roll": -6.0, "head_pitch": 3.0, "right_antenna": 25.0, "left_antenna": -25.0},
+        "thinking": {"head_pitch": 8.0, "head_yaw": 10.0, "right_antenna": -20.0, "left_antenna": 35.0},
+    }
+
+
 def _default_joints() -> list[JointConfig]:
     return [
         JointConfig(name="head_yaw", min_deg=-60, max_deg=60, max_speed_dps=240),
@@ -95,22 +174,65 @@ def _default_joints() -> list[JointConfig]:
 
 
 class RobotConfig(StrictModel):
-    """The robot body: drivers, joints, animations, head motion while speaking.
+    """The robot body: drivers, joints, animations, postures, head motion while speaking.
 
     ``driver`` is the default driver name for joints that name none: ``"sim"`` (built in,
-    records commands only) or a key of ``drivers``.
+    records commands only), ``"reachy_mini"`` (built in: a Reachy Mini through its daemon,
+    ``[robot.reachy_mini]``; its joints and postures are the defaults then) or a key of
+    ``drivers``. ``postures`` are offsets (joint → degrees) the motion loop blends in while
+    the robot listens or thinks (:meth:`hardware.robot.Robot.set_posture`).
     """
 
     driver: str = "sim"
     drivers: dict[str, DriverConfig] = Field(default_factory=dict)
     joints: list[JointConfig] = Field(default_factory=_default_joints)
+    reachy_mini: ReachyMiniConfig = Field(default_factory=ReachyMiniConfig)
+    postures: dict[str, dict[str, float]] = Field(default_factory=dict)
     animation_folders: list[Path] = Field(default_factory=list)
-    control_rate_hz: float = Field(50.0, gt=0, le=500)
-    speech_motion: bool = Field(True, description="nod the head with the TTS audio envelope")
+    control_rate_hz: float = Field(50.0, ge=10, le=200, description="motion loop rate, Hz")
+    speech_motion: bool = Field(True, description="sway the head with the TTS audio envelope")
     speech_motion_deg: float = Field(
         4.0, ge=0, le=20, description="largest head-pitch swing while speaking, deg"
     )
     speech_motion_joint: str = "head_pitch"
+    motion_vad_weight: float = Field(
+        1.0,
+        gt=0,
+        le=1,
+        description="speech probability is scaled by this while the motors move (motor noise; "
+        "a Reachy Mini's default is 0.6)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reachy_defaults(cls, data: object) -> object:
+        # A Reachy Mini's joints and postures are the defaults when its driver is chosen.
+        if isinstance(data, dict) and data.get("driver") == REACHY_MINI:
+            data = dict(data)
+            data.setdefault("joints", _reachy_joints())
+            data.setdefault("postures", _reachy_postures())
+            data.setdefault("motion_vad_weight", REACHY_MOTION_VAD_WEIGHT)
+        return data
+
+    @model_validator(mode="after")
+    def _check_reachy(self) -> RobotConfig:
+        on_reachy = [j.name for j in self.joints if (j.driver or self.driver) == REACHY_MINI]
+        if on_reachy:
+            unknown = sorted(set(on_reachy) - set(REACHY_JOINTS))
+            if unknown:
+                raise ValueError(
+                    f"a Reachy Mini has no joint {', '.join(unknown)} "
+                    f"(its joints: {', '.join(REACHY_JOINTS)})"
+                )
+            if len(on_reachy) != len(self.joints):
+                raise ValueError(
+                    "a Reachy Mini is the whole body: every joint must use the reachy_mini driver"
+                )
+        for name, offsets in self.postures.items():
+            unknown = sorted(set(offsets) - {j.name for j in self.joints})
+            if unknown:
+                raise ValueError(f"posture {name!r} moves {', '.join(unknown)}, which this robot lacks")
+        return self
 
     @model_validator(mode="after")
     def _check_joints(self) -> RobotConfig:
@@ -121,8 +243,8 @@ class RobotConfig(StrictModel):
         ids: dict[tuple[str, int], str] = {}
         for i, j in enumerate(self.joints):
             drv = j.driver or self.driver
-            if drv != "sim" and drv not in self.drivers:
-                known = ", ".join(["sim", *self.drivers])
+            if drv not in ("sim", REACHY_MINI) and drv not in self.drivers:
+                known = ", ".join(["sim", REACHY_MINI, *self.drivers])
                 raise ValueError(
                     f"joint {j.name!r} uses driver {drv!r}, which is not defined (known: {known})"
                 )
@@ -137,7 +259,11 @@ class CameraConfig(StrictModel):
     """The camera (units: px, Hz, deg, s).
 
     ``source`` is a V4L2 index or path, a GStreamer pipeline (contains ``!``), a video file
-    or an image folder; empty means no camera (speech only, no vision).
+    or an image folder; ``usb:VVVV:PPPP`` (a USB camera by its hex ids), ``reachy_mini`` (a
+    Reachy Mini Lite's USB camera) or ``reachy_mini_sim`` (the simulated Reachy Mini's eye
+    camera, rendered here and posed from the daemon of ``[robot.reachy_mini]``; default
+    640x360 at 2 Hz, and its own field of view unless ``hfov_deg`` is set); empty means no
+    camera (speech only, no vision).
     """
 
     source: str = ""

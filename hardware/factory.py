@@ -14,8 +14,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from hardware.animation import Animation, load_animations
-from hardware.config import DriverConfig, JointConfig, RobotConfig
+from hardware.animation import Animation, Gesture, load_animations
+from hardware.config import REACHY_MINI, DriverConfig, JointConfig, RobotConfig
 from hardware.driver import Channel, Driver, DriverError, DriverState, JointRouter, StatusCallback
 from hardware.joints import Joint
 from hardware.robot import Robot
@@ -23,6 +23,8 @@ from hardware.serial_link import BY_ID_DIR, SerialDriver
 from hardware.sim import SimulatedDriver
 
 BUILTIN_ANIMATIONS = Path(__file__).resolve().parent / "animations"
+WAKE_MS = 1500.0
+"""A Reachy Mini moves from the pose it was found in (often asleep) to neutral over this long, ms."""
 
 
 def _bolt_serial() -> ModuleType:
@@ -147,6 +149,33 @@ def check_animations(animations: dict[str, Animation], joints: dict[str, Joint])
     return msgs
 
 
+def load_libraries(cfg: RobotConfig) -> tuple[dict[str, dict[str, Gesture]], list[str]]:
+    """The body's animation libraries by kind: a Reachy Mini's ``dances`` and ``emotions``.
+
+    Returns:
+        ``(libraries, messages)``: empty for other bodies; a missing library is a message
+        (what to install or download), never an error.
+    """
+    if cfg.driver != REACHY_MINI:
+        return {}, []
+    from hardware.pollen_moves import load_dances, load_emotions
+
+    dances, messages = load_dances()
+    emotions, more = load_emotions(cfg.reachy_mini.emotions_repo, cfg.reachy_mini.emotions_dir)
+    return {"dances": dict(dances), "emotions": dict(emotions)}, messages + more
+
+
+def _animations(cfg: RobotConfig, joints: dict[str, Joint]) -> tuple[dict[str, Animation], list[str]]:
+    """Packaged animations that fit this body, then the config's folders (reported when they do not fit)."""
+    packaged, messages = load_animations([BUILTIN_ANIMATIONS])
+    animations = {n: a for n, a in packaged.items() if a.joints <= set(joints)}
+    if cfg.animation_folders:
+        own, more = load_animations(cfg.animation_folders)
+        messages += more + check_animations(own, joints)
+        animations.update(own)
+    return animations, messages
+
+
 def build_robot(
     cfg: RobotConfig,
     on_command: Callable[[str, float, float], None] | None = None,
@@ -167,16 +196,18 @@ def build_robot(
             the driver's ``connect_wait_s``).
 
     Returns:
-        ``(robot, messages)``: messages report skipped or clamped animations and drivers
-        that are offline (the robot then runs speech-only until they connect).
+        ``(robot, messages)``: messages report skipped or clamped animations, missing
+        animation libraries and drivers that are offline (the robot then runs speech-only
+        until they connect).
 
     Raises:
-        DriverError: a driver kind's package is missing.
+        DriverError: a driver kind's package is missing (a Reachy Mini without its SDK).
 
     """
     joints = [Joint(j.name, j.min_deg, j.max_deg, j.neutral_deg, j.max_speed_dps) for j in cfg.joints]
-    animations, messages = load_animations([BUILTIN_ANIMATIONS, *cfg.animation_folders])
-    messages += check_animations(animations, {j.name: j for j in joints})
+    animations, messages = _animations(cfg, {j.name: j for j in joints})
+    libraries, more = load_libraries(cfg)
+    messages += more
     by_driver: dict[str, list[tuple[int, JointConfig]]] = {}
     for i, j in enumerate(cfg.joints):
         by_driver.setdefault(j.driver or cfg.driver, []).append((i, j))
@@ -189,23 +220,36 @@ def build_robot(
             on_status(name, state, message)
 
     drivers: dict[str, Driver] = {}
+    waits: dict[str, float] = {}
     for name, js in by_driver.items():
+        if name == REACHY_MINI:
+            from hardware.reachy_mini import ReachyMiniDriver
+
+            drivers[name] = ReachyMiniDriver(
+                cfg.reachy_mini, {j.name: j.neutral_deg for _, j in js}, name, status
+            )
+            waits[name] = cfg.reachy_mini.connect_wait_s
+            continue
         dcfg = cfg.drivers.get(name, DriverConfig(kind="sim") if name == "sim" else None)
         assert dcfg is not None  # RobotConfig validated every name
         if dcfg.kind == "sim":
             drivers[name] = SimulatedDriver(on_command=on_command, name=name)
         else:
             drivers[name] = make_driver(name, dcfg, js, status, by_id_dir)
+            waits[name] = dcfg.connect_wait_s
     joint_driver = {j.name: (j.driver or cfg.driver) for j in cfg.joints}
     driver: Driver = next(iter(drivers.values())) if len(drivers) == 1 else JointRouter(drivers, joint_driver)
-    robot = Robot(joints, driver, animations, rate_hz=cfg.control_rate_hz)
+    robot = Robot(
+        joints, driver, animations, rate_hz=cfg.control_rate_hz, postures=cfg.postures, libraries=libraries
+    )
     robot_ref.append(robot)
-    for name, d in drivers.items():
-        if isinstance(d, SerialDriver):  # the simulated driver has nothing to connect
-            wait = cfg.drivers[name].connect_wait_s if connect_wait_s is None else connect_wait_s
-            if d.start(wait) != "online":
-                messages.append(
-                    f"{d.message or d.describe() + ' is not connected yet'}; "
-                    f"the robot runs speech-only until it connects"
-                )
+    for name, wait in waits.items():  # the simulated driver has nothing to connect
+        d = drivers[name]
+        if d.start(wait if connect_wait_s is None else connect_wait_s) != "online":
+            messages.append(
+                f"{d.message or d.describe() + ' is not connected yet'}; "
+                f"the robot runs speech-only until it connects"
+            )
+        elif name == REACHY_MINI:  # found asleep or anywhere: come to attention
+            robot.move({j.name: j.neutral_deg for j in joints}, WAKE_MS)
     return robot, messages

@@ -1,9 +1,10 @@
-"""Head motion while speaking: the TTS audio envelope becomes small head-pitch keyframes.
+"""Head motion while speaking: the TTS audio envelope becomes a small head-pitch sway.
 
-:func:`envelope_keyframes` is pure (audio in, :class:`~hardware.animation.Animation` out);
-:func:`speak_along` starts it on the robot when nothing else is playing, so a gesture the
-model asked for is never overridden by the speech nod. Start it when playback of the audio
-starts: keyframe times are ms from the first sample.
+:func:`envelope_keyframes` is pure (audio in, :class:`~hardware.animation.Animation` of
+offsets out); :func:`speak_along` layers it on the robot's motion loop
+(:meth:`hardware.robot.Robot.sway`), on top of whatever gesture runs, so the robot can wave
+and talk at once. Start it when playback of the audio starts: keyframe times are ms from the
+first sample.
 """
 
 from __future__ import annotations
@@ -31,14 +32,14 @@ def envelope_keyframes(
     frame_ms: float = 80.0,
     name: str = "speech",
 ) -> Animation | None:
-    """Turn speech audio into head-pitch keyframes that follow its loudness.
+    """Turn speech audio into head-pitch offsets that follow its loudness.
 
     Args:
         audio: Mono int16 samples, shape ``(n,)`` (or ``(n, 1)``).
         sample_rate: Samples per second, Hz.
         max_deg: Largest swing above ``base_deg`` at the loudest frame, degrees.
         joint: Joint to move.
-        base_deg: Resting pitch, degrees.
+        base_deg: Offset at rest, degrees (0 for a sway layered on the pose).
         frame_ms: One keyframe per this many ms.
         name: Animation name.
 
@@ -89,18 +90,15 @@ def speak_along(
     max_deg: float = 4.0,
     joint: str = "head_pitch",
 ) -> bool:
-    """Nod with the speech audio if the robot is free; returns True when the motion started.
+    """Sway with the speech audio, on top of any gesture; returns True when the sway started.
 
-    Skips (returns False) when disabled, the robot lacks ``joint``, an emergency stop is
-    latched, another animation is playing, or the audio is silent.
+    The sway replaces the previous one (one utterance at a time). Skips (returns False) when
+    disabled, the robot lacks ``joint``, an emergency stop is latched, or the audio is silent.
     """
     if not enabled or joint not in robot.joints or robot.estopped:
         return False
-    if robot.playing not in (None, "speech"):
-        return False
-    base = robot.joints[joint].neutral_deg
-    anim = envelope_keyframes(audio, sample_rate, max_deg=max_deg, joint=joint, base_deg=base)
+    anim = envelope_keyframes(audio, sample_rate, max_deg=max_deg, joint=joint)
     if anim is None:
         return False
-    robot.play(anim)
+    robot.sway(anim)
     return True

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hardware.camera import Camera
-from hardware.config import CameraConfig, VisionConfig
+from hardware.config import CameraConfig, ReachyMiniConfig, VisionConfig
 from hardware.scene import Describer, DescriberError, OpenCVDescriber, Scene
 
 log = logging.getLogger(__name__)
@@ -220,8 +220,12 @@ def build_vision(
     vcfg: VisionConfig,
     on_change: Callable[[SceneChange], None] | None = None,
     wait_s: float = 3.0,
+    reachy: ReachyMiniConfig | None = None,
 ) -> tuple[Vision | None, list[str]]:
     """Start camera + vision from config.
+
+    ``reachy`` is ``[robot.reachy_mini]``: the daemon a ``reachy_mini_sim`` camera takes its
+    head pose from (default ``localhost:8000``).
 
     Returns:
         ``(vision, messages)``. ``vision`` is None when no camera is configured or vision is
@@ -233,11 +237,16 @@ def build_vision(
         return None, ["vision is disabled in the config"]
     if not ccfg.source:
         return None, ["no camera configured ([camera] source); running without vision"]
+    hfov = ccfg.hfov_deg
+    if ccfg.source.strip() == "reachy_mini_sim":  # the rendered camera's own field of view
+        from hardware.reachy_camera import sim_hfov_deg
+
+        hfov = sim_hfov_deg(ccfg)
     try:
-        describer = make_describer(vcfg, ccfg.hfov_deg)
+        describer = make_describer(vcfg, hfov)
     except DescriberError as e:
         return None, [f"vision off: {e}"]
-    camera = Camera(ccfg)
+    camera = Camera(ccfg, reachy=reachy)
     messages = []
     if not camera.start(wait_s):
         messages.append(f"{camera.message or 'camera gave no frame yet'}; vision starts when it does")

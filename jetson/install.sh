@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # One-command install of bolt-agent as a systemd service on a Jetson (JetPack 6), from this checkout.
 #
-# Usage: sudo jetson/install.sh [--dry-run] [--prefix DIR] [--no-cuda] [--skip-models] [--skip-venv] [--no-start]
+# Usage: sudo jetson/install.sh [--dry-run] [--prefix DIR] [--config FILE | --reachy] [--no-cuda]
+#                               [--skip-models] [--skip-venv] [--no-start]
 #   --dry-run      print every step and what it would do; change nothing
-#   --prefix DIR   install the files (config, udev rule, unit) under DIR instead of / (a staging
+#   --config FILE  the config to install as /etc/bolt-agent/robot.toml (default jetson/robot.toml)
+#   --reachy       a Reachy Mini body: --config jetson/reachy_mini.toml
+#   --prefix DIR   install the files (config, udev rule, units) under DIR instead of / (a staging
 #                  root, as for tests): steps that change the running system (apt, the user,
 #                  systemctl, udevadm, ownership) only print "would ..."
 #   --no-cuda      build llama.cpp for the CPU (default: CUDA for sm_87 when nvcc is found)
@@ -12,18 +15,29 @@
 #   --no-start     enable the service but do not (re)start it
 #
 # Steps, each a function that checks before it acts (re-running does only what is missing):
-#   apt      system packages (python3-venv, python3-dev, build-essential, cmake, libportaudio2, ...)
+#   apt      system packages (python3-venv, python3-dev, build-essential, cmake, libportaudio2, ...;
+#            for a Reachy Mini also what its SDK builds and imports: PyGObject's girepository and
+#            cairo, GStreamer's typelibs)
 #   user     the `bolt` system user in groups audio, dialout, video, render
 #   venv     launch/setup.sh run: .venv with llama-cpp-python, and llama-server (BOLT_LLAMA_SERVER=1);
 #            with CUDA: CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=87", CUDACXX=nvcc (and
 #            its folder on PATH), wheels in build/wheels-cuda; a CPU-only llama-cpp-python already
-#            in the venv is replaced by the CUDA wheel (pip --force-reinstall --no-deps)
-#   config   /etc/bolt-agent/robot.toml from jetson/robot.toml, only when absent (your edits stay)
+#            in the venv is replaced by the CUDA wheel (pip --force-reinstall --no-deps); a Reachy
+#            Mini adds Pollen's SDK (BOLT_REACHY=1: the `reachy` extra, reachy-mini 1.8.4 on
+#            JetPack 6's Python 3.10)
+#   config   /etc/bolt-agent/robot.toml from jetson/robot.toml (or --config), only when absent
+#            (your edits stay)
 #   udev     /etc/udev/rules.d/99-bolt-servo.rules: /dev/bolt-servo and /dev/serial/by-id/bolt-servo
-#            for USB-serial servo boards (see the rule file to add your board's vendor id)
+#            for USB-serial servo boards (see the rule file to add your board's vendor id); not
+#            for a Reachy Mini, whose daemon finds the robot's port itself
 #   unit     /etc/systemd/system/bolt-agent.service (paths pointed at this checkout), enabled
+#   daemon   a Reachy Mini Lite (the config's [robot.reachy_mini] host is this machine):
+#            /etc/systemd/system/reachy-mini-daemon.service, enabled, started before bolt-agent
 #   models   bolt-agent models pull --config /etc/bolt-agent/robot.toml, as the bolt user
-#   start    systemctl restart bolt-agent
+#   start    systemctl restart bolt-agent (and the Reachy Mini daemon first, when installed)
+#
+# A Reachy Mini body is what the installed config says ([robot] driver = "reachy_mini"): the
+# config already in /etc/bolt-agent, else the one --config names.
 set -euo pipefail
 
 APP_DIR="$(cd "$(dirname "$0")/.." && pwd)"
@@ -36,6 +50,9 @@ START=1
 SERVICE_USER="${BOLT_USER:-bolt}"
 GROUPS_WANTED=(audio dialout video render)
 APT_PACKAGES=(python3-venv python3-dev build-essential cmake git libportaudio2 alsa-utils)
+# Pollen's SDK builds PyGObject from source and every daemon mode imports GStreamer's typelibs.
+REACHY_APT=(libgirepository1.0-dev libcairo2-dev pkg-config gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0)
+SOURCE_CONFIG="$APP_DIR/jetson/robot.toml"
 STATE_DIR=/var/lib/bolt-agent
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -45,6 +62,9 @@ while [ $# -gt 0 ]; do
     --dry-run) DRY=1 ;;
     --prefix) PREFIX="${2:?--prefix needs a directory}"; shift ;;
     --prefix=*) PREFIX="${1#--prefix=}" ;;
+    --config) SOURCE_CONFIG="${2:?--config needs a file}"; shift ;;
+    --config=*) SOURCE_CONFIG="${1#--config=}" ;;
+    --reachy) SOURCE_CONFIG="$APP_DIR/jetson/reachy_mini.toml" ;;
     --no-cuda) CUDA=off ;;
     --cuda) CUDA=on ;;
     --skip-models) SKIP_MODELS=1 ;;
@@ -63,6 +83,35 @@ ETC_DIR="$PREFIX/etc/bolt-agent"
 CONFIG="$ETC_DIR/robot.toml"
 UDEV_RULE="$PREFIX/etc/udev/rules.d/99-bolt-servo.rules"
 UNIT="$PREFIX/etc/systemd/system/bolt-agent.service"
+DAEMON_UNIT="$PREFIX/etc/systemd/system/reachy-mini-daemon.service"
+[ -f "$SOURCE_CONFIG" ] || { echo "no config file $SOURCE_CONFIG" >&2; exit 2; }
+SOURCE_CONFIG="$(cd "$(dirname "$SOURCE_CONFIG")" && pwd)/$(basename "$SOURCE_CONFIG")"
+
+# The value of KEY in [TABLE] of a TOML file, quotes removed ("" when absent). Line-based: enough
+# for the two keys read here ([robot] driver, [robot.reachy_mini] host), not a TOML parser.
+toml_value() {
+  awk -v want="[$2]" -v key="$3" '
+    { line = $0; sub(/[[:space:]]#.*$/, "", line); sub(/^#.*$/, "", line) }
+    line ~ /^[[:space:]]*\[/ { table = line; gsub(/[[:space:]]/, "", table); next }
+    table == want && line ~ ("^[[:space:]]*" key "[[:space:]]*=") {
+      sub(/^[^=]*=[[:space:]]*/, "", line); sub(/[[:space:]]+$/, "", line)
+      gsub(/^["\047]|["\047]$/, "", line); print line; exit
+    }' "$1"
+}
+# The body is what the installed config says: the one in /etc when there is one (kept as it is).
+BODY_CONFIG="$SOURCE_CONFIG"
+[ -f "$CONFIG" ] && BODY_CONFIG="$CONFIG"
+REACHY=0
+REACHY_HOST=""
+if [ "$(toml_value "$BODY_CONFIG" robot driver)" = reachy_mini ]; then
+  REACHY=1
+  REACHY_HOST="$(toml_value "$BODY_CONFIG" robot.reachy_mini host)"
+  REACHY_HOST="${REACHY_HOST:-localhost}"   # ReachyMiniConfig's default
+  APT_PACKAGES+=("${REACHY_APT[@]}")
+fi
+# A Lite is plugged into this machine and its daemon runs here; a Wireless runs its own.
+REACHY_LITE=0
+case "$REACHY_HOST" in localhost | 127.* | ::1 | "$(hostname 2>/dev/null || echo localhost)") REACHY_LITE=$REACHY ;; esac
 
 # JetPack puts nvcc in /usr/local/cuda/bin, which is not on root's PATH.
 NVCC="$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)"
@@ -143,8 +192,9 @@ step_venv() {
   fi
   # A separate wheelhouse for the CUDA build, so a CPU wheel built earlier is never reused.
   local wheels="$APP_DIR/build/wheels${cmake_args:+-cuda}"
+  # BOLT_REACHY=1: Pollen's SDK and dances, with uv (launch/setup.sh, launch/reachy-overrides.txt).
   act env ${cmake_args:+CMAKE_ARGS="$cmake_args"} BOLT_LLAMA_SERVER=1 BOLT_WHEELHOUSE="$wheels" \
-    BOLT_LLAMA_SERVER_CACHE="$APP_DIR/build/llama-server" bash "$APP_DIR/launch/setup.sh" run
+    BOLT_LLAMA_SERVER_CACHE="$APP_DIR/build/llama-server" BOLT_REACHY="$REACHY" bash "$APP_DIR/launch/setup.sh" run
   if [ "$CUDA" = on ]; then cuda_wheel "$wheels"; fi
 }
 
@@ -163,9 +213,15 @@ cuda_wheel() {
 }
 
 step_config() {
-  step config "$CONFIG from jetson/robot.toml (only when absent)"
-  if [ -f "$CONFIG" ]; then ok "$CONFIG exists: kept as it is"; return; fi
-  put_file "$APP_DIR/jetson/robot.toml" "$CONFIG" 0644
+  step config "$CONFIG from ${SOURCE_CONFIG#"$APP_DIR"/} (only when absent)"
+  if [ -f "$CONFIG" ]; then
+    ok "$CONFIG exists: kept as it is"
+    if ! cmp -s "$CONFIG" "$SOURCE_CONFIG" && [ "$SOURCE_CONFIG" != "$APP_DIR/jetson/robot.toml" ]; then
+      echo "   note: $SOURCE_CONFIG is not installed; move $CONFIG away first to install it"
+    fi
+    return
+  fi
+  put_file "$SOURCE_CONFIG" "$CONFIG" 0644
 }
 
 write_udev_rule() {
@@ -196,6 +252,8 @@ EOF
 
 step_udev() {
   step udev "$UDEV_RULE: /dev/serial/by-id/bolt-servo for the servo board"
+  # Its CH340 line (1a86) would also name the Reachy Mini's motor controller (1a86:55d3).
+  if [ "$REACHY" = 1 ]; then ok "not needed: a Reachy Mini's daemon finds the robot's serial port itself"; return; fi
   local tmp
   tmp="$(mktemp)"
   write_udev_rule >"$tmp"
@@ -206,23 +264,40 @@ step_udev() {
   sys_act udevadm trigger --subsystem-match=tty --action=change
 }
 
-step_unit() {
-  step unit "$UNIT (ExecStart from $APP_DIR), enabled"
+# install_unit SOURCE DEST NAME: the unit with this install's paths and user, then enabled.
+install_unit() {
   local tmp
   tmp="$(mktemp)"
-  sed -e "s#/opt/bolt-agent#$APP_DIR#g" -e "s#^User=bolt\$#User=$SERVICE_USER#" "$APP_DIR/jetson/bolt-agent.service" >"$tmp"
-  if [ -f "$UNIT" ] && cmp -s "$tmp" "$UNIT"; then
-    ok "$UNIT is up to date"
+  sed -e "s#/opt/bolt-agent#$APP_DIR#g" -e "s#^User=bolt\$#User=$SERVICE_USER#" "$1" >"$tmp"
+  if [ -f "$2" ] && cmp -s "$tmp" "$2"; then
+    ok "$2 is up to date"
   else
-    put_file "$tmp" "$UNIT" 0644
+    put_file "$tmp" "$2" 0644
     sys_act systemctl daemon-reload
   fi
   rm -f "$tmp"
-  if [ "$SYSTEM" = 1 ] && [ "$DRY" = 0 ] && systemctl is-enabled --quiet bolt-agent 2>/dev/null; then
-    ok "bolt-agent is enabled"
+  if [ "$SYSTEM" = 1 ] && [ "$DRY" = 0 ] && systemctl is-enabled --quiet "$3" 2>/dev/null; then
+    ok "$3 is enabled"
   else
-    sys_act systemctl enable bolt-agent
+    sys_act systemctl enable "$3"
   fi
+}
+
+step_unit() {
+  step unit "$UNIT (ExecStart from $APP_DIR), enabled"
+  install_unit "$APP_DIR/jetson/bolt-agent.service" "$UNIT" bolt-agent
+}
+
+# A Reachy Mini Lite's daemon: the unit from jetson/reachy-mini-daemon.service, enabled (it is
+# wanted by bolt-agent.service and ordered before it, so it also stops after the agent parks).
+step_daemon() {
+  step daemon "$DAEMON_UNIT (Reachy Mini Lite), enabled"
+  if [ "$REACHY" = 0 ]; then ok "not needed: the config drives no Reachy Mini"; return; fi
+  if [ "$REACHY_LITE" = 0 ]; then
+    ok "not needed: the Reachy Mini at $REACHY_HOST runs its own daemon (a Wireless)"
+    return
+  fi
+  install_unit "$APP_DIR/jetson/reachy-mini-daemon.service" "$DAEMON_UNIT" reachy-mini-daemon
 }
 
 step_models() {
@@ -239,20 +314,27 @@ step_models() {
 }
 
 step_start() {
-  step start "systemctl restart bolt-agent"
+  # The daemon restarts too: after an SDK update client and daemon must be the same release.
+  local units=(bolt-agent)
+  [ "$REACHY_LITE" = 1 ] && units=(reachy-mini-daemon bolt-agent)
+  step start "systemctl restart ${units[*]}"
   if [ "$START" = 0 ]; then ok "skipped (--no-start)"; return; fi
-  sys_act systemctl restart bolt-agent
+  sys_act systemctl restart "${units[@]}"
 }
 
 main() {
   need_root
-  echo "bolt-agent install: app $APP_DIR, root ${PREFIX:-/}, CUDA $CUDA$([ "$DRY" = 1 ] && echo ', dry run')"
+  local body
+  body="[robot] driver $(toml_value "$BODY_CONFIG" robot driver)"
+  [ "$REACHY" = 1 ] && body="Reachy Mini $([ "$REACHY_LITE" = 1 ] && echo "Lite (daemon here)" || echo "at $REACHY_HOST")"
+  echo "bolt-agent install: app $APP_DIR, root ${PREFIX:-/}, CUDA $CUDA, body: $body$([ "$DRY" = 1 ] && echo ', dry run')"
   step_apt
   step_user
   step_venv
   step_config
   step_udev
   step_unit
+  step_daemon
   step_models
   step_start
   echo "done. Logs: journalctl -u bolt-agent -f"

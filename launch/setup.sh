@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Set up bolt-agent in ./.venv on Debian/Ubuntu: system libraries, llama.cpp build, Python packages.
 # Usage: launch/setup.sh [run|test]   ("test" also installs what the tests need: PulseAudio, pytest,
-# llama-server, the web console with Chromium for its browser tests; BOLT_LLAMA_SERVER=1 builds
-# llama-server for "run" too; BOLT_CONSOLE=1 installs the console for "run")
+# llama-server, the web console with Chromium for its browser tests, the Reachy Mini SDK with its
+# simulators; BOLT_LLAMA_SERVER=1 builds llama-server for "run" too; BOLT_CONSOLE=1 installs the
+# console for "run"; BOLT_REACHY=1 installs the Reachy Mini SDK and dances for "run")
 # Idempotent: re-running only does what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +15,12 @@ WHEELHOUSE="${BOLT_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/bolt-agent/wheels
 # --- system packages -----------------------------------------------------------------
 pkgs=(python3-venv python3-dev build-essential cmake libportaudio2)
 [ "$what" = test ] && pkgs+=(pulseaudio pulseaudio-utils libasound2-plugins shellcheck chromium chromium-driver)
+# Reachy Mini: its SDK builds PyGObject (girepository, cairo) and every daemon mode imports
+# GStreamer's typelibs; the simulator's eye camera renders offline (EGL); the tests run the
+# daemon in a network namespace (iproute2).
+reachy=0; { [ "$what" = test ] || [ "${BOLT_REACHY:-0}" = 1 ]; } && reachy=1
+[ $reachy = 1 ] && pkgs+=(libgirepository1.0-dev libcairo2-dev pkg-config gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 libegl1 libegl-mesa0 libgl1-mesa-dri)
+[ "$what" = test ] && pkgs+=(iproute2)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -53,6 +60,16 @@ extra=""; [ "$what" = test ] && extra="[test]"; [ "$what" = run ] && [ "${BOLT_C
 .venv/bin/python -m pip install -q --find-links "$WHEELHOUSE" -e ".$extra"
 # The Smart Turn end-of-turn model file only (see pyproject.toml): without pipecat's own dependencies.
 .venv/bin/python -m pip install -q --no-deps "pipecat-ai==1.14.0"
+# --- Reachy Mini SDK (and its simulators for the tests) -----------------------------------------
+# reachy-mini >= 1.9 pins onnxruntime==1.27.0, whose session creation holds the GIL for a second
+# (measured: piper's voice load stalls every other thread 0.9-1.3 s; 1.32 releases it). The SDK
+# uses onnxruntime only for optional kinematics and face detection, so uv installs the extra with
+# that one pin lifted (launch/reachy-overrides.txt); plain pip would downgrade onnxruntime.
+if [ $reachy = 1 ]; then
+  .venv/bin/python -m pip install -q "uv>=0.5"
+  .venv/bin/uv pip install -q --python .venv/bin/python --override launch/reachy-overrides.txt \
+    --find-links "$WHEELHOUSE" -e ".[reachy]"
+fi
 # --- llama.cpp's server for [llm] engine = "llama-server", built once per machine --------------
 # Only the llama-server target, into ~/.cache/bolt-agent/llama-server/VERSION-ARCH (about 15 minutes
 # on 2 cores the first time, nothing later). For the tests, or with BOLT_LLAMA_SERVER=1 (on a Jetson

@@ -1,11 +1,13 @@
 """Built-in movement skills: wave, nod, dance, look, play_animation, stop, emergency_stop.
 
 Movements start an animation on the robot and return at once, so the robot can speak
-while it moves; ``stop`` cancels whatever is running and holds position. They are
-``follow_up=False``: the model says its words in the same round as the call, while the arm
-starts to move, and no second round reads the result back. Results are short first-person
-sentences (the model sees them in the history). ``emergency_stop`` keeps its follow-up: the
-user must hear that a person has to clear it.
+while it moves (a skill only starts a gesture; the robot's motion loop sends the poses);
+each names the joints it ``needs``, so a body without arms is never offered ``wave``;
+``stop`` cancels whatever is running and holds position. They are ``follow_up=False``:
+the model says its words in the same round as the call, while the arm starts to move, and
+no second round reads the result back. Results are short first-person sentences (the model
+sees them in the history). ``emergency_stop`` keeps its follow-up: the user must hear that a
+person has to clear it.
 
 ``play_animation``'s ``name`` enum lists the robot's animations: the parameter is
 ``Annotated[str, Choices(ANIMATIONS, ...)]``, and the registry turns it into a ``Literal``
@@ -23,7 +25,11 @@ from agent.skills import ANIMATIONS, Choices, SkillContext, skill
 from hardware.factory import BUILTIN_ANIMATIONS
 
 
-@skill(follow_up=False, keywords=("wave", "waving", "hello", "hi", "bye", "goodbye"))
+@skill(
+    follow_up=False,
+    keywords=("wave", "waving", "hello", "hi", "bye", "goodbye"),
+    needs=("left_arm", "right_arm"),
+)
 def wave(ctx: SkillContext, hand: Literal["left", "right"] = "right") -> str:
     """Wave hello with one hand.
 
@@ -37,21 +43,23 @@ def wave(ctx: SkillContext, hand: Literal["left", "right"] = "right") -> str:
     return f"I am waving my {hand} hand."
 
 
-@skill(follow_up=False, keywords=("nod", "nodding", "yes", "agree"))
+@skill(follow_up=False, keywords=("nod", "nodding", "yes", "agree"), needs=("head_pitch",))
 def nod(ctx: SkillContext) -> str:
     """Nod the head yes."""
     ctx.robot.play("nod")
     return "I am nodding my head."
 
 
-@skill(follow_up=False, keywords=("dance", "dancing", "boogie"))
+@skill(follow_up=False, keywords=("dance", "dancing", "boogie"), needs=("left_arm", "right_arm", "head_yaw"))
 def dance(ctx: SkillContext) -> str:
     """Do a short dance with arms and head."""
     ctx.robot.play("dance")
     return "I am dancing for you."
 
 
-@skill(clamp=True, follow_up=False, keywords=("look", "turn", "face", "glance"))
+@skill(
+    clamp=True, follow_up=False, keywords=("look", "turn", "face", "glance"), needs=("head_yaw", "head_pitch")
+)
 def look(
     ctx: SkillContext,
     yaw_deg: Annotated[

@@ -33,7 +33,7 @@ def describe_scene(ctx: SkillContext) -> dict:
     return out
 
 
-@skill(follow_up=False, keywords=("look at", "face", "turn to", "watch"))
+@skill(follow_up=False, keywords=("look at", "face", "turn to", "watch"), needs=("head_yaw", "head_pitch"))
 def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right", "centre"] = "face") -> str:
     """Turn the head toward the nearest face or person, or to the left, right or centre.
 

@@ -93,11 +93,9 @@ def test_speech_envelope_to_head_pitch_keyframes():
     assert anim.keyframes[0].t_ms == 100 and anim.duration_ms == (10 + 2) * 100
     assert envelope_keyframes(np.zeros(sr, np.int16), sr) is None
     robot, _ = build_robot(RobotConfig())
-    assert speak_along(robot, audio, sr)
-    assert robot.playing == "speech"
-    robot.stop()
     robot.play("wave")
-    assert not speak_along(robot, audio, sr)  # never overrides a gesture
+    assert speak_along(robot, audio, sr)  # layered on the gesture, never replacing it
+    assert robot.playing == "wave" and robot.moving
     assert not speak_along(robot, audio, sr, enabled=False)
     robot.close()
 

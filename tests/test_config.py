@@ -4,6 +4,9 @@ import pytest
 
 from agent.config import DEFAULT_CONFIG, ConfigError, load_config
 
+ROOT = Path(__file__).resolve().parent.parent
+SHIPPED = sorted([*ROOT.glob("launch/*.toml"), *ROOT.glob("jetson/*.toml")])
+
 
 def test_embedded_default_loads():
     cfg = load_config()
@@ -57,3 +60,9 @@ def test_relative_skill_folders_resolve_against_file(tmp_path):
     cfg = load_config(p)
     assert cfg.skills.folders == [tmp_path.resolve() / "my_skills"]
     assert Path(cfg.skills.folders[0]).is_absolute()
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=[p.relative_to(ROOT).as_posix() for p in SHIPPED])
+def test_every_shipped_config_loads(path):
+    cfg = load_config(path)
+    assert cfg.source == path and cfg.robot.joints

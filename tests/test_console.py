@@ -256,6 +256,90 @@ def test_mute_button_silences_the_microphone(live, page):
     assert not live.pipeline.muted
 
 
+@pytest.fixture
+def reachy_console():
+    """A console over a Reachy Mini body (launch/reachy_mini_sim.toml's joints, postures and
+    Pollen's dances) on a simulated driver: no daemon and no models; joint commands reach the
+    console's feed as the agent's ``robot`` events do."""
+    from agent.events import RobotCommand
+    from agent.memplan import BudgetVerdict
+    from hardware.factory import load_libraries
+    from hardware.joints import Joint
+    from hardware.robot import Robot
+    from hardware.sim import SimulatedDriver
+
+    cfg = load_config(ROOT / "launch" / "reachy_mini_sim.toml")
+    libraries, _ = load_libraries(cfg.robot)
+    if not libraries["dances"]:
+        pytest.skip("needs reachy-mini-dances-library (pip install -e .[reachy])")
+    console = Console(ConsoleConfig(queue_events=256))
+    server = console.serve("127.0.0.1", 0)
+    driver = SimulatedDriver(on_command=lambda j, deg, t: console.feed(RobotCommand(-1, j, deg, t)))
+    joints = [Joint(j.name, j.min_deg, j.max_deg, j.neutral_deg, j.max_speed_dps) for j in cfg.robot.joints]
+    robot = Robot(joints, driver, {}, postures=cfg.robot.postures, libraries=libraries)
+    core = SimpleNamespace(cfg=cfg, robot=robot, vision=None)
+    pipeline = SimpleNamespace(muted=False, can_mute=False, interrupt=lambda reason: None)
+    console.attach(core, Bus(console.tee(lambda ev: None)), pipeline, BudgetVerdict(True, "no plan needed"))
+    yield SimpleNamespace(console=console, url=server.url, robot=robot)
+    console.close()
+    robot.close()
+
+
+def test_page_shows_a_reachy_minis_joints_in_their_units_and_a_dance(reachy_console, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    drv, robot = browser, reachy_console.robot
+    drv.get(reachy_console.url)
+    try:
+        until(
+            drv, lambda d: "live" in text_of(d, "#conn") and text_of(d, ".joint"), 30, "page did not go live"
+        )
+        rows = {e.get_attribute("data-joint"): e for e in drv.find_elements(By.CSS_SELECTOR, ".joint")}
+        assert list(rows) == [j.name for j in robot.joints.values()] and len(rows) == 9
+        assert {n for n, e in rows.items() if e.get_attribute("data-unit") == "mm"} == {
+            "head_x",
+            "head_y",
+            "head_z",
+        }
+        assert rows["head_z"].get_attribute("title") == "-45..20 mm"
+        assert rows["left_antenna"].get_attribute("title") == "-175..175 deg"
+        assert "sim online" in text_of(drv, "#driver-state") and "posture idle" in text_of(drv, "#body-state")
+        groups = [
+            g.get_attribute("label") for g in drv.find_elements(By.CSS_SELECTOR, "#anim-select optgroup")
+        ]
+        assert groups == ["dances"]  # no packaged animation fits this body; no emotions downloaded here
+        shot(drv, tmp_path, "07-reachy-loaded")
+
+        robot.set_posture("listening")
+        Select(drv.find_element(By.ID, "anim-select")).select_by_visible_text("chicken_peck")
+        drv.find_element(By.ID, "anim-play").click()
+        seen: dict[str, set[str]] = {}
+        bars = "return [...document.querySelectorAll('.joint')].map(e => [e.dataset.joint, e.dataset.deg])"
+
+        def dancing(d) -> bool:
+            for joint, deg in d.execute_script(bars):
+                seen.setdefault(joint, set()).add(deg)
+            return (
+                "playing chicken_peck" in text_of(d, "#playing")
+                and "moving" in text_of(d, "#body-state")
+                and "posture listening" in text_of(d, "#body-state")
+                and sum(len(v) >= 4 for v in seen.values()) >= 3
+            )
+
+        until(drv, dancing, 20, "the dance, the posture and moving joint bars not all shown")
+        values = drv.execute_script(
+            "return Object.fromEntries([...document.querySelectorAll('.joint')]"
+            ".map(e => [e.dataset.joint, e.querySelector('.deg').textContent]))"
+        )
+        assert values["head_z"].endswith(" mm") and values["right_antenna"].endswith("°"), values
+        shot(drv, tmp_path, "08-reachy-dancing")
+        robot.stop()
+        until(drv, lambda d: "still" in text_of(d, "#body-state"), 10, "the end of the motion not shown")
+    finally:
+        drv.get("about:blank")
+
+
 # --- access -------------------------------------------------------------------------------------------
 
 CONTROLS = ("/api/say", "/api/mute", "/api/animate", "/api/estop", "/api/clear")

@@ -1,4 +1,7 @@
-"""The console's parts without a model: the hub's bounded queues, tokens, access checks, parsing."""
+"""The console's parts without a model: the hub's bounded queues, tokens, access checks, parsing,
+and what it shows of a Reachy Mini body (nine joints, head x/y/z in millimetres, antennas, the
+posture, motion, the driver's state, dances as playable gestures) on a simulated driver.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +10,28 @@ import json
 import stat
 import threading
 import time
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from agent.cli.main import optional_values
+from agent.config import load_config
+from agent.console import snapshot
 from agent.console.auth import Access, RateLimiter, ensure_token, is_loopback
-from agent.console.feed import ConsoleFeed, tee
+from agent.console.controls import ControlError, Controls
+from agent.console.feed import ConsoleFeed, StateTicker, tee
 from agent.console.hub import Hub, dumps
 from agent.console.server import parse_bind
 from agent.events import RobotCommand, ToolCall, ToolResult, Transcript
+from agent.memplan import BudgetVerdict
+from hardware.animation import linear_move
+from hardware.config import REACHY_JOINTS
+from hardware.joints import Joint
+from hardware.robot import Robot
+from hardware.sim import SimulatedDriver
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_a_client_that_does_not_read_loses_the_oldest_messages_and_is_told_how_many():
@@ -160,3 +176,87 @@ def test_bare_console_option_gets_an_empty_value():
     assert optional_values(["run", "--console", "--json"]) == ["run", "--console", "", "--json"]
     assert optional_values(["run", "--console", ":9000", "-v"]) == ["run", "--console", ":9000", "-v"]
     assert optional_values(["run", "--json"]) == ["run", "--json"]
+
+
+# --- a Reachy Mini body ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def reachy():
+    """The Reachy Mini sim config and a robot with its joints, postures and a dance, on a simulated driver."""
+    cfg = load_config(ROOT / "launch" / "reachy_mini_sim.toml")
+    joints = [Joint(j.name, j.min_deg, j.max_deg, j.neutral_deg, j.max_speed_dps) for j in cfg.robot.joints]
+    neutral = {j.name: j.neutral_deg for j in joints}
+    dance = linear_move("chicken_peck", neutral, {**neutral, "head_z": -30.0, "left_antenna": 90.0}, 5000)
+    robot = Robot(
+        joints,
+        SimulatedDriver(),
+        {"nod": linear_move("nod", {"head_pitch": 0.0}, {"head_pitch": 10.0}, 5000)},
+        postures=cfg.robot.postures,
+        libraries={"dances": {"chicken_peck": dance}, "emotions": {}},
+    )
+    yield SimpleNamespace(cfg=cfg, robot=robot)
+    robot.close()
+
+
+def test_info_lists_a_reachy_minis_nine_joints_with_their_units(reachy):
+    info = snapshot.info(reachy.cfg, reachy.robot, None, BudgetVerdict(True, "plan"))
+    joints = {j["name"]: j for j in info["joints"]}
+    assert tuple(joints) == REACHY_JOINTS and len(joints) == 9
+    assert {n for n, j in joints.items() if j["unit"] == "mm"} == {"head_x", "head_y", "head_z"}
+    assert joints["head_z"]["min_deg"] == -45 and joints["head_z"]["max_deg"] == 20  # millimetres
+    assert joints["right_antenna"]["neutral_deg"] == -10 and joints["left_antenna"]["neutral_deg"] == 10
+    assert joints["left_antenna"]["unit"] == "deg" and joints["body_yaw"]["unit"] == "deg"
+    assert info["libraries"] == {"dances": ["chicken_peck"], "emotions": []}
+    assert info["animations"] == ["nod"] and info["driver"] == "sim"
+    assert {"listening", "thinking"} <= set(info["postures"])
+    # any other body is in degrees only
+    assert set(snapshot.joint_units(load_config()).values()) == {"deg"}
+
+
+def test_body_shows_posture_motion_and_the_driver_state(reachy):
+    robot = reachy.robot
+    body = snapshot.body(robot, {"head_z": -30.04, "left_antenna": 90.0}, False, True)
+    assert body["positions"] == {"head_z": -30.0, "left_antenna": 90.0}  # mm and degrees as they are
+    assert body["posture"] == "idle" and not body["moving"] and body["playing"] is None
+    assert body["driver"] == {"state": "online", "message": "", "notes": []}
+    robot.set_posture("listening")
+    robot.play(robot.libraries["dances"]["chicken_peck"])
+    body = snapshot.body(robot, {}, False, True)
+    assert body["posture"] == "listening" and body["moving"] and body["playing"] == "chicken_peck"
+    robot.stop()
+    assert not snapshot.body(robot, {}, False, True)["moving"]
+    robot.driver.state, robot.driver.message = (
+        "offline",
+        "reachy-mini-daemon at localhost:8000 is not reachable",
+    )
+    body = snapshot.body(robot, {}, False, True)
+    assert body["driver"]["state"] == "offline" and "not reachable" in body["driver"]["message"]
+
+
+def test_ticker_sends_the_reachy_body_with_millimetres_and_antennas(reachy):
+    hub = Hub(maxlen=16)
+    client = hub.connect(None)
+    feed = ConsoleFeed(hub)
+    feed(RobotCommand(0, "head_z", -12.5, 1.0))
+    feed(RobotCommand(0, "right_antenna", -40.0, 1.0))
+    ticker = StateTicker(hub, feed, reachy.robot, None, lambda: (False, False))
+    ticker.tick()
+    ticker.tick()  # nothing changed: nothing sent
+    (msg,) = [json.loads(m) for m in hub.take_now(client)]
+    assert msg["event"] == "body" and msg["positions"] == {"head_z": -12.5, "right_antenna": -40.0}
+    assert msg["posture"] == "idle" and msg["driver"]["state"] == "online"
+    reachy.robot.set_posture("thinking")
+    ticker.tick()
+    assert json.loads(hub.take_now(client)[0])["posture"] == "thinking"
+
+
+def test_animate_control_plays_a_dance_of_the_bodys_library(reachy):
+    notices = []
+    controls = Controls(SimpleNamespace(robot=reachy.robot), SimpleNamespace(publish=notices.append), None)
+    assert controls.animate("chicken_peck") == {"ok": True, "playing": "chicken_peck"}
+    assert reachy.robot.playing == "chicken_peck" and "chicken_peck" in notices[-1].message
+    assert controls.animate("nod")["playing"] == "nod" and reachy.robot.playing == "nod"
+    with pytest.raises(ControlError) as e:
+        controls.animate("moonwalk")
+    assert e.value.status == 404 and "moonwalk" in str(e.value)

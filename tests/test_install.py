@@ -1,6 +1,9 @@
 """``jetson/install.sh``: the dry run lists every step; a CPU-only run into a temporary prefix
 writes the config, the udev rule and the unit once (a second run changes nothing); the installed
-unit passes ``systemd-analyze verify``; the script is shellcheck-clean.
+unit passes ``systemd-analyze verify``; the script is shellcheck-clean. A Reachy Mini body (the
+installed config's ``[robot] driver = "reachy_mini"``, ``--reachy``) adds the SDK's system
+packages and ``BOLT_REACHY=1``, drops the servo udev rule, and for a Lite (daemon host on this
+machine) installs the daemon's unit, restarted before the agent; a Wireless gets no daemon unit.
 
 Steps that change the running system (apt, the ``bolt`` user, systemctl, udevadm) only print
 "would run: ..." under ``--prefix``; the venv build and the model download are skipped with
@@ -22,7 +25,10 @@ from tests.emu_hub import HubServer
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "jetson" / "install.sh"
-STEPS = ["apt", "user", "venv", "config", "udev", "unit", "models", "start"]
+STEPS = ["apt", "user", "venv", "config", "udev", "unit", "daemon", "models", "start"]
+REACHY_APT = (
+    "libgirepository1.0-dev libcairo2-dev pkg-config gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0"
+)
 
 
 def install(*args: str, env: dict[str, str] | None = None) -> str:
@@ -44,6 +50,9 @@ def test_dry_run_lists_every_step_and_changes_nothing(tmp_path):
     assert "would write" in out and "99-bolt-servo.rules" in out and "bolt-agent.service" in out
     assert f"models pull --config {tmp_path}/etc/bolt-agent/robot.toml" in out
     assert "systemctl enable bolt-agent" in out
+    # the default body is no Reachy Mini: no SDK, no daemon
+    assert "BOLT_REACHY=0" in out and "libgirepository" not in out
+    assert "not needed: the config drives no Reachy Mini" in out and "restart reachy-mini-daemon" not in out
     assert not any(tmp_path.iterdir()), "a dry run wrote files"
 
 
@@ -122,3 +131,81 @@ def test_prefix_install_pulls_the_models_from_the_hub(tmp_path):
         again = install(*args, env=env)
     assert "sha256 ok, already in the cache" in again, again
     assert len([r for r in hub.requests if r[0] == "GET"]) == 1
+
+
+def test_dry_run_of_a_reachy_mini_lite(tmp_path):
+    out = install("--dry-run", "--prefix", str(tmp_path), "--reachy", "--no-cuda")
+    headers = [line.split(":")[0][3:] for line in out.splitlines() if line.startswith("== ")]
+    assert headers == STEPS, out
+    assert "body: Reachy Mini Lite (daemon here)" in out.splitlines()[0]
+    base = "python3-venv python3-dev build-essential cmake git libportaudio2 alsa-utils"
+    assert f"system packages: {base} {REACHY_APT}" in out
+    assert "BOLT_REACHY=1 bash " + str(ROOT / "launch/setup.sh") + " run" in out
+    assert "from jetson/reachy_mini.toml" in out
+    assert "not needed: a Reachy Mini's daemon finds the robot's serial port itself" in out
+    assert "would write " + str(tmp_path / "etc/systemd/system/reachy-mini-daemon.service") in out
+    assert "systemctl enable reachy-mini-daemon" in out
+    assert "would run: systemctl restart reachy-mini-daemon bolt-agent" in out  # the daemon first
+    assert not any(tmp_path.iterdir()), "a dry run wrote files"
+
+
+def test_prefix_install_of_a_reachy_mini_lite_writes_the_daemon_unit_once(tmp_path):
+    args = ("--prefix", str(tmp_path), "--reachy", "--no-cuda", "--skip-models", "--skip-venv")
+    out = install(*args)
+    config = tmp_path / "etc/bolt-agent/robot.toml"
+    daemon = tmp_path / "etc/systemd/system/reachy-mini-daemon.service"
+    assert config.read_text() == (ROOT / "jetson/reachy_mini.toml").read_text()
+    assert not (tmp_path / "etc/udev/rules.d/99-bolt-servo.rules").exists()
+    text = daemon.read_text()
+    assert f"ExecStart={ROOT}/.venv/bin/reachy-mini-daemon --no-media --no-wake-up-on-start" in text
+    assert "--fastapi-host 127.0.0.1 --fastapi-port 8000" in text and "/opt/bolt-agent" not in text
+    assert "Before=bolt-agent.service" in text and "WantedBy=multi-user.target bolt-agent.service" in text
+    assert "REACHY_MINI_TELEMETRY=0" in text and "DO_NOT_TRACK=1" in text
+    assert "IPAddressDeny=any" in text and "SupplementaryGroups=dialout" in text
+    assert "would run: systemctl enable reachy-mini-daemon" in out
+
+    stamps = {p: p.stat().st_mtime_ns for p in (config, daemon)}
+    out2 = install(*args)
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps, out2
+    assert f"ok: {daemon} is up to date" in out2 and "writing" not in out2 and "daemon-reload" not in out2
+
+
+def test_the_installed_config_decides_the_body(tmp_path):
+    """A kept config in /etc says what the robot is; --reachy does not overwrite it."""
+    etc = tmp_path / "etc/bolt-agent"
+    etc.mkdir(parents=True)
+    (etc / "robot.toml").write_text((ROOT / "jetson/reachy_mini.toml").read_text())
+    out = install("--dry-run", "--prefix", str(tmp_path), "--no-cuda")
+    assert "body: Reachy Mini Lite" in out and "BOLT_REACHY=1" in out and "enable reachy-mini-daemon" in out
+    (etc / "robot.toml").write_text((ROOT / "jetson/robot.toml").read_text())
+    out = install("--dry-run", "--prefix", str(tmp_path), "--no-cuda", "--reachy")
+    assert "BOLT_REACHY=0" in out and "enable reachy-mini-daemon" not in out
+    assert "jetson/reachy_mini.toml is not installed; move" in out
+
+
+def test_a_wireless_reachy_mini_gets_the_sdk_but_no_daemon(tmp_path):
+    cfg = tmp_path / "wireless.toml"
+    text = (ROOT / "jetson/reachy_mini.toml").read_text()
+    cfg.write_text(
+        text.replace('# host = "reachy-mini.local"', 'host = "reachy-mini.local"').replace(
+            'host = "localhost"', "# the Lite's host"
+        )
+    )
+    out = install("--dry-run", "--prefix", str(tmp_path / "root"), "--no-cuda", "--config", str(cfg))
+    assert "body: Reachy Mini at reachy-mini.local" in out and "BOLT_REACHY=1" in out and REACHY_APT in out
+    assert "not needed: the Reachy Mini at reachy-mini.local runs its own daemon (a Wireless)" in out
+    assert "would run: systemctl restart bolt-agent\n" in out and "enable reachy-mini-daemon" not in out
+
+
+def test_installed_reachy_units_pass_systemd_analyze_verify(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed")
+    for exe in ("bolt-agent", "reachy-mini-daemon"):
+        if not (ROOT / ".venv/bin" / exe).exists():
+            pytest.skip(f"no .venv/bin/{exe} (launch/setup.sh test): the units' ExecStart must exist")
+    install("--prefix", str(tmp_path), "--reachy", "--no-cuda", "--skip-models", "--skip-venv")
+    units = tmp_path / "etc/systemd/system"
+    paths = [str(units / "reachy-mini-daemon.service"), str(units / "bolt-agent.service")]
+    r = subprocess.run([analyze, "verify", *paths], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and ".service" not in r.stderr, r.stderr

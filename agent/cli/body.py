@@ -1,4 +1,7 @@
-"""CLI commands for the robot body: ``see`` (describe a picture) and ``animate`` (play an animation).
+"""CLI commands for the robot body: ``see``, ``animate`` and ``motion-bench``.
+
+``see`` describes a picture, ``animate`` plays an animation (a Reachy Mini's dances and
+emotions too), ``motion-bench`` measures the motion loop (:mod:`agent.bench.motion`).
 
 Added to the ``bolt-agent`` app by :mod:`agent.cli.main`. Exit codes:
 0 success, 1 the source or animation could not be used, 2 a bad config file.
@@ -8,15 +11,19 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 
-from agent.config import CameraConfig, ConfigError, load_config
+from agent.config import CameraConfig, Config, ConfigError, load_config
+
+if TYPE_CHECKING:
+    from hardware.robot import Robot
 
 
-def _fail(msg: str, code: int = 1) -> None:
+def _fail(msg: str, code: int = 1) -> NoReturn:
     typer.echo(f"error: {msg}", err=True)
     raise typer.Exit(code)
 
@@ -37,13 +44,10 @@ def see(
     from hardware.scene import DescriberError
     from hardware.vision import make_describer
 
-    try:
-        cfg = load_config(config)
-    except ConfigError as e:
-        _fail(str(e), 2)
+    cfg = _config(config)
     try:
         describer = make_describer(cfg.vision, cfg.camera.hfov_deg)
-        reader, kind, _fps = open_reader(source, CameraConfig(source=source))
+        reader, kind, _fps = open_reader(source, CameraConfig(source=source), cfg.robot.reachy_mini)
     except (CameraError, DescriberError) as e:
         _fail(str(e))
     scene = None
@@ -63,19 +67,35 @@ def see(
     typer.echo(json.dumps(scene.to_json()) if as_json else scene.summary)
 
 
+def _robot(cfg: Config, on_command: Callable[[str, float, float], None] | None = None) -> Robot:
+    """Build the configured robot; notes go to stderr, a driver that cannot be built exits 1."""
+    from hardware.driver import DriverError
+    from hardware.factory import build_robot
+
+    try:
+        robot, messages = build_robot(cfg.robot, on_command=on_command)
+    except DriverError as e:
+        _fail(str(e))
+    for m in messages:
+        typer.echo(f"note: {m}", err=True)
+    return robot
+
+
+def _config(path: Path | None) -> Config:
+    """The config at ``path`` (or the embedded default); a bad one exits 2."""
+    try:
+        return load_config(path)
+    except ConfigError as e:
+        _fail(str(e), 2)
+
+
 def animate(
     name: Annotated[str, typer.Argument(help="animation name (file stem or its 'name')")],
     config: Annotated[Path | None, typer.Option("--config", help="robot config TOML")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per joint command")] = False,
 ) -> None:
     """Play an animation on the configured robot and print every clamped joint command."""
-    from hardware.driver import DriverError
-    from hardware.factory import build_robot
-
-    try:
-        cfg = load_config(config)
-    except ConfigError as e:
-        _fail(str(e), 2)
+    cfg = _config(config)
     t0 = time.monotonic()
 
     def show(joint: str, deg: float, t_ms: float) -> None:
@@ -84,15 +104,13 @@ def animate(
         else:
             typer.echo(f"{t_ms:8.1f} ms  {joint:<12} {deg:8.3f} deg")
 
-    try:
-        robot, messages = build_robot(cfg.robot, on_command=show)
-    except DriverError as e:
-        _fail(str(e))
-    for m in messages:
-        typer.echo(f"note: {m}", err=True)
-    if name not in robot.animations:
+    robot = _robot(cfg, show)
+    gestures = dict(robot.animations)
+    for lib in robot.libraries.values():  # a Reachy Mini's dances and emotions
+        gestures.update(lib)
+    if name not in gestures:
         robot.close()
-        _fail(f"no animation {name!r}; known: {', '.join(sorted(robot.animations)) or 'none'}")
+        _fail(f"no animation {name!r}; known: {', '.join(sorted(gestures)) or 'none'}")
     real = cfg.robot.driver != "sim" or any(d.kind != "sim" for d in cfg.robot.drivers.values())
     if real:  # serial drivers do not report each command: wrap the safety layer's output instead
         inner = robot.command
@@ -110,7 +128,47 @@ def animate(
 
     restore = install_shutdown(robot, signals=(signal.SIGTERM, signal.SIGINT))  # park on Ctrl-C and SIGTERM
     try:
-        robot.play(name, wait=True)
+        robot.play(gestures[name], wait=True)
     finally:
         robot.close()
         restore()
+
+
+def motion_bench(
+    config: Annotated[Path | None, typer.Option("--config", help="robot config TOML")] = None,
+    trials: Annotated[int, typer.Option(help="head-yaw steps for the command-to-motion latency")] = 20,
+    park: Annotated[
+        bool, typer.Option(help="also time SIGTERM-to-parked on a bolt-agent chat child (Reachy Mini)")
+    ] = True,
+    as_json: Annotated[bool, typer.Option("--json", help="print the figures as one JSON object")] = False,
+) -> None:
+    """Measure the body's motion loop rate, command-to-motion latency and SIGTERM-to-parked time."""
+    from agent.bench.motion import command_latency, loop_rate, sigterm_to_parked, summary
+    from hardware.config import REACHY_MINI
+
+    cfg = _config(config)
+    robot = _robot(cfg)
+    reachy = cfg.robot.driver == REACHY_MINI
+    figures: dict = {"driver": cfg.robot.driver}
+    try:
+        state, message = robot.status()
+        if state != "online":
+            _fail(f"the robot is {state}: {message}")
+        robot.wait_idle(10)  # a Reachy Mini's wake-up move
+        dances = robot.libraries.get("dances", {})
+        gesture = dances.get("groovy_sway_and_roll") if reachy and dances else "nod"
+        figures["loop"] = loop_rate(robot, gesture)
+        figures["latency"] = command_latency(robot, trials=trials)
+    finally:
+        robot.close()
+    if park and reachy and config is not None:
+        from hardware.reachy_mini import motor_mode
+
+        def motors_off() -> bool:
+            try:
+                return motor_mode(cfg.robot.reachy_mini, 0.5) == "disabled"
+            except (OSError, ValueError):
+                return False
+
+        figures["park"] = sigterm_to_parked(config, motors_off)
+    typer.echo(json.dumps(figures) if as_json else summary(figures))

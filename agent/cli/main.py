@@ -2,7 +2,7 @@
 
 Commands: ``demo`` (the main job, no arguments), ``listen FILE...``, ``chat``, ``skills
 list|new`` (:mod:`~agent.cli.talk`, :mod:`~agent.cli.skills`); ``run`` and ``bench``
-(:mod:`~agent.cli.live`); ``see`` and ``animate`` (:mod:`~agent.cli.body`); ``budget``
+(:mod:`~agent.cli.live`); ``see``, ``animate`` and ``motion-bench`` (:mod:`~agent.cli.body`); ``budget``
 (:mod:`~agent.cli.budget`); ``models pull`` and ``doctor`` (:mod:`~agent.cli.ops`). The app is
 built here by plain imports: a command module never imports this one.
 """
@@ -29,6 +29,7 @@ app.command("run")(live.run)
 app.command("bench")(live.bench)
 app.command("see")(body.see)
 app.command("animate")(body.animate)
+app.command("motion-bench")(body.motion_bench)
 app.command("budget")(budget.budget)
 app.add_typer(ops.models_app, name="models")
 app.command("doctor")(ops.doctor)

@@ -4,9 +4,10 @@ Added to the ``bolt-agent`` app by :mod:`agent.cli.main`.
 
 - ``models pull [--config PATH] [--from-dir DIR]``: makes every ``hf:`` model of the config
   present in the cache (:mod:`agent.models_pull`): cached files are only verified, missing ones
-  downloaded, or copied from ``DIR`` (offline install); exit 0 when all are present and
-  verified, 1 when one failed (offline: the message names the file and where to copy it), 2 on
-  a bad config.
+  downloaded, or copied from ``DIR`` (offline install); a Reachy Mini's emotions dataset too
+  (cached: checked offline; else downloaded; ``DIR`` is for model files only). Exit 0 when all
+  are present and verified, 1 when one failed (offline: the message names the file or dataset
+  and where to copy it), 2 on a bad config.
 - ``doctor [--config PATH] [--json]``: every check of :mod:`agent.doctor`, one line each with
   the fix command, or one JSON object ``{"ok": ..., "checks": [...]}``; exit 1 when a check
   that blocks ``run`` failed.
@@ -45,10 +46,13 @@ def pull(
         ),
     ] = None,
 ) -> None:
-    """Download every hf: model of the config into the Hugging Face cache and verify its SHA-256."""
+    """Download every hf: model of the config into the Hugging Face cache and verify its SHA-256.
+
+    A Reachy Mini's recorded emotions (a dataset) are fetched too, unless emotions_dir is set.
+    """
     use_service_cache(config)  # before huggingface_hub is imported: it reads HF_HOME once
     from agent.config import ConfigError, load_config
-    from agent.models_pull import PullError, config_model_refs, pull_model
+    from agent.models_pull import PullError, config_datasets, config_model_refs, pull_dataset, pull_model
 
     try:
         cfg = load_config(config)
@@ -56,7 +60,8 @@ def pull(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     refs = [(k, r) for k, r in config_model_refs(cfg) if r.startswith("hf:")]
-    if not refs:
+    datasets = config_datasets(cfg)
+    if not refs and not datasets:
         typer.echo("no hf: models in this config; nothing to download")
         return
     failed = 0
@@ -74,6 +79,20 @@ def pull(
                 ", already in the cache" if got.origin == "cached" else ""
             )
         typer.echo(f"{key} {ref}: {got.path} ({got.size} bytes, {check})")
+    for key, repo in datasets:
+        try:
+            ds = pull_dataset(repo, key, cfg.source)
+        except PullError as e:
+            typer.echo(f"error: {e}", err=True)
+            failed += 1
+            continue
+        for problem in ds.problems:  # the robot skips these files too; the rest is usable
+            typer.echo(f"warning: {problem}; skipped", err=True)
+        cached = ", already in the cache" if ds.origin == "cached" else ""
+        typer.echo(
+            f"{key} dataset {repo}: {ds.path} ({len(ds.moves)} moves, {ds.files} files, "
+            f"{ds.size} bytes{cached})"
+        )
     if failed:
         raise typer.Exit(1)
 
@@ -82,7 +101,7 @@ def doctor(
     config: ConfigOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="print one JSON object")] = False,
 ) -> None:
-    """Check this machine for `run`: packages, models, memory, audio, serial, camera, GPU, service."""
+    """Check this machine for `run`: packages, models, memory, audio, robot, camera, GPU, service."""
     service = use_service_cache(config)
     from agent.doctor import run_checks
 

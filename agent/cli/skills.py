@@ -17,13 +17,22 @@ skills_app = typer.Typer(no_args_is_help=True, help="Inspect and create skills."
 def skills_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
     """List the skills the model can call, with their schema and source."""
     from agent.skills import load_registry
+    from hardware.factory import load_libraries
 
     cfg = load_or_exit(config)
+    libraries, notes = load_libraries(cfg.robot)
     reg = load_registry(
-        cfg.skills.folders, cfg.skills.include_builtin, cfg.skills.enabled, cfg.skills.timeout_s
+        cfg.skills.folders,
+        cfg.skills.include_builtin,
+        cfg.skills.enabled,
+        cfg.skills.timeout_s,
+        joints=[j.name for j in cfg.robot.joints],
+        libraries={kind: list(lib) for kind, lib in libraries.items()},
     )
-    for msg in reg.load_errors:
+    for msg in [*reg.load_errors, *notes]:
         typer.echo(f"warning: {msg}", err=True)
+    for name, why in reg.left_out.items():
+        typer.echo(f"left out: {name} ({why})", err=True)
     for s in reg.skills.values():
         if json_out:
             typer.echo(

@@ -137,6 +137,9 @@ def load_config(path: str | Path | None = None) -> Config:
     base = p.resolve().parent
     cfg.skills.folders = [f if f.is_absolute() else base / f for f in cfg.skills.folders]
     cfg.robot.animation_folders = [f if f.is_absolute() else base / f for f in cfg.robot.animation_folders]
+    emotions = cfg.robot.reachy_mini.emotions_dir
+    if emotions is not None and not emotions.is_absolute():
+        cfg.robot.reachy_mini.emotions_dir = base / emotions
     if cfg.console.token_file is not None and not cfg.console.token_file.is_absolute():
         cfg.console.token_file = base / cfg.console.token_file
     cfg.source = p

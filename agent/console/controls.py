@@ -2,7 +2,8 @@
 
 * **say** — :meth:`~agent.pipeline.Pipeline.submit_text`: a typed user turn, like ``chat``.
 * **mute** — :meth:`~agent.pipeline.Pipeline.set_muted`: the listener hears silence.
-* **animate** — :meth:`hardware.robot.Robot.play`, refused while an e-stop is latched.
+* **animate** — :meth:`hardware.robot.Robot.play` of a named animation, or of a gesture of
+  the body's libraries (a Reachy Mini's dances and emotions); refused while an e-stop is latched.
 * **estop** — :meth:`hardware.robot.Robot.estop`: the robot's one safety layer latches and
   refuses every joint command (skills, animations, speech motion) until **clear**
   (:meth:`~hardware.robot.Robot.clear_estop`); the turn being spoken is cut as by a stop
@@ -84,15 +85,17 @@ class Controls:
         return {"ok": True, "muted": muted}
 
     def animate(self, name: object) -> dict[str, Any]:
-        """Play a named animation (it blends from the current pose).
+        """Play a named animation, else the library gesture of that name (it blends from the current pose).
 
         Raises:
             ControlError: unknown name (404) or an e-stop is latched (409).
         """
         if not isinstance(name, str) or not name:
             raise ControlError(400, "animate needs a 'name'")
+        robot = self.core.robot
+        gesture = next((lib[name] for lib in robot.libraries.values() if name in lib), None)
         try:
-            self.core.robot.play(name)
+            robot.play(name if name in robot.animations or gesture is None else gesture)
         except KeyError as e:
             raise ControlError(404, str(e.args[0] if e.args else e)) from None
         except RuntimeError as e:

@@ -3,9 +3,11 @@
 Pure functions from the agent's parts to JSON-ready dicts (sent as console messages), plus
 the camera frame as a JPEG with the latest scene's face and person boxes drawn in.
 
-* :func:`info` — models in use, the memory plan, joints with their limits, animations
+* :func:`info` — models in use, the memory plan, joints with their limits and units,
+  animations and the body's libraries (a Reachy Mini's dances and emotions), the driver
   (sent once to each page when it connects).
-* :func:`body` — joint positions, the animation playing, e-stop, torque, microphone mute.
+* :func:`body` — joint positions, the animation playing, whether the motors move, the
+  posture, the driver's state, e-stop, torque, microphone mute.
 * :func:`camera` — the latest scene (summary, boxes, age) or None before the first one.
 * :func:`frame_jpeg` — the camera's newest frame, boxes drawn, at most 640 px wide.
 """
@@ -15,6 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.config import Config
+from hardware.config import REACHY_MINI
+from hardware.reachy_pose import HEAD_POSITION
 from hardware.robot import Robot
 from hardware.vision import Vision
 
@@ -58,31 +62,73 @@ def memory(cfg: Config, verdict: BudgetVerdict | None = None) -> dict[str, Any]:
     return {"message": verdict.message, "fits": verdict.fits, "plan": plan}
 
 
+def joint_units(cfg: Config) -> dict[str, str]:
+    """The unit of each configured joint's positions: ``"mm"`` or ``"deg"``.
+
+    A Reachy Mini's head translations (``head_x/y/z`` on the ``reachy_mini`` driver) are
+    millimetres (:mod:`hardware.reachy_pose`); every other joint is in degrees.
+    """
+    robot = cfg.robot
+    return {
+        j.name: "mm" if (j.driver or robot.driver) == REACHY_MINI and j.name in HEAD_POSITION else "deg"
+        for j in robot.joints
+    }
+
+
 def info(
     cfg: Config, robot: Robot, vision: Vision | None, verdict: BudgetVerdict | None = None
 ) -> dict[str, Any]:
-    """The ``info`` message: models, memory plan, joints (limits in degrees) and animations."""
+    """The ``info`` message: models, memory plan, joints, animations, libraries and the driver.
+
+    Each joint has ``min_deg``, ``max_deg`` and ``neutral_deg`` in its ``unit`` (``"deg"``, or
+    ``"mm"`` for a Reachy Mini's head translations; the keys keep their names). ``libraries``
+    lists the body's gestures by kind (``dances``, ``emotions``), playable like ``animations``.
+    """
+    units = joint_units(cfg)
     return {
         "event": "info",
         "turn_id": -1,
         "models": models(cfg, vision),
         "memory": memory(cfg, verdict),
         "joints": [
-            {"name": j.name, "min_deg": j.min_deg, "max_deg": j.max_deg, "neutral_deg": j.neutral_deg}
+            {
+                "name": j.name,
+                "min_deg": j.min_deg,
+                "max_deg": j.max_deg,
+                "neutral_deg": j.neutral_deg,
+                "unit": units.get(j.name, "deg"),
+            }
             for j in robot.joints.values()
         ],
         "animations": sorted(robot.animations),
+        "libraries": {kind: sorted(moves) for kind, moves in sorted(robot.libraries.items())},
+        "postures": sorted(robot.postures),
+        "driver": getattr(robot.driver, "name", ""),
         "camera": vision is not None,
     }
 
 
 def body(robot: Robot, positions: dict[str, float], muted: bool, can_mute: bool) -> dict[str, Any]:
-    """The ``body`` message: joint positions (degrees), animation, e-stop, torque, mic mute."""
+    """The ``body`` message: joint positions, animation, motion, posture, driver, e-stop, torque, mute.
+
+    ``positions`` are in each joint's unit (see :func:`info`); ``moving`` is True while a
+    gesture or the speech sway drives the motors; ``driver`` is the driver's ``state``
+    (``connecting``, ``online``, ``offline``, ``closed``), its ``message`` (what is wrong) and
+    its ``notes`` (e.g. a Reachy Mini's safety check that is off).
+    """
+    state, message = robot.status()
     return {
         "event": "body",
         "turn_id": -1,
         "positions": {k: round(v, 1) for k, v in positions.items()},
         "playing": robot.playing,
+        "moving": robot.moving,
+        "posture": robot.posture,
+        "driver": {
+            "state": state,
+            "message": message,
+            "notes": list(getattr(robot.driver, "notes", ())),
+        },
         "estopped": robot.estopped,
         "torque": robot.torque_on,
         "muted": muted,

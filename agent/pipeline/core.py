@@ -145,7 +145,21 @@ def build_core(
         tag = robot.sending_tag
         emit(RobotCommand(tag if isinstance(tag, int) else -1, joint, deg, round(t_ms, 1)))
 
-    robot, robot_msgs = build_robot(cfg.robot, on_robot_command)
+    lost: set[str] = set()
+
+    def on_driver_status(name: str, state: str, message: str) -> None:
+        # A body that comes and goes (a daemon restarted, a cable pulled) is news for people.
+        if state == "offline" and name not in lost:
+            lost.add(name)
+            if robot_ref:  # the first connection's failure is one of build_robot's messages
+                emit(Error(-1, f"robot: {message or name + ' offline'}"))
+        elif state == "online" and name in lost:
+            lost.discard(name)
+            emit(Notice(-1, f"robot: {name} is back online{': ' + message if message else ''}"))
+
+    robot_ref: list[Robot] = []
+    robot, robot_msgs = build_robot(cfg.robot, on_robot_command, on_status=on_driver_status)
+    robot_ref.append(robot)
     vision: Vision | None = None
     try:
         if on_robot is not None:
@@ -157,6 +171,8 @@ def build_core(
             cfg.skills.enabled,
             cfg.skills.timeout_s,
             animations=list(robot.animations),
+            joints=list(robot.joints),
+            libraries={kind: list(lib) for kind, lib in robot.libraries.items()},
         )
         for msg in [*robot_msgs, *registry.load_errors]:
             emit(Error(-1, msg))
@@ -168,7 +184,9 @@ def build_core(
         )
         tts = PiperTTS(resolve_model(cfg.tts.voice, "voice"), cfg.tts.length_scale, cfg.tts.speaker_id)
         scene_changes: queue.Queue[SceneChange] = queue.Queue()
-        vision, vision_msgs = build_vision(cfg.camera, cfg.vision, on_change=scene_changes.put)
+        vision, vision_msgs = build_vision(
+            cfg.camera, cfg.vision, on_change=scene_changes.put, reachy=cfg.robot.reachy_mini
+        )
         for msg in vision_msgs:
             emit(Notice(-1, msg))
         ctx = SkillContext(robot=robot, scene=vision)

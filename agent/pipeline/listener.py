@@ -68,6 +68,8 @@ class Listener:
         publish: The bus.
         work: The pipeline's work in flight.
         heartbeat: Called on every loop iteration (<= 50 ms apart): the systemd watchdog.
+        moving: True while the body's motors move (their noise reaches the microphones): the
+            speech probability is then scaled by ``[robot] motion_vad_weight``. None: never.
     """
 
     def __init__(
@@ -80,8 +82,10 @@ class Listener:
         publish: Callable[[Event], None],
         work: WorkTracker,
         heartbeat: Callable[[], None] | None = None,
+        moving: Callable[[], bool] | None = None,
     ) -> None:
         self.cfg, self.source, self.sink = cfg, source, sink
+        self.moving = moving
         self.turn_taking, self.asr_inbox, self.publish, self.work = turn_taking, asr_inbox, publish, work
         self.heartbeat = heartbeat
         self.vad = SileroFrameVAD()
@@ -139,6 +143,8 @@ class Listener:
             self._recent = np.concatenate([self._recent[FRAME:], frame])
             t = msg.t_end - self._buf.size / SAMPLE_RATE
             prob = self.vad(frame)
+            if self.moving is not None and self.moving():
+                prob *= self.cfg.robot.motion_vad_weight  # clear speech still passes, motor whine does not
             if live.echo_guard and prob >= thr - 0.15 and self.echo.active(t):
                 if self.echo.user_share(self._recent, t) < live.echo_min_unexplained:
                     prob = 0.0  # the robot hearing itself

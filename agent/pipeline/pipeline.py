@@ -37,12 +37,23 @@ from collections.abc import Callable
 import numpy as np
 
 from agent.audio_io.devices import SoundBackend
-from agent.events import BargeIn, CutHistory, Error, Event, Interrupt, Shutdown, TextIn, Timing
+from agent.events import (
+    BargeIn,
+    CutHistory,
+    Error,
+    Event,
+    Interrupt,
+    PlaybackStarted,
+    Shutdown,
+    TextIn,
+    Timing,
+)
 from agent.pipeline.asr_stage import ASRStage
 from agent.pipeline.bus import Bus
 from agent.pipeline.core import AgentCore
 from agent.pipeline.driver import TurnDriver
 from agent.pipeline.listener import Listener, Source
+from agent.pipeline.posture import Postures
 from agent.pipeline.queues import StageQueue
 from agent.pipeline.sources import MicSource
 from agent.pipeline.speech import AudioSink, SpeechStage
@@ -94,9 +105,13 @@ class Pipeline:
         )
         self.driver_q = StageQueue(self.gate, on_drop=lambda msg: self.work.finished())
         realtime = source.realtime
+        robot = core.robot
+        # Motor noise reaches the microphones: while the body moves, speech must be clearer.
+        moving = (lambda: robot.moving) if realtime and cfg.robot.motion_vad_weight < 1.0 else None
         self.listener = Listener(
-            cfg, source, sink, self.turn_q, self.asr_q, bus.publish, self.work, heartbeat
+            cfg, source, sink, self.turn_q, self.asr_q, bus.publish, self.work, heartbeat, moving
         )
+        self.postures = Postures(robot)
         self.early_start = EarlyStart(self._prefill, self.work)
         self.turn_taking = TurnTaking(
             cfg,
@@ -109,6 +124,7 @@ class Pipeline:
             self.early_start,
             realtime=realtime,
             barge_in=cfg.live.barge_in and realtime and sink.realtime,
+            postures=self.postures,
         )
         turn = cfg.turn
         self.asr = ASRStage(
@@ -143,6 +159,7 @@ class Pipeline:
             core, self.driver_q, self.speech_q, self.gate, bus.publish, self.work, core.arbiter
         )
         bus.route(Timing, self._turn_done)
+        bus.route(PlaybackStarted, lambda msg: self.postures.robot_speaking())
         bus.route(CutHistory, self.driver_q.put)
         bus.route(Interrupt, self._interrupt)
         self._threads = [
@@ -321,6 +338,7 @@ class Pipeline:
         return self.core.conversation.prefill(text, self.core.state_line())
 
     def _turn_done(self, msg: Event) -> None:
+        self.postures.turn_over()
         self.work.turn_over(msg.turn_id)
         self.asr.replied()
         self.work.finished()

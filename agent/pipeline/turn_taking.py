@@ -52,6 +52,7 @@ from agent.events import (
 )
 from agent.listening.end_of_turn import EndOfTurnJudge, Verdict
 from agent.listening.vad import FRAME, Endpointer, VADUpdate
+from agent.pipeline.posture import Postures
 from agent.pipeline.queues import StageQueue, run_stage
 from agent.pipeline.work import WorkTracker
 from agent.speech.asr import ASRResult
@@ -123,6 +124,8 @@ class TurnTaking:
         realtime: The source keeps real time (else: a verdict before the next frame, a turn's
             end before the next utterance).
         barge_in: Allow the user to talk over the robot.
+        postures: The body's posture follows the floor (listening while the user speaks,
+            thinking once the turn is handed over); None: no body.
     """
 
     def __init__(
@@ -137,10 +140,12 @@ class TurnTaking:
         early_start: EarlyStart | None,
         realtime: bool,
         barge_in: bool,
+        postures: Postures | None = None,
     ) -> None:
         self.cfg, self.inbox, self.asr_inbox, self.publish = cfg, inbox, asr_inbox, publish
         self.work, self.speaker, self.judge, self.early_start = work, speaker, judge, early_start
         self.realtime, self.barge_in = realtime, barge_in
+        self.postures = postures or Postures(None)
         turn = cfg.turn
         self.endpointer = (
             Endpointer(cfg.vad, turn.short_silence_ms, turn.long_silence_ms, turn.early_asr_ms)
@@ -201,6 +206,7 @@ class TurnTaking:
         # Still "speaking" until an utterance that ends here is handed over (and counted as work):
         # no instant in between lets a background result start over the user's turn.
         self.work.user_speaking = upd.speaking or upd.ended
+        self.postures.user_speaking(upd.speaking or upd.ended)
         self._barge_in(upd, f.prob)
         if self._pause is not None and not self.endpointer.still_silent(self._pause.pause_id):
             self._drop_pause()  # the user spoke again (or the utterance ended): not wanted
@@ -338,6 +344,7 @@ class TurnTaking:
             t_end = now  # as fast as possible: the utterance is complete now
         end_ms = upd.end_sample / SAMPLE_RATE * 1000
         self._utterances += 1
+        self.postures.user_done()
         self.work.started()
         self.asr_inbox.put(
             Utterance(

@@ -21,6 +21,8 @@ from agent.skills.authoring import new_skill_file
 from agent.skills.loader import (
     ANIMATIONS,
     BUILTIN_SKILLS,
+    DANCES,
+    EMOTIONS,
     ENTRY_POINT_GROUP,
     load_entry_points,
     load_file,
@@ -42,6 +44,8 @@ from agent.skills.skill import (
 __all__ = [
     "ANIMATIONS",
     "BUILTIN_SKILLS",
+    "DANCES",
+    "EMOTIONS",
     "ENTRY_POINT_GROUP",
     "Choices",
     "Skill",

@@ -18,7 +18,7 @@ import importlib.util
 import logging
 import sys
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from agent.skills.registry import SkillRegistry
@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 BUILTIN_SKILLS = Path(__file__).resolve().parents[2] / "skills"
 ENTRY_POINT_GROUP = "bolt_agent.skills"
 ANIMATIONS = "animations"  # the Choices key of the robot's animation names
+DANCES = "dances"  # ... of a Reachy Mini's dances (reachy-mini-dances-library)
+EMOTIONS = "emotions"  # ... of its recorded emotions (the emotions dataset)
 
 
 def load_file(registry: SkillRegistry, path: Path) -> list[Skill]:
@@ -64,7 +66,9 @@ def load_file(registry: SkillRegistry, path: Path) -> list[Skill]:
     for obj in vars(module).values():
         if is_skill(obj) and getattr(obj, "__module__", None) == mod_name:
             try:
-                loaded.append(registry.register(obj, f"{path}:{obj.__code__.co_firstlineno}"))
+                sk = registry.register(obj, f"{path}:{obj.__code__.co_firstlineno}")
+                if sk is not None:
+                    loaded.append(sk)
             except SkillError as e:  # message already names path:line
                 msg = f"{e}; skipped"
                 log.error(msg)
@@ -121,8 +125,7 @@ def load_entry_points(registry: SkillRegistry, group: str = ENTRY_POINT_GROUP) -
         funcs = [obj] if callable(obj) else [v for v in vars(obj).values() if is_skill(v)]
         for fn in funcs:
             try:
-                registry.register(fn)
-                count += 1
+                count += registry.register(fn) is not None
             except (SkillError, TypeError, ValueError) as e:
                 registry.load_errors.append(f"{where}: skill {getattr(fn, '__name__', fn)} skipped: {e}")
     return count
@@ -145,6 +148,8 @@ def load_registry(
     timeout_s: float = 10.0,
     entry_points: bool = True,
     animations: Iterable[str] | None = None,
+    joints: Iterable[str] | None = None,
+    libraries: Mapping[str, Iterable[str]] | None = None,
 ) -> SkillRegistry:
     """Build the registry the config asks for.
 
@@ -160,14 +165,24 @@ def load_registry(
         animations: The robot's animation names (``robot.animations``), handed to the
             registry under the ``"animations"`` key before loading: ``play_animation``'s
             ``name`` enum lists them. None: the skill's own default (the packaged animations).
+        joints: The body's joints (``robot.joints``): skills that need others are left out.
+            None: the default robot's (``RobotConfig()``: a head and two arms).
+        libraries: The body's animation libraries' names by kind (``robot.libraries``:
+            ``"dances"``, ``"emotions"``), the enums of the skills that play them.
 
     Returns:
         The registry; problems are in its ``load_errors`` (nothing is raised).
 
     """
-    reg = SkillRegistry(timeout_s=timeout_s)
+    if joints is None:
+        from hardware.config import RobotConfig
+
+        joints = [j.name for j in RobotConfig().joints]
+    reg = SkillRegistry(timeout_s=timeout_s, joints=frozenset(joints))
     if animations is not None:
         reg.choices[ANIMATIONS] = tuple(animations)
+    for key, names in (libraries or {}).items():
+        reg.choices[key] = tuple(names)
     if include_builtin:
         load_folder(reg, BUILTIN_SKILLS)
     for f in folders:

@@ -9,8 +9,11 @@ exception in the skill becomes a failed :class:`ToolOutcome` whose message the m
 :meth:`SkillRegistry.call` never raises.
 
 The registry also holds the name lists that :class:`~agent.skills.skill.Choices`
-parameters draw their enums from (the robot's animations); handing it a new list rebuilds
-the skills that use it. Where skills come from is the loader's concern (``loader.py``).
+parameters draw their enums from (the robot's animations, a Reachy Mini's dances and
+emotions); handing it a new list rebuilds the skills that use it. It knows the body's joints:
+a skill that ``needs`` a joint the body lacks, or whose choices are an empty list (no
+emotions downloaded), is left out of the tool list (:attr:`SkillRegistry.left_out` says
+why). Where skills come from is the loader's concern (``loader.py``).
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ class SkillRegistry:
         load_errors: One message per skill file or function that failed to load.
         choices: Name lists for :class:`~agent.skills.skill.Choices` parameters, by key
             (``"animations"``); set them with :meth:`set_choices` or ``load_registry``.
+        joints: The body's joints; None offers every skill whatever it ``needs``.
+        left_out: Skills not offered on this body, with the reason (name → reason).
 
     """
 
@@ -53,9 +58,11 @@ class SkillRegistry:
     skills: dict[str, Skill] = field(default_factory=dict)
     load_errors: list[str] = field(default_factory=list)
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    joints: frozenset[str] | None = None
+    left_out: dict[str, str] = field(default_factory=dict)
     _pool: concurrent.futures.ThreadPoolExecutor = field(default_factory=_new_pool, repr=False)
 
-    def register(self, fn: Callable, source: str = "") -> Skill:
+    def register(self, fn: Callable, source: str = "") -> Skill | None:
         """Register one function (marked or not) and return its :class:`Skill`.
 
         Args:
@@ -63,19 +70,36 @@ class SkillRegistry:
             source: ``path:line`` it was defined at; found from the function when empty.
 
         Returns:
-            The built skill (its enums drawn from :attr:`choices`).
+            The built skill (its enums drawn from :attr:`choices`), or None when it does not
+            apply to this body (recorded in :attr:`left_out`).
 
         Raises:
             SkillError: bad signature, or a skill of that name exists already.
 
         """
         sk = build_skill(fn, source or _where(fn), self.choices)
+        why = self._not_offered(sk)
+        if why:
+            self.left_out[sk.name] = why
+            log.info("skill %s left out: %s", sk.name, why)
+            return None
         if sk.name in self.skills:
             raise SkillError(
                 f"{sk.source}: skill {sk.name!r} already defined at {self.skills[sk.name].source}"
             )
         self.skills[sk.name] = sk
         return sk
+
+    def _not_offered(self, sk: Skill) -> str:
+        """Why a skill is not offered on this body ('' when it is)."""
+        if self.joints is not None:
+            missing = [j for j in sk.needs if j not in self.joints]
+            if missing:
+                return f"this body has no {', '.join(missing)}"
+        empty = [k for k in sk.choices if k in self.choices and not self.choices[k]]
+        if empty:
+            return f"no {', '.join(empty)} installed"
+        return ""
 
     def set_choices(self, key: str, names: Iterable[str]) -> None:
         """Hand the registry a list of names and rebuild the skills whose enums use it.

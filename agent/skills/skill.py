@@ -88,6 +88,7 @@ class _Marker:
     keywords: tuple[str, ...] = ()
     follow_up: bool = True
     preamble: str = ""
+    needs: tuple[str, ...] = ()
 
 
 def skill(
@@ -99,6 +100,7 @@ def skill(
     keywords: tuple[str, ...] | list[str] = (),
     follow_up: bool = True,
     preamble: str = "",
+    needs: tuple[str, ...] | list[str] = (),
 ) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
@@ -119,6 +121,9 @@ def skill(
             that takes a while, so the user hears an answer at once. Empty: none. Grammar mode
             (the embedded small model) only: a native-format model writes its own words
             before a call.
+        needs: Joints the body must have (``("right_arm",)`` for a wave, a Reachy Mini's
+            antennas for its dances): on a robot that lacks one the skill is left out of the
+            tool list, so the model never sees what the body cannot do.
 
     Returns:
         The same function, with a marker attribute the loader looks for.
@@ -129,7 +134,9 @@ def skill(
         setattr(
             f,
             _MARK,
-            _Marker(name, background, clamp, tuple(w.lower() for w in keywords), follow_up, preamble),
+            _Marker(
+                name, background, clamp, tuple(w.lower() for w in keywords), follow_up, preamble, tuple(needs)
+            ),
         )
         return f
 
@@ -171,6 +178,7 @@ class Skill:
         follow_up: Its result needs a spoken follow-up round (see :func:`skill`).
         preamble: Said as soon as the model chooses it, before the result (see :func:`skill`).
         choices: Keys of the :class:`Choices` lists its schema was built from.
+        needs: Joints the body must have for it to be offered (see :func:`skill`).
 
     """
 
@@ -187,6 +195,7 @@ class Skill:
     choices: tuple[str, ...] = ()
     follow_up: bool = True
     preamble: str = ""
+    needs: tuple[str, ...] = ()
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -297,4 +306,5 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         follow_up=marker.follow_up,
         preamble=marker.preamble,
         choices=tuple(dict.fromkeys(used.values())),
+        needs=marker.needs,
     )

@@ -1,6 +1,7 @@
 // bolt-agent console: one EventSource (/api/events) in, JSON POSTs (/api/...) out. No build step.
 // Every message is the agent's own JSON event ({"event": name, "turn_id": ..., ...}), plus the
 // console's snapshots: info (models, memory plan, joints, animations), body, camera, console (dropped).
+// Joint values are in each joint's unit: degrees, or millimetres for a Reachy Mini's head x/y/z.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -12,7 +13,8 @@ const el = (tag, cls, text) => {
 };
 const fmt = (v) => (typeof v === "string" ? v : JSON.stringify(v));
 
-const state = { joints: {}, history: [], estopped: false, muted: false };
+const state = { joints: {}, history: [], estopped: false, muted: false, driver: "" };
+const UNIT = { deg: "°", mm: " mm" };
 
 // --- conversation ----------------------------------------------------------------------------
 function append(node) {
@@ -133,13 +135,23 @@ function renderInfo(ev) {
     track.append(fill, neutral);
     row.appendChild(track);
     row.appendChild(el("span", "deg", "–"));
-    row.title = `${j.min_deg}..${j.max_deg} deg`;
+    j.unit = j.unit || "deg";
+    row.dataset.unit = j.unit;
+    row.title = `${j.min_deg}..${j.max_deg} ${j.unit}`;
     box.appendChild(row);
     state.joints[j.name] = { j, row, fill };
   }
   const sel = $("anim-select");
   sel.textContent = "";
-  for (const a of ev.animations) sel.appendChild(el("option", "", a));
+  const groups = [["animations", ev.animations], ...Object.entries(ev.libraries || {})];
+  for (const [kind, names] of groups) {
+    if (!names.length) continue;
+    const group = el("optgroup");
+    group.label = kind;
+    for (const a of names) group.appendChild(el("option", "", a));
+    sel.appendChild(group);
+  }
+  state.driver = ev.driver || "";
   const models = $("models");
   models.textContent = "";
   for (const [role, name] of Object.entries(ev.models)) {
@@ -169,8 +181,14 @@ function renderBody(ev) {
     fill.style.left = `${a}%`;
     fill.style.width = `${Math.max(b - a, 0.5)}%`;
     row.dataset.deg = deg;
-    row.querySelector(".deg").textContent = `${deg.toFixed(0)}°`;
+    row.querySelector(".deg").textContent = `${deg.toFixed(0)}${UNIT[j.unit] || ""}`;
   }
+  renderDriver(ev.driver);
+  $("body-state").textContent = [
+    ev.posture ? `posture ${ev.posture}` : "",
+    ev.moving ? "moving" : "still",
+    ...((ev.driver && ev.driver.notes) || []),
+  ].filter(Boolean).join(" · ");
   state.estopped = ev.estopped;
   const es = $("estop-state");
   es.textContent = ev.estopped ? "E-STOP LATCHED" : ev.torque ? "motors on" : "motors off";
@@ -181,6 +199,15 @@ function renderBody(ev) {
   $("btn-mute").textContent = ev.muted ? "Unmute mic" : "Mute mic";
   $("btn-mute").disabled = !ev.can_mute;
   $("playing").textContent = ev.playing ? `playing ${ev.playing}` : "no animation";
+}
+
+function renderDriver(d) {
+  if (!d) return;
+  const pill = $("driver-state");
+  const name = state.driver || "robot";
+  pill.textContent = `${name} ${d.state}` + (d.message ? `: ${d.message}` : "");
+  pill.title = d.message || "";
+  pill.className = "pill " + (d.state === "online" ? "ok" : d.state === "connecting" ? "off" : "bad");
 }
 
 function renderCamera(ev) {
