@@ -494,6 +494,95 @@ def check_reachy_emotions(cfg: Any, service: ServiceInfo | None = None) -> Check
     return Check("reachy-emotions", True, f"{len(moves)} recorded moves in {found}", blocking=False)
 
 
+def check_projector(cfg: Any, service: ServiceInfo | None = None) -> Check | None:
+    """The vision projector of ``[vision] describer = "vlm"``: present, readable, the right width.
+
+    Checked: the file is here; it is a GGUF; it is a vision projector of a type llama.cpp knows
+    (``clip.projector_type``, a vision encoder); it projects to the width of the model that reads
+    its images. Only the GGUF header is read (:func:`agent.memplan.read_projector`). With
+    ``engine = "chat"`` the width is the chat model's ``n_embd`` (llama.cpp refuses a mismatch:
+    "mismatch between text model and mmproj"); with ``engine = "llama-server"`` it is the VLM's.
+    A failure never blocks ``run``: the agent then loads the chat model without the projector
+    (or starts no VLM), says so, and still talks and sees with OpenCV.
+
+    Args:
+        cfg: The config.
+        service: The installed unit (the download fix then runs as its user).
+
+    Returns:
+        None unless ``describer = "vlm"`` with a local engine (``chat`` or ``llama-server``).
+    """
+    from agent.memplan import PlanError, ProjectorError, load_model_shape, read_projector
+    from agent.memplan.components import local_model
+
+    vision = getattr(cfg, "vision", None)
+    vlm = getattr(vision, "vlm", None)
+    if getattr(vision, "describer", "opencv") != "vlm" or vlm is None or vlm.engine == "openai":
+        return None
+    blocking = False  # the agent runs on without it (agent.pipeline.core.load_chat_model)
+    where = cfg.source or "the config"
+    reader = "chat model" if vlm.engine == "chat" else "VLM"
+    if not vlm.mmproj:
+        return Check(
+            "projector",
+            False,
+            f'[vision] describer = "vlm" with engine {vlm.engine!r} but no [vision.vlm] mmproj: '
+            f"the {reader} cannot see without its projector",
+            f"edit [vision.vlm] mmproj in {where}  # the mmproj GGUF published with the model "
+            '("hf:OWNER/REPO/FILE" or a path)',
+            blocking,
+        )
+    path = local_model(vlm.mmproj)
+    if path is None or not path.is_file():
+        hf = vlm.mmproj.startswith("hf:")
+        return Check(
+            "projector",
+            False,
+            f"[vision.vlm] mmproj {vlm.mmproj} is " + ("not downloaded" if hf else "not on this machine"),
+            pull_fix(cfg, service)
+            if hf
+            else f"edit [vision.vlm] mmproj in {where}  # a path to the mmproj GGUF",
+            blocking,
+        )
+    try:
+        p = read_projector(path)
+    except ProjectorError as e:
+        return Check(
+            "projector",
+            False,
+            str(e),
+            f"edit [vision.vlm] mmproj in {where}  # the projector (mmproj) GGUF made for the {reader}",
+            blocking,
+        )
+    audio = (
+        f" + {p.audio_projector} audio encoder ({p.audio_bytes / 2**30:.2f} GiB; left out: "
+        "the agent loads a vision-only copy)"
+        if p.audio_bytes
+        else ""
+    )
+    found = f"{path.name}: {p.projector} vision encoder, {p.n_layer} blocks x {p.n_embd} wide{audio}"
+    model = cfg.llm.model if vlm.engine == "chat" else vlm.model
+    try:
+        width = load_model_shape(model).n_embd if model else 0
+    except PlanError:
+        width = 0
+    if width and p.projection_dim != width:
+        return Check(
+            "projector",
+            False,
+            f"{found}; it projects to {p.projection_dim} but the {reader}'s embedding width is {width}: "
+            "it is another model's projector (llama.cpp refuses it: mismatch between text model and mmproj)",
+            f"edit [vision.vlm] mmproj in {where}  # the mmproj published with {model}",
+            blocking,
+        )
+    match = (
+        f"projects to {p.projection_dim} = the {reader}'s width"
+        if width
+        else "the model's width unknown here"
+    )
+    return Check("projector", True, f"{found}; {match}", blocking=blocking)
+
+
 def check_camera(cfg: Any) -> Check:
     """The configured camera source and whether OpenCV was built with GStreamer."""
     source = cfg.camera.source
@@ -735,6 +824,8 @@ def run_checks(
         return [*checks, Check("config", False, str(e), f"edit {config or 'the config'}")]
     checks.append(Check("config", True, str(cfg.source or "default config")))
     checks += [check_models(cfg, service), check_memory(cfg)]
+    projector = check_projector(cfg, service)
+    checks += [projector] if projector else []
     # Before the audio check: a PulseAudio client creates $XDG_RUNTIME_DIR/pulse when it connects.
     sd = check_systemd_env(env, cfg)
     gpu_access = check_gpu_access(cfg)

@@ -691,3 +691,23 @@ class RobotParked(Event):
     name: ClassVar[str] = "robot_parked"
     positions: dict[str, float] = field(default_factory=dict)
     torque: bool = False
+
+
+@dataclass(frozen=True)
+class SceneDescribed(Event):
+    """A vision-language model described what the camera sees (it replaces the previous description).
+
+    Attributes:
+        text: The description as it enters the chat model's context.
+        trigger: ``asked`` (the ``describe_scene`` skill), ``arrived``, ``scene changed`` or ``first look``.
+        took_ms: Image encode + generation, ms.
+        image_tokens: Image tokens the engine reported (0 where it does not say).
+        frames: Frames described.
+    """
+
+    name: ClassVar[str] = "scene_described"
+    text: str = ""
+    trigger: str = ""
+    took_ms: float = 0.0
+    image_tokens: int = 0
+    frames: int = 1

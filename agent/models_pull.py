@@ -48,7 +48,7 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:
     from agent.systemd import ServiceInfo
 
-MODEL_FIELDS = ("model", "voice", "draft_model", "vlm_model", "text_model")
+MODEL_FIELDS = ("model", "voice", "draft_model", "mmproj", "text_model")
 LOCAL_REVISION = "0" * 40
 """Snapshot name for files copied in by :func:`import_file` (no hub commit is known offline)."""
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")

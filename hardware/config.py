@@ -280,10 +280,12 @@ class CameraConfig(StrictModel):
 
 
 class VisionConfig(StrictModel):
-    """Scene description: which describer, how often, and the pinhole-distance assumptions."""
+    """The OpenCV scene layer: how often, and the pinhole-distance assumptions.
+
+    The agent's ``[vision]`` adds ``describer`` and ``[vision.vlm]`` (``agent/config/vision.py``).
+    """
 
     enabled: bool = True
-    describer: Literal["opencv", "vlm"] = "opencv"
     rate_hz: float = Field(1.0, gt=0, le=2.0, description="descriptions per second, Hz (at most 2)")
     detect_width: int = Field(640, ge=160, le=1920, description="frames are resized to this width, px")
     face_width_m: float = Field(0.16, gt=0.05, lt=0.5, description="assumed width of a detected face box, m")
@@ -294,9 +296,4 @@ class VisionConfig(StrictModel):
     confirm: int = Field(
         2, ge=1, le=10, description="descriptions a new head count must persist for an event"
     )
-    vlm_model: Path | None = None
-    vlm_mmproj: Path | None = None
-    vlm_handler: Literal["llava15", "mtmd"] = "mtmd"
     greet_on_arrival: bool = Field(False, description="a person arriving starts a greeting turn")
-    vlm_prompt: str = "Describe what you see in one short sentence: people, where they are, what they do."
-    vlm_max_tokens: int = Field(64, ge=8, le=512)

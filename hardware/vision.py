@@ -187,31 +187,19 @@ class Vision:
             self.camera.close()
 
 
-def make_describer(vcfg: VisionConfig, hfov_deg: float = 62.2) -> Describer:
-    """Build the describer the config asks for (``opencv`` or ``vlm``).
+def make_describer(vcfg: VisionConfig, hfov_deg: float = 62.2) -> OpenCVDescriber:
+    """Build the OpenCV describer of ``[vision]`` (the always-on layer; words come from the agent's VLM).
 
-    Raises:
-        DescriberError: ``vlm`` without ``vlm_model``/``vlm_mmproj`` files.
-
+    Args:
+        vcfg: ``[vision]`` settings.
+        hfov_deg: The camera's horizontal field of view, degrees (for distances and ``look_at``).
     """
-    base = OpenCVDescriber(
+    return OpenCVDescriber(
         detect_width=vcfg.detect_width,
         hfov_deg=hfov_deg,
         face_width_m=vcfg.face_width_m,
         people_detector=vcfg.people,
         motion_threshold=vcfg.motion_threshold,
-    )
-    if vcfg.describer == "opencv":
-        return base
-    from hardware.vlm import VLMDescriber
-
-    return VLMDescriber(
-        vcfg.vlm_model,
-        vcfg.vlm_mmproj,
-        handler=vcfg.vlm_handler,
-        prompt=vcfg.vlm_prompt,
-        max_tokens=vcfg.vlm_max_tokens,
-        base=base,
     )
 
 
@@ -242,10 +230,7 @@ def build_vision(
         from hardware.reachy_camera import sim_hfov_deg
 
         hfov = sim_hfov_deg(ccfg)
-    try:
-        describer = make_describer(vcfg, hfov)
-    except DescriberError as e:
-        return None, [f"vision off: {e}"]
+    describer = make_describer(vcfg, hfov)
     camera = Camera(ccfg, reachy=reachy)
     messages = []
     if not camera.start(wait_s):

@@ -1,7 +1,9 @@
 """Vision skills: describe what the camera sees, and turn the head toward someone.
 
 Both read the vision service from ``ctx.scene`` (None when the robot has no camera: the
-skill then fails with a message the model can pass on). ``describe_scene`` is data (its result
+skill then fails with a message the model can pass on). With ``[vision] describer = "vlm"``,
+``describe_scene`` also asks the vision-language model (``ctx.narrator``) for a description of
+the newest frame. ``describe_scene`` is data (its result
 is read back in a follow-up round; a camera look takes a moment, so "Let me look." is said as
 soon as the model picks it); ``look_at`` is a movement (``follow_up=False``: spoken while
 the head turns; a failed call still gets its follow-up round).
@@ -21,15 +23,27 @@ def _vision(ctx: SkillContext):
     return ctx.scene
 
 
-@skill(keywords=("see", "camera", "who", "describe", "room"), preamble="Let me look.")
+@skill(
+    keywords=("see", "camera", "who", "describe", "room", "holding"),
+    preamble="Let me look.",
+    timeout_s=30.0,  # a vision-language model's look: an image encode and a sentence
+)
 def describe_scene(ctx: SkillContext) -> dict:
-    """Describe what the camera sees now: people, where they are, light and motion."""
+    """Describe what the camera sees now: what is there, people, where they are, light and motion."""
     vision = _vision(ctx)
     scene = vision.describe_now()
     if scene is None:
         raise RuntimeError(f"the camera has no picture yet{': ' + vision.message if vision.message else ''}")
     out = scene.to_json()
     out["age_s"] = round(vision.age_s(scene) or 0.0, 1)
+    narrator = ctx.narrator
+    if narrator is not None:  # a vision-language model's words; OpenCV's facts stand without them
+        try:
+            described = narrator.describe_now(timeout_s=10.0)
+        except Exception as e:  # noqa: BLE001 - the OpenCV answer is still worth giving
+            out["description_error"] = str(e)
+        else:
+            out["description"] = described.text
     return out
 
 

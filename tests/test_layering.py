@@ -21,7 +21,7 @@ PRODUCT = ("agent", "hardware", "skills", "launch")
 LAYERS: list[set[str]] = [
     {"agent.config", "agent.control", "agent.models", "agent.systemd", "agent.toolparse", "agent.skills"},
     {"agent.speech", "agent.engines", "agent.models_pull"},
-    {"agent.events", "agent.listening"},
+    {"agent.events", "agent.listening", "agent.vision"},
     {"agent.audio_io", "agent.conversation", "agent.stopper"},
     {"agent.memplan", "agent.pipeline"},
     {"agent.doctor", "agent.bench", "agent.console"},

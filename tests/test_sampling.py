@@ -132,7 +132,9 @@ def test_forced_text_after_none_is_evaluated_with_the_token_that_chose_it(model,
     assert jumped.extra["jump_tokens"] == n_forced >= 3
     # the same reply with fewer decode steps (re-tokenized forced text may change a later token)
     assert jumped.completion_tokens <= plain.completion_tokens - n_forced + 2, (text, ref)
-    assert say.split()[0] == parse_reply(ref)[0].split()[0]
+    # the same first word, up to where a token boundary fell ("I" + "'m" vs "I'm")
+    first, ref_first = say.split()[0], parse_reply(ref)[0].split()[0]
+    assert first.startswith(ref_first) or ref_first.startswith(first), (say, ref)
 
 
 def test_forced_text_is_handed_out_before_it_is_evaluated(model, grammar):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import time
 
-import cv2
 import numpy as np
 import pytest
 from waiting import wait_until
@@ -18,7 +17,6 @@ from hardware.robot import Robot
 from hardware.scene import OpenCVDescriber, face_distance_m, summarize
 from hardware.sim import SimulatedDriver
 from hardware.vision import SceneChange, Vision, build_vision
-from hardware.vlm import VLMDescriber, image_data_uri
 
 
 @pytest.fixture(scope="module")
@@ -145,26 +143,6 @@ def test_image_folder_source_skips_corrupt_files(tmp_path, fixtures_dir):
     (folder / "b.jpg").write_bytes(b"garbage")
     reader, kind, fps = open_reader(str(folder))
     assert kind == "folder" and fps == 2.0 and len(reader.frames) == 1 and "b.jpg" in reader.problems[0]
-
-
-def test_vlm_request_format_without_a_model(fixtures_dir):
-    img = read_image(fixtures_dir / "images" / "two_people.jpg")
-    d = VLMDescriber("model.gguf", "mmproj.gguf", prompt="What do you see?", max_side=256)
-    req = d.request(img)
-    (msg,) = req["messages"]
-    assert msg["role"] == "user" and [p["type"] for p in msg["content"]] == ["image_url", "text"]
-    url = msg["content"][0]["image_url"]["url"]
-    assert url.startswith("data:image/jpeg;base64,")
-    import base64
-
-    jpg = cv2.imdecode(np.frombuffer(base64.b64decode(url.split(",", 1)[1]), np.uint8), cv2.IMREAD_COLOR)
-    assert max(jpg.shape[:2]) == 256
-    assert msg["content"][1]["text"] == "What do you see?" and req["max_tokens"] == 64
-    assert image_data_uri(img).startswith("data:image/jpeg;base64,")
-    from hardware.scene import DescriberError
-
-    with pytest.raises(DescriberError, match="does not exist"):
-        d.describe(img)
 
 
 def test_describe_scene_and_look_at_skills(fixtures_dir):

@@ -278,7 +278,8 @@ class _Turn:
     tts_first_ms: float = -1.0
 
 
-def _pct(values: list[float]) -> dict[str, float]:
+def percentiles(values: list[float]) -> dict[str, float]:
+    """``{"p50": ..., "p95": ...}`` of ``values`` (rounded to 0.1; -1 for no values)."""
     if not values:
         return {"p50": -1.0, "p95": -1.0}
     return {
@@ -411,18 +412,18 @@ def _report(done: list[_Turn], turns: list[int], speed: ModelSpeed, min_silence_
             }
         )
     ratios = [p["floor_ratio"] for p in per_turn if p["floor_ratio"] is not None]
-    bp, vp = _pct([base[i] for i in ok]), _pct([v2v[i] for i in ok])
+    bp, vp = percentiles([base[i] for i in ok]), percentiles([v2v[i] for i in ok])
     mi = [i for i in ok if done[i].multi]
-    bm, vm = _pct([base[i] for i in mi]), _pct([v2v[i] for i in mi])
+    bm, vm = percentiles([base[i] for i in mi]), percentiles([v2v[i] for i in mi])
     return {
         "turns": len(live_t),
-        "voice_to_voice_ms": _pct(v2v),
+        "voice_to_voice_ms": percentiles(v2v),
         "baseline_voice_to_voice_ms": bp,
         "speedup_vs_sequential": round(bp["p50"] / vp["p50"], 2) if ok and vp["p50"] > 0 else None,
         "speedup_multi_sentence": round(bm["p50"] / vm["p50"], 2) if mi and vm["p50"] > 0 else None,
         "multi_sentence_turns": len(mi),
-        "floor_ms": _pct([p["floor_ms"] for p in per_turn]),
-        "floor_parts_ms": {k: _pct([p["parts_ms"][k] for p in per_turn])["p50"] for k in FLOOR_PARTS},
+        "floor_ms": percentiles([p["floor_ms"] for p in per_turn]),
+        "floor_parts_ms": {k: percentiles([p["parts_ms"][k] for p in per_turn])["p50"] for k in FLOOR_PARTS},
         "floor_ratio": round(float(np.median(ratios)), 3) if ratios else None,
         "model_speed": {
             "decode_tokens_per_s": speed.decode_tokens_per_s,
@@ -431,9 +432,9 @@ def _report(done: list[_Turn], turns: list[int], speed: ModelSpeed, min_silence_
         },
         "per_turn": per_turn,
         "turns_per_file": turns,
-        "tokens_per_s": _pct([t.tokens_per_s for t in live_t if t.tokens_per_s > 0]),
+        "tokens_per_s": percentiles([t.tokens_per_s for t in live_t if t.tokens_per_s > 0]),
         "draft_acceptance": _mean([t.draft_acceptance for t in live_t if t.draft_acceptance >= 0]),
-        "stages": {s: _pct([getattr(t, s) for t in live_t if getattr(t, s) >= 0]) for s in STAGES},
+        "stages": {s: percentiles([getattr(t, s) for t in live_t if getattr(t, s) >= 0]) for s in STAGES},
     }
 
 

@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
@@ -39,7 +39,11 @@ def see(
         Path | None, typer.Option("--config", help="robot config TOML (vision settings)")
     ] = None,
 ) -> None:
-    """Describe what a picture, video or camera shows (people, faces, light, motion)."""
+    """Describe what a picture, video or camera shows (people, faces, light, motion).
+
+    With ``[vision] describer = "vlm"`` in the config, the vision-language model also describes
+    the last frame in words (the check that a model's vision works: one known image).
+    """
     from hardware.camera import CameraError, open_reader
     from hardware.scene import DescriberError
     from hardware.vision import make_describer
@@ -50,21 +54,51 @@ def see(
         reader, kind, _fps = open_reader(source, CameraConfig(source=source), cfg.robot.reachy_mini)
     except (CameraError, DescriberError) as e:
         _fail(str(e))
-    scene = None
+    scene = last = None
     try:
         n = 1 if kind == "image" else max(1, frames)
         for _ in range(n):
             ok, frame = reader.read()
             if not ok or frame is None:
                 break
-            scene = describer.describe(frame, time.monotonic())
+            scene, last = describer.describe(frame, time.monotonic()), frame
     except DescriberError as e:
         _fail(str(e))
     finally:
         reader.release()
     if scene is None:
         _fail(f"{source} gave no frame")
-    typer.echo(json.dumps(scene.to_json()) if as_json else scene.summary)
+    out = scene.to_json()
+    if cfg.vision.describer == "vlm":
+        out |= _describe_in_words(cfg, last)
+    if as_json:
+        typer.echo(json.dumps(out))
+    else:
+        typer.echo(scene.summary)
+        if "description" in out:
+            typer.echo(
+                f"{out['description']}  ({out['describe_ms']:.0f} ms, {out['image_tokens']} image tokens)"
+            )
+
+
+def _describe_in_words(cfg: Config, frame: Any) -> dict[str, Any]:
+    """``[vision.vlm]``'s description of one frame; a model that fails exits 1 with the reason."""
+    from agent.vision.build import make_vlm_describer
+    from agent.vision.describer import DescribeError
+
+    try:
+        describer = make_vlm_describer(cfg)
+    except DescribeError as e:
+        _fail(f"vision-language model: {e}")
+    try:
+        d = describer.describe([frame], time.monotonic())
+    except DescribeError as e:
+        _fail(str(e))
+    finally:
+        describer.close()
+    if d is None:  # only a stop signal ends a description early, and none was given
+        _fail("the description was stopped")
+    return {"description": d.text, "describe_ms": round(d.took_ms, 1), "image_tokens": d.image_tokens}
 
 
 def _robot(cfg: Config, on_command: Callable[[str, float, float], None] | None = None) -> Robot:

@@ -164,13 +164,23 @@ def bench(
             "commands (with and without ASR biasing, and as one conversation) instead of latency",
         ),
     ] = False,
+    vision: Annotated[
+        bool,
+        typer.Option(
+            "--vision",
+            help='time the vision-language model ([vision] describer = "vlm"): describe time per '
+            'frame, and voice-to-voice of a spoken "what do you see" (what_see.wav in the fixtures)',
+        ),
+    ] = False,
+    frames: Annotated[int, typer.Option(min=1, help="--vision: descriptions timed")] = 5,
 ) -> None:
     """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
 
     Latency includes the floor (the unavoidable work at the model's measured raw speeds) and
     voice-to-voice over it. With ``--accuracy``: the fraction of spoken commands whose tool
     calls match the manifest, and of replies that fit (data passed on, no copy of the
-    previous reply, chat answered).
+    previous reply, chat answered). With ``--vision``: describe time per frame and the
+    voice-to-voice time of a "what do you see" turn (first audio and the answer).
     """
     from agent.bench.accuracy import format_accuracy, run_accuracy
     from agent.bench.latency import format_report, run_bench
@@ -181,6 +191,9 @@ def bench(
     if folder is None:
         root = fixtures_root()
         folder = root / "commands" if root else None
+    if vision:
+        _bench_vision(cfg, folder, frames, runs, json_out)
+        return
     if folder is None or not folder.is_dir():
         typer.echo("error: no fixtures folder; pass --fixtures DIR (a folder of WAV commands)", err=True)
         raise typer.Exit(2)
@@ -196,3 +209,20 @@ def bench(
     if report is not None:
         text = format_accuracy(report) if accuracy else format_report(report)
         typer.echo(json.dumps(report) if json_out else text)
+
+
+def _bench_vision(cfg: Any, folder: Optional[Path], frames: int, runs: int, json_out: bool) -> None:
+    """``bench --vision``: the question is ``what_see.wav`` in the commands folder, when there is one."""
+    from agent.bench.vision import VisionBenchError, format_vision, run_vision_bench
+
+    question = folder / "what_see.wav" if folder is not None else None
+    if question is not None and not question.is_file():
+        question = None
+    if question is None:
+        typer.echo("note: no what_see.wav in the fixtures folder; timing descriptions only", err=True)
+    try:
+        report = run_vision_bench(cfg, question, frames=frames, runs=runs)
+    except VisionBenchError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(json.dumps(report) if json_out else format_vision(report))

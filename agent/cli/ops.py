@@ -49,6 +49,7 @@ def pull(
     """Download every hf: model of the config into the Hugging Face cache and verify its SHA-256.
 
     A Reachy Mini's recorded emotions (a dataset) are fetched too, unless emotions_dir is set.
+    A vision projector that cannot be fetched is a warning (the robot runs with OpenCV only).
     """
     use_service_cache(config)  # before huggingface_hub is imported: it reads HF_HOME once
     from agent.config import ConfigError, load_config
@@ -69,6 +70,9 @@ def pull(
         try:
             got = pull_model(ref, key, cfg.source, from_dir)
         except PullError as e:
+            if key.endswith(".mmproj"):  # vision words are optional: the robot sees with OpenCV
+                typer.echo(f"warning: {e}; the robot describes with OpenCV only until it is there", err=True)
+                continue
             typer.echo(f"error: {e}", err=True)
             failed += 1
             continue

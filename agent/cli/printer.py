@@ -28,6 +28,7 @@ from agent.events import (
     Reply,
     RobotCommand,
     RobotParked,
+    SceneDescribed,
     Skipped,
     Spoken,
     Timing,
@@ -195,6 +196,8 @@ class EventPrinter:
             )
         if isinstance(ev, DeviceState):
             return f"{ev.kind} device {ev.device}: {ev.message or ev.state}"
+        if isinstance(ev, SceneDescribed):
+            return f"  the robot sees ({ev.trigger}, {ev.took_ms / 1000:.1f} s): {ev.text}"
         if isinstance(ev, RobotParked):
             return f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}"
         if isinstance(ev, Notice):

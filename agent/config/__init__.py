@@ -16,7 +16,8 @@ One module per group of sections, all re-exported here:
 * :mod:`~agent.config.llm` — ``[llm]`` with ``[llm.server]`` and ``[llm.openai]``;
 * :mod:`~agent.config.live` — ``[audio]``, ``[live]``;
 * :mod:`~agent.config.app` — ``[skills]``, ``[console]``;
-* ``hardware/config.py`` — ``[robot]``, ``[camera]``, ``[vision]``, beside the code that uses
+* :mod:`~agent.config.vision` — ``[vision]``'s describer and ``[vision.vlm]``;
+* ``hardware/config.py`` — ``[robot]``, ``[camera]``, ``[vision]``'s OpenCV layer, beside the code that uses
   them (``hardware/`` imports nothing from ``agent/``).
 
 This package is the bottom of ``agent/``: it imports nothing else of the agent.
@@ -33,6 +34,7 @@ from agent.config.app import ConsoleConfig, SkillsConfig
 from agent.config.live import AudioConfig, LiveConfig
 from agent.config.llm import DEFAULT_SYSTEM_PROMPT, LlamaServerConfig, LLMConfig, OpenAIConfig
 from agent.config.speech import ASRConfig, TTSConfig, TurnConfig, VADConfig
+from agent.config.vision import AgentVisionConfig, VlmConfig
 from hardware.config import (
     CameraConfig,
     DriverConfig,
@@ -51,6 +53,7 @@ __all__ = [
     "DEFAULT_CONFIG",
     "DEFAULT_SYSTEM_PROMPT",
     "ASRConfig",
+    "AgentVisionConfig",
     "AudioConfig",
     "CameraConfig",
     "Config",
@@ -68,6 +71,7 @@ __all__ = [
     "TTSConfig",
     "VADConfig",
     "VisionConfig",
+    "VlmConfig",
     "load_config",
 ]
 
@@ -91,7 +95,7 @@ class Config(StrictModel):
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     robot: RobotConfig = Field(default_factory=RobotConfig)
     camera: CameraConfig = Field(default_factory=CameraConfig)
-    vision: VisionConfig = Field(default_factory=VisionConfig)
+    vision: AgentVisionConfig = Field(default_factory=AgentVisionConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     source: Path | None = Field(None, exclude=True, description="file this config was read from")
 

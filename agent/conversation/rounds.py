@@ -190,8 +190,7 @@ class GrammarRounds:
             if not spotter.done:
                 call = spotter.feed(piece)
                 if call is not None and io.on_call is not None:
-                    early = call
-                    io.on_call(call)
+                    early = call  # runs once the stream has let go of the model (below)
             delta = streamer.feed(piece)
             if delta and io.on_text:
                 io.on_text(delta)
@@ -200,6 +199,11 @@ class GrammarRounds:
                     stop.set("call complete")
                 elif spotter.done and io.speech_done is not None and io.speech_done.is_set():
                     stop.set("reply cap")
+        if early is not None and io.on_call is not None:
+            # The round stopped at the call (nothing evaluated after it), so the call starts a few
+            # microseconds later than inside the loop, and a skill that needs the model itself
+            # (the chat model's own vision) finds it free instead of waiting on this stream.
+            io.on_call(early)
         if spotter.call is not None:  # stopped once the call was complete: only braces were left
             gen.text += spotter.closing(gen.text)
         say, calls, problem = parse_reply(gen.text)

@@ -166,6 +166,19 @@ class Conversation:
         """Render the system prompt and the history for the next model round."""
         return self.prompter.render(self.history, allow_tools, think)
 
+    def look_prompt(self, question: str) -> str:
+        """The prompt of a look at the camera that reuses this conversation's KV cache.
+
+        The system prompt, tools and history are rendered as a turn renders them (so the KV cache
+        already holds them), then ``question`` (image markers + the describe prompt) as a user
+        message. The history is not changed.
+
+        Raises:
+            LLMError: the template rejected the messages (e.g. mid-turn, after a tool call).
+        """
+        msgs = [*self.history, {"role": "user", "content": question}]
+        return self.prompter.render(msgs, bool(self.registry.skills), False)
+
     def warmup(self) -> float:
         """Evaluate the static prompt prefix once (fills the KV cache, pays first-batch cost); ms."""
         self.history.append({"role": "user", "content": "Hello."})

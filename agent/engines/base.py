@@ -71,12 +71,17 @@ class ChatEngine(Protocol):
         has_template: The GGUF carries its own template.
         architecture: ``general.architecture`` ("" when unknown).
         n_ctx: Context length, tokens.
+        vision: Rounds may carry images (:attr:`~agent.engines.request.Decoding.images`): a
+            vision projector is loaded (embedded), passed to the server (``llama-server``), or
+            the remote server says it takes images (``openai``). A round with images on an
+            engine without it raises :class:`LLMError`.
     """
 
     template: str
     has_template: bool
     architecture: str
     n_ctx: int
+    vision: bool
 
     def render(
         self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, **kw: Any
@@ -127,6 +132,8 @@ class ChatEngine(Protocol):
 
 class Completions:
     """``complete``, ``prefill`` and ``warmup`` in terms of ``stream`` (every engine's base)."""
+
+    vision: bool = False
 
     def stream(self, request: Decoding, gen: Generation, stop: StopSignal | None = None) -> Iterator[str]:
         """Generate one round's text pieces, filling ``gen`` (each engine implements it)."""

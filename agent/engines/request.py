@@ -14,8 +14,13 @@ field                        embedded (llama-cpp-python)      llama-server / Ope
 ``copy_from``/``avoid``      copy prior / repeat guard        dropped, with one notice
 ``draft``                    prompt-lookup drafting           the server's own drafter
 ``thinking``                 thinking-budget processor        reasoning budget (+ ``reasoning_end``)
-``images``                   (vision issue)                   (vision issue)
+``images``                   libmtmd: text chunks as tokens,  ``multimodal_data`` (``completions``),
+                             image chunks encoded and         ``image_url`` data-URI parts (``chat``)
+                             evaluated in place
 ===========================  ===============================  =====================================
+
+Images are placed by :data:`MEDIA_MARKER`: one in ``prompt`` (and in the ``messages`` it was
+rendered from) per entry of ``images``, in order (:mod:`agent.engines.media`).
 
 :func:`agent.engines.embedded.compile.compile_request` and
 :func:`agent.engines.remote_compile.request_body` are the two compilers.
@@ -26,6 +31,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+MEDIA_MARKER = "<__media__>"
+"""Where an image goes in a prompt or a message's content: libmtmd's default marker
+(``mtmd_default_marker()``, ``tools/mtmd/mtmd.cpp``); the embedded engine and llama-server's
+``/completion`` replace it with the image's tokens (llama-server's own marker differs per process:
+:mod:`agent.engines.remote.body` swaps it in)."""
 
 
 @dataclass(frozen=True)
@@ -71,7 +82,8 @@ class Decoding:
         max_tokens: Cap on generated tokens (None: the configured one).
         stop: Strings that end generation (not part of the output).
         draft: Tokens may be drafted from ``copy_from`` (prompt-lookup decoding; greedy only).
-        images: Encoded images (JPEG/PNG) the prompt refers to; no engine takes them yet.
+        images: Encoded images (JPEG or PNG bytes), one per :data:`MEDIA_MARKER` in ``prompt``
+            (and in the ``messages`` contents), in order; only engines with ``vision`` take them.
     """
 
     prompt: str

@@ -1,4 +1,4 @@
-"""Memory of everything beside the chat model: the Python runtime, ASR, TTS, vision, end-of-turn models.
+"""Memory beside the chat model: the Python runtime, ASR, TTS, end-of-turn models, OpenCV's figure.
 
 Figures are either measured once on this kind of machine and recorded here (peak resident
 set size added by the component, read from ``/proc/self/status`` VmRSS/VmHWM around loading
@@ -36,7 +36,6 @@ from agent.memplan.shape import ModelShape, ShapeError, read_gguf_shape
 
 if TYPE_CHECKING:
     from agent.config import ASRConfig, Config, TTSConfig
-    from hardware.config import CameraConfig, VisionConfig
 
 __all__ = ["Line", "end_of_turn_lines", "local_model", "model_shape_at", "other_components"]
 
@@ -183,28 +182,6 @@ def _tts(cfg: TTSConfig) -> Line:
     )
 
 
-def _vision(camera: CameraConfig | None, vision: VisionConfig | None) -> Line | None:
-    if not getattr(camera, "source", "") or not getattr(vision, "enabled", True):
-        return None
-    if getattr(vision, "describer", "opencv") == "opencv":
-        return Line(
-            "vision (OpenCV faces + people)",
-            "host",
-            VISION_OPENCV_MIB * MiB,
-            "measured",
-            "Haar + HOG on 720p frames",
-        )
-    files = [getattr(vision, "vlm_model", None), getattr(vision, "vlm_mmproj", None)]
-    size = sum(_local_size(str(f)) or 0 for f in files if f)
-    return Line(
-        "vision (VLM describer)",
-        "host",
-        size + 512 * MiB,
-        "estimate",
-        f"model + projector files ({size / MiB:.0f} MiB) + 512 MiB context and compute",
-    )
-
-
 def _text_scorer(ref: str, repack_types: frozenset[str], main_model: Path | None, main_mapped: int) -> Line:
     """The text end-of-turn scorer: its GGUF planned on the CPU at ``TEXT_SCORER_N_CTX``."""
     from agent.config import LLMConfig
@@ -300,7 +277,7 @@ def other_components(
     main_model: Path | None = None,
     main_mapped: int = 0,
 ) -> list[Line]:
-    """Rows for the Python runtime, ASR, TTS, the end-of-turn models and (with a camera) vision.
+    """Rows for the Python runtime, ASR, TTS and the end-of-turn models (vision: :mod:`agent.memplan.vision`).
 
     Args:
         cfg: The whole :class:`~agent.config.Config`.
@@ -312,13 +289,9 @@ def other_components(
         Plan rows; model files are looked up locally only (nothing is downloaded).
 
     """
-    lines = [
+    return [
         Line("Python runtime and libraries", "host", RUNTIME_MIB * MiB, "measured", "RSS after imports"),
         _asr(cfg.asr),
         _tts(cfg.tts),
         *end_of_turn_lines(cfg, repack_types, main_model, main_mapped),
     ]
-    vis = _vision(getattr(cfg, "camera", None), getattr(cfg, "vision", None))
-    if vis is not None:
-        lines.append(vis)
-    return lines

@@ -1,12 +1,15 @@
 """The memory plan of a whole robot config on a device, its verdict, and ``n_ctx = "fit"``.
 
 :func:`plan_config` adds up the LLM (:mod:`agent.memplan.llm`), the other components
-(:mod:`agent.memplan.components`) and the GPU runtime, and compares the total with the
+(:mod:`agent.memplan.components`), vision (:mod:`agent.memplan.vision`: OpenCV and any
+vision-language model) and the GPU runtime, and compares the total with the
 device's budget (:mod:`agent.memplan.devices`; on unified memory every byte counts against
 the one DRAM). When the plan is over budget, :func:`check_budget` re-plans with each fix
-applied, least harmful first (ASR on the CPU, lazy per-layer embeddings, a smaller batch,
-a q8_0 KV cache, dropping the drafter, a shorter context) and names the first fix, or the
-shortest run of fixes, that brings it under budget. Fewer GPU layers is not offered: on
+applied, least harmful first (a separate VLM's flash attention back on where ``[vision.vlm.server]
+extra_args`` turned it off, ASR on the CPU, lazy per-layer embeddings, a smaller batch, a q8_0 KV
+cache, dropping the drafter, a shorter VLM context, a shorter context) and names the first fix,
+or the shortest run of fixes, that brings it under budget; when none does and a VLM is planned,
+it also names dropping it. Fewer GPU layers is not offered: on
 unified memory a layer moved to the CPU costs the same DRAM (and llama.cpp keeps the output layer on the GPU
 whenever ``n_gpu_layers >= 1``), and the planner models no discrete GPU.
 
@@ -20,6 +23,7 @@ planned too (:mod:`agent.memplan.draft`).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -30,6 +34,7 @@ from agent.memplan.draft import DraftPlan, plan_draft, server_outputs
 from agent.memplan.gemma4 import BOLT_E4B, gemma4_shape, q4_k_m_types
 from agent.memplan.llm import LAZY_RESIDENT_SHARE, GiB, LLMMemory, LLMSettings, MiB, llm_memory
 from agent.memplan.shape import ModelShape, ShapeError
+from agent.memplan.vision import VisionPlan, plan_vision
 from agent.models import BOLT_E4B_REF
 
 if TYPE_CHECKING:
@@ -69,6 +74,8 @@ class Plan:
         total: Sum of ``lines``.
         budget: What the device allows.
         draft: The speculative-decoding drafter's part (its rows are in ``lines``), or None.
+        vision: The camera's part: OpenCV and any vision-language model (rows in ``lines``), or
+            None without a camera.
 
     """
 
@@ -80,6 +87,7 @@ class Plan:
     total: int
     budget: int
     draft: DraftPlan | None = None
+    vision: VisionPlan | None = None
 
     @property
     def fits(self) -> bool:
@@ -280,8 +288,11 @@ def _plan(cfg: Config, device: DeviceProfile, shape: ModelShape, s: LLMSettings)
     if draft is not None:
         lines += draft.lines
     lines += other_components(cfg, device.repack_types, path, m.weights_host)
+    vision = plan_vision(cfg, device, shape, s, m)
+    if vision is not None:
+        lines += vision.lines
     total = sum(line.bytes for line in lines)
-    return Plan(device, shape, s, m, tuple(lines), total, device.budget, draft)
+    return Plan(device, shape, s, m, tuple(lines), total, device.budget, draft, vision)
 
 
 def _fit(cfg: Config, device: DeviceProfile, shape: ModelShape) -> int:
@@ -350,11 +361,51 @@ def _fixes(cfg: Config, shape: ModelShape, plan: Plan) -> list[tuple[str, Callab
             return c.model_copy(update={"llm": c.llm.model_copy(update={"server": srv})})
 
         out.append((f'[llm.server] draft_model = ""{spec} (drop the drafter)', no_draft))
+    vis = plan.vision
+    if vis is not None and vis.engine == "llama-server" and not vis.flash_attn:
+        # the VLM's llama-server runs with -fa on (vlm_server_llm); only extra_args turn it off
+        kept = _without_fa(list(cfg.vision.vlm.server.extra_args))
+
+        def vlm_fa(c: Config) -> Config:
+            srv = c.vision.vlm.server.model_copy(update={"extra_args": kept})
+            vlm = c.vision.vlm.model_copy(update={"server": srv})
+            return c.model_copy(update={"vision": c.vision.model_copy(update={"vlm": vlm})})
+
+        text = f"[vision.vlm.server] extra_args = {json.dumps(kept)} (no -fa off: the VLM's flash attention)"
+        out.insert(0, (text, vlm_fa))
+    if vis is not None and vis.engine == "llama-server" and vis.n_ctx > 2048:  # a description needs little
+
+        def vlm_ctx(c: Config) -> Config:
+            vlm = c.vision.vlm.model_copy(update={"n_ctx": 2048})
+            return c.model_copy(update={"vision": c.vision.model_copy(update={"vlm": vlm})})
+
+        out.append(("[vision.vlm] n_ctx = 2048", vlm_ctx))
+    return out
+
+
+def _without_fa(args: list[str]) -> list[str]:
+    """``extra_args`` without its ``-fa``/``--flash-attn`` overrides (and their values)."""
+    out, skip = [], False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("-fa", "--flash-attn"):
+            skip = True
+        else:
+            out.append(arg)
     return out
 
 
 def _gib(n: int) -> str:
     return f"{n / GiB:.2f} GiB"
+
+
+def _vision_hint(plan: Plan) -> str:
+    """What else frees memory when a vision-language model is planned."""
+    v = plan.vision
+    if v is None or v.describer != "vlm":
+        return ""
+    return '; or drop the VLM ([vision] describer = "opencv")'
 
 
 def check_budget(cfg: Config, device: DeviceProfile | str | None = None) -> BudgetVerdict:
@@ -396,6 +447,6 @@ def check_budget(cfg: Config, device: DeviceProfile | str | None = None) -> Budg
     return BudgetVerdict(
         False,
         f"{over}; it does not fit even with {', '.join(applied) or 'the smallest context'} "
-        f"and n_ctx = {FIT_MIN_CTX}: use a smaller model or a larger board.",
+        f"and [llm] n_ctx = {FIT_MIN_CTX}: use a smaller model or a larger board{_vision_hint(plan)}.",
         plan,
     )

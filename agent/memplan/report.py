@@ -4,7 +4,8 @@ Each row says where the bytes live (GPU buffer, host memory, or the model file r
 demand) and how the figure was obtained: ``GGUF`` (tensor sizes from the file header),
 ``llama.cpp`` (llama.cpp's own sizing formula), ``measured`` (recorded on this kind of
 machine) or ``estimate``. A plan made from a published shape says so in its header; a
-speculative-decoding drafter gets rows of its own and a ``draft`` entry in the JSON.
+speculative-decoding drafter gets rows of its own and a ``draft`` entry in the JSON, and so
+does vision (the OpenCV layer and any vision-language model: ``vision`` in the JSON).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from agent.memplan.llm import GiB, MiB
 from agent.memplan.plan import Plan
+from agent.memplan.vision import VisionPlan
 
 __all__ = ["plan_json", "plan_table"]
 
@@ -55,6 +57,8 @@ def plan_table(plan: Plan, markdown: bool = False) -> str:
             f"drafter: {d.ref} ({d.spec_type}; {src}), context {d.settings.n_ctx}, "
             f"KV {d.settings.cache_type_k}/{d.settings.cache_type_v}"
         )
+    if plan.vision is not None:
+        head.append("vision: " + _vision_line(plan.vision))
     verdict = f"total {plan.total / GiB:.2f} GiB of {plan.budget / GiB:.2f} GiB: " + (
         f"fits, {plan.headroom / GiB:.2f} GiB free"
         if plan.fits
@@ -82,6 +86,45 @@ def plan_table(plan: Plan, markdown: bool = False) -> str:
     return "\n".join(out)
 
 
+def _vision_line(v: VisionPlan) -> str:
+    if v.describer != "vlm":
+        return "OpenCV describer (no vision-language model)"
+    out = f"VLM engine {v.engine}"
+    if v.projector is not None:
+        p = v.projector
+        out += f", projector {p.projector}" + (f" + {p.audio_projector} audio" if p.audio_projector else "")
+        out += " [estimated]" if p.estimated else ""
+        file = v.projector_file
+        if v.audio_left_out and file is not None:
+            out += f" (vision-only copy: the file's {file.audio_projector} audio encoder left out)"
+    if v.frame is not None:
+        f = v.frame
+        out += f"; a {f.width}x{f.height} frame = {f.tokens} image tokens ({f.passes} encoder pass"
+        out += "es)" if f.passes > 1 else ")"
+    return out
+
+
+def _vision_json(plan: Plan) -> dict[str, Any] | None:
+    v = plan.vision
+    if v is None:
+        return None
+    p, f = v.projector, v.frame
+    return {
+        "describer": v.describer,
+        "engine": v.engine,
+        "projector": p.projector if p is not None else None,
+        "audio_projector": (p.audio_projector or None) if p is not None else None,
+        "estimated": p.estimated if p is not None else None,
+        "projector_vision_bytes": p.vision_bytes if p is not None else None,
+        "projector_audio_bytes": p.audio_bytes if p is not None else None,
+        "projector_audio_left_out": v.audio_left_out if p is not None else None,
+        "frame": [f.width, f.height] if f is not None else None,
+        "image_tokens": f.tokens if f is not None else None,
+        "image_kv_bytes": v.image_kv_bytes if f is not None else None,
+        "total": v.total,
+    }
+
+
 def _draft_json(plan: Plan) -> dict[str, Any] | None:
     d = plan.draft
     if d is None:
@@ -106,6 +149,10 @@ def _draft_json(plan: Plan) -> dict[str, Any] | None:
 def plan_json(plan: Plan) -> dict[str, Any]:
     """Render the plan as a JSON-ready dict (bytes as ints; ``fits``, ``total``, ``budget``, ``lines``).
 
+    ``vision`` is None without a camera, else the describer, the VLM engine, the projector's
+    type and bytes as loaded (the vision-only copy: ``projector_audio_bytes`` 0), the audio
+    encoder bytes that copy leaves out of the file (``projector_audio_left_out``), the frame sent,
+    its image tokens and their share of the KV cache, and what its rows count (``total``).
     ``draft`` is None without a drafter, else its model, speculative type, context, cache types
     and bytes (``weights``, ``kv``, ``compute``, ``output``: None when estimated without its
     file; ``total``: what its rows count).
@@ -140,6 +187,7 @@ def plan_json(plan: Plan) -> dict[str, Any]:
             "output": plan.llm.output,
         },
         "draft": _draft_json(plan),
+        "vision": _vision_json(plan),
         "lines": [
             {
                 "component": line.component,

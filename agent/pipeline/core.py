@@ -20,13 +20,15 @@ from agent.config import Config
 from agent.control import CpuArbiter
 from agent.conversation import Conversation
 from agent.engines import ChatEngine, make_chat_model
-from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked
+from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked, SceneDescribed
 from agent.listening.end_of_turn import EndOfTurnJudge
 from agent.models import resolve_model
 from agent.pipeline.queues import TurnGate
 from agent.skills import SkillContext, SkillRegistry, load_registry
 from agent.speech.asr import WhisperASR
 from agent.speech.tts import PiperTTS
+from agent.vision.build import build_narrator, chat_projector
+from agent.vision.narrator import SceneNarrator
 from hardware.factory import build_robot
 from hardware.robot import Robot
 from hardware.vision import SceneChange, Vision, build_vision
@@ -55,6 +57,7 @@ class AgentCore:
         gate: Turn ids and cancellation, shared by every pipeline run on this core.
         end_of_turn: The semantic end-of-turn judge, or None (silence-only endpointing).
         arbiter: Shares the CPU between speech synthesis and the chat model's decoding.
+        narrator: The vision-language layer (descriptions in words), or None.
     """
 
     cfg: Config
@@ -73,6 +76,7 @@ class AgentCore:
     gate: TurnGate = field(default_factory=TurnGate)
     end_of_turn: EndOfTurnJudge | None = None
     arbiter: CpuArbiter = field(default_factory=CpuArbiter)
+    narrator: SceneNarrator | None = None
 
     def warmup(self) -> None:
         """Warm ASR, LLM (static prompt prefix into the KV cache) and TTS; emits ``ready``."""
@@ -84,15 +88,30 @@ class AgentCore:
         self.emit(Ready(-1, round(self.load_ms + (time.perf_counter() - t0) * 1000.0, 1)))
 
     def state_line(self) -> str | None:
-        """Dynamic app state for the newest user turn (the camera's scene summary), or None.
+        """Dynamic app state for the newest user turn (the camera's scene and its description), or None.
 
-        Kept out of the static prompt prefix so the KV cache of earlier turns stays valid.
+        ``"camera, 0.4 s ago: 1 person in the centre; the room is dim; described 12 s ago: A man
+        holds a red mug."`` Kept out of the static prompt prefix so the KV cache of earlier turns
+        stays valid; the description is bounded (``[vision.vlm] context_tokens``).
         """
-        return self.vision.latest_summary() if self.vision is not None else None
+        if self.vision is None:
+            return None
+        summary = self.vision.latest_summary()
+        words = self.narrator.context_line() if self.narrator is not None else None
+        if summary and words:
+            return f"{summary}; {words}"
+        return summary or words
+
+    def start_vision(self, idle: Callable[[], bool]) -> None:
+        """Let the vision-language layer describe in the background while ``idle()`` (the floor is free)."""
+        if self.narrator is not None:
+            self.narrator.start(idle)
 
     def close(self) -> None:
         """Stop background skills and the camera, park the robot at neutral and switch torque off."""
         self.ctx.shutdown.set()
+        if self.narrator is not None:
+            self.narrator.close()
         if self.vision is not None:
             self.vision.close()
         self.robot.close()
@@ -179,9 +198,7 @@ def build_core(
         words = hotwords(cfg, registry, list(robot.animations)) if cfg.asr.bias_with_skills else []
         asr = WhisperASR(resolve_model(cfg.asr.model, "ASR model"), cfg.asr, words)
         arbiter = CpuArbiter()
-        model = make_chat_model(
-            cfg.llm, resolve_model(cfg.llm.model, "LLM") if cfg.llm.model else None, arbiter
-        )
+        model, mmproj = load_chat_model(cfg, arbiter, emit)
         tts = PiperTTS(resolve_model(cfg.tts.voice, "voice"), cfg.tts.length_scale, cfg.tts.speaker_id)
         scene_changes: queue.Queue[SceneChange] = queue.Queue()
         vision, vision_msgs = build_vision(
@@ -191,6 +208,22 @@ def build_core(
             emit(Notice(-1, msg))
         ctx = SkillContext(robot=robot, scene=vision)
         conversation = Conversation(model, registry, ctx, cfg.llm, emit)
+        narrator, narrator_msgs = build_narrator(
+            cfg,
+            vision,
+            model,
+            mmproj,
+            render=conversation.look_prompt,
+            on_described=lambda d: emit(
+                SceneDescribed(-1, d.text, d.trigger, round(d.took_ms, 1), d.image_tokens, d.frames)
+            ),
+            on_error=lambda message: emit(Error(-1, f"vision: {message}")),
+        )
+        for msg in narrator_msgs:
+            emit(Notice(-1, msg))
+        if narrator is not None and vision is not None:
+            ctx.narrator = narrator
+            vision.on_change = _fan_out(vision.on_change, narrator.on_change)
         core = AgentCore(
             cfg,
             robot,
@@ -205,12 +238,57 @@ def build_core(
             scene_changes,
             (time.perf_counter() - t0) * 1000.0,
             arbiter=arbiter,
+            narrator=narrator,
         )
         core.end_of_turn = build_end_of_turn(cfg, emit)
     except BaseException:  # a model that fails to load, or a signal: never leave the robot holding torque
         _park(robot, vision, emit)
         raise
     return core
+
+
+def load_chat_model(
+    cfg: Config, arbiter: CpuArbiter, emit: Callable[[Event], None]
+) -> tuple[ChatEngine, Path | None]:
+    """The chat model of ``[llm]``, with its vision projector when ``[vision.vlm] engine = "chat"``.
+
+    A projector that is missing or does not load is a notice: the model loads without it and
+    the camera is described by OpenCV alone.
+
+    Returns:
+        ``(model, projector path or None)``: the path only when the projector loaded.
+
+    Raises:
+        agent.models.ModelNotFoundError: the model reference points at nothing.
+        agent.engines.base.LLMError: the GGUF cannot be loaded.
+    """
+    from agent.engines.base import LLMError
+    from agent.vision.build import OPENCV_ONLY
+
+    path = resolve_model(cfg.llm.model, "LLM") if cfg.llm.model else None
+    mmproj, messages = chat_projector(cfg)
+    for msg in messages:
+        emit(Notice(-1, msg))
+    if mmproj is not None:
+        try:
+            model = make_chat_model(
+                cfg.llm, path, arbiter, mmproj=mmproj, mmproj_offload=cfg.vision.vlm.mmproj_offload
+            )
+            return model, mmproj
+        except LLMError as e:
+            emit(Error(-1, f"vision: the chat model's projector did not load ({e}); {OPENCV_ONLY}"))
+    return make_chat_model(cfg.llm, path, arbiter), None
+
+
+def _fan_out(*listeners: Callable[[SceneChange], None] | None) -> Callable[[SceneChange], None]:
+    """One scene-change listener that calls each of ``listeners`` (None ones skipped)."""
+    alive = [fn for fn in listeners if fn is not None]
+
+    def call(change: SceneChange) -> None:
+        for fn in alive:
+            fn(change)
+
+    return call
 
 
 def _park(robot: Robot, vision: Vision | None, emit: Callable[[Event], None]) -> None:

@@ -190,6 +190,7 @@ class Pipeline:
         self.source.open()
         for t in self._threads:
             t.start()
+        self.core.start_vision(self.work.quiet)  # background looks only while the floor is free
 
     def stop(self) -> None:
         """Ask every stage to end (safe from a signal handler and from any thread)."""

@@ -176,10 +176,11 @@ class SkillRegistry:
         if sk.background:
             return self._start_background(sk, call, on_background_done)
         fut = self._pool.submit(call)
+        limit = max(sk.timeout_s or 0.0, self.timeout_s)
         try:
-            result = fut.result(timeout=self.timeout_s)
+            result = fut.result(timeout=limit)
         except concurrent.futures.TimeoutError:
-            return ToolOutcome(False, f"{name} did not finish within {self.timeout_s:g} s")
+            return ToolOutcome(False, f"{name} did not finish within {limit:g} s")
         except Exception as e:  # the skill's own failure goes back to the model
             log.warning("skill %s raised %s: %s", name, type(e).__name__, e)
             return ToolOutcome(False, f"{name} failed: {type(e).__name__}: {e}")

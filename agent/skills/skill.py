@@ -49,6 +49,9 @@ class SkillContext:
         shutdown: Set when the agent stops; long-running (background) skills wait on it
             instead of sleeping so they end promptly.
         scene: The vision service (latest scene, describe now), or None without a camera.
+        narrator: The vision-language layer (``describe_now(timeout_s)`` returns a description
+            with ``.text``; :class:`agent.vision.narrator.SceneNarrator`), or None when
+            ``[vision] describer = "opencv"`` or it could not start.
 
     """
 
@@ -56,6 +59,7 @@ class SkillContext:
     now: Callable[[], datetime] = datetime.now
     shutdown: threading.Event = field(default_factory=threading.Event)
     scene: Vision | None = None
+    narrator: Any = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class _Marker:
     follow_up: bool = True
     preamble: str = ""
     needs: tuple[str, ...] = ()
+    timeout_s: float | None = None
 
 
 def skill(
@@ -101,6 +106,7 @@ def skill(
     follow_up: bool = True,
     preamble: str = "",
     needs: tuple[str, ...] | list[str] = (),
+    timeout_s: float | None = None,
 ) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
@@ -124,6 +130,8 @@ def skill(
         needs: Joints the body must have (``("right_arm",)`` for a wave, a Reachy Mini's
             antennas for its dances): on a robot that lacks one the skill is left out of the
             tool list, so the model never sees what the body cannot do.
+        timeout_s: Longest this skill may run, s, when it needs longer than ``[skills]
+            timeout_s`` (a vision-language model's look); None = the registry's.
 
     Returns:
         The same function, with a marker attribute the loader looks for.
@@ -135,7 +143,14 @@ def skill(
             f,
             _MARK,
             _Marker(
-                name, background, clamp, tuple(w.lower() for w in keywords), follow_up, preamble, tuple(needs)
+                name,
+                background,
+                clamp,
+                tuple(w.lower() for w in keywords),
+                follow_up,
+                preamble,
+                tuple(needs),
+                timeout_s,
             ),
         )
         return f
@@ -179,6 +194,7 @@ class Skill:
         preamble: Said as soon as the model chooses it, before the result (see :func:`skill`).
         choices: Keys of the :class:`Choices` lists its schema was built from.
         needs: Joints the body must have for it to be offered (see :func:`skill`).
+        timeout_s: Its own time limit, s (None: the registry's; see :func:`skill`).
 
     """
 
@@ -196,6 +212,7 @@ class Skill:
     follow_up: bool = True
     preamble: str = ""
     needs: tuple[str, ...] = ()
+    timeout_s: float | None = None
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -307,4 +324,5 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         preamble=marker.preamble,
         choices=tuple(dict.fromkeys(used.values())),
         needs=marker.needs,
+        timeout_s=marker.timeout_s,
     )

@@ -106,6 +106,11 @@ const handlers = {
   device(ev) { append(el("div", "note", `${ev.kind} device ${ev.device}: ${ev.state}${ev.message ? " – " + ev.message : ""}`)); },
   input(ev) { append(el("div", "note", `input: ${ev.source}`)); },
   robot_parked() { append(el("div", "note", "robot parked at neutral")); },
+  scene_described(ev) {  // the vision-language model's words, as they enter the chat model's context
+    const d = $("described");
+    d.hidden = false;
+    d.textContent = `sees (${ev.trigger}, ${(ev.took_ms / 1000).toFixed(1)} s): ${ev.text}`;
+  },
 };
 
 function onMessage(ev) {

@@ -18,6 +18,14 @@ KV cache: llama.cpp reuses the longest common token prefix with the previous cal
 byte-stable system prompt + tool definitions costs nothing after the first turn;
 :attr:`Generation.prompt_tokens` reports how many tokens were actually evaluated.
 
+Images: with a vision projector (``mmproj``) the model takes rounds with
+:attr:`~agent.engines.request.Decoding.images` through libmtmd
+(:mod:`~agent.engines.embedded.vision`): the prompt is split at its image markers, text chunks
+go through the KV-cache prefix reuse as above, each image is encoded and decoded in place on the
+decode thread, and the token loop then runs unchanged. An image's positions carry a key of its
+bytes in the cache, so the prefix before the first image (and an identical image at the same
+place) is reused, and a different image is evaluated again.
+
 Warm-up: llama.cpp's first multi-token batch on a freshly loaded model costs 10-30 s on a
 small CPU (measured, ``docs/facts.md``); :meth:`ChatModel.warmup` pays it at start.
 """
@@ -41,6 +49,8 @@ from agent.engines.base import FALLBACK_TEMPLATE, Completions, Generation, LLMEr
 from agent.engines.embedded import vendor
 from agent.engines.embedded.compile import compile_request
 from agent.engines.embedded.decode_thread import DecodeThread
+from agent.engines.embedded.vision import MediaPrompt, Projector, eval_media
+from agent.engines.media import check_images, check_projector
 from agent.engines.request import Decoding
 from agent.engines.thinking import ThinkingStats, markers_for
 
@@ -61,13 +71,30 @@ class ChatModel(Completions):
             generation); loads in well under a second even for large models.
         arbiter: Shares the CPU with speech synthesis (decoding yields between tokens while
             speech holds a claim); None = never yields.
+        mmproj: Vision projector GGUF (the model then takes images: :attr:`vision`); None = text
+            only. Ignored with ``vocab_only``.
+        mmproj_offload: Run the projector on the GPU when the model has GPU layers
+            (``n_gpu_layers != 0``); False keeps it on the CPU (llama-server's
+            ``--no-mmproj-offload``).
+
+    Attributes:
+        vision: Rounds may carry images (a projector is loaded).
+        projector: The loaded projector, or None.
 
     Raises:
-        LLMError: the file is not a loadable GGUF.
+        LLMError: the model file is not a loadable GGUF, or the projector is missing, damaged,
+            not a vision projector, or does not fit the model (the message names the file; the
+            model is freed: build it again without ``mmproj`` to run on text only).
     """
 
     def __init__(
-        self, model_path: Path, cfg: LLMConfig, vocab_only: bool = False, arbiter: CpuArbiter | None = None
+        self,
+        model_path: Path,
+        cfg: LLMConfig,
+        vocab_only: bool = False,
+        arbiter: CpuArbiter | None = None,
+        mmproj: Path | None = None,
+        mmproj_offload: bool = True,
     ) -> None:
         from llama_cpp import Llama
         from llama_cpp.llama_chat_format import Jinja2ChatFormatter
@@ -81,6 +108,9 @@ class ChatModel(Completions):
                 "(agent.memplan.resolve_n_ctx)"
             )
         self.n_ctx = cfg.n_ctx
+        info = None
+        if mmproj is not None and not vocab_only:
+            info = check_projector(Path(mmproj))  # before the model load: a bad file costs nothing
         try:
             with vendor.lazy_per_layer_embeddings(cfg.lazy_per_layer_embd):
                 self.llm = Llama(
@@ -116,6 +146,17 @@ class ChatModel(Completions):
         # Every decode on one thread, whichever thread asks (agent.engines.embedded.decode_thread:
         # a decode from a second thread was 2.5x slower per token).
         self._decoder = DecodeThread(f"decode-{self.path.stem[:16]}")
+        self.projector: Projector | None = None
+        if mmproj is not None and not vocab_only:
+            use_gpu = cfg.n_gpu_layers != 0 and mmproj_offload
+            try:  # on the decode thread: its warm-up encode starts the thread's OpenMP team
+                self.projector = self._decoder.run(
+                    Projector, Path(mmproj), self.llm, cfg.threads, use_gpu, cfg.flash_attn, info
+                )
+            except LLMError:
+                self.close()
+                raise
+        self.vision = self.projector is not None
 
     def _piece(self, token: int) -> str:
         if token < 0:
@@ -139,15 +180,33 @@ class ChatModel(Completions):
     def tokenize(self, text: str) -> list[int]:
         """Tokens of a rendered prompt (special tokens parsed; BOS added only if the text lacks it)."""
         toks = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
-        bos = self.llm.token_bos()
-        if (
-            bos >= 0
-            and self.llm.metadata.get("tokenizer.ggml.add_bos_token", "true") != "false"
-            and (not toks or toks[0] != bos)
-            and not self.bos_text == ""
-        ):
+        bos = self.prompt_bos()
+        if bos is not None and (not toks or toks[0] != bos):
             toks = [bos, *toks]
         return toks
+
+    def prompt_bos(self) -> int | None:
+        """The BOS token a prompt must start with, or None (the vocabulary adds none)."""
+        bos = self.llm.token_bos()
+        add = self.llm.metadata.get("tokenizer.ggml.add_bos_token", "true") != "false"
+        return bos if bos >= 0 and add and self.bos_text != "" else None
+
+    def _prompt(self, prompt: str, images: tuple[bytes, ...]) -> list[int] | MediaPrompt:
+        """Token ids of a prompt, or with images its libmtmd chunks (the caller closes them).
+
+        Raises:
+            LLMError: images on a model without a projector, markers that do not match them, or
+                an image that cannot be decoded.
+        """
+        if not images:
+            return self.tokenize(prompt)
+        check_images(Decoding(prompt, images=images), self.vision, f"the embedded model {self.path.name}")
+        assert self.projector is not None
+        media = self.projector.prompt(prompt, images, self.prompt_bos())
+        if media.ids and media.ids[-1] < 0:
+            media.close()
+            raise LLMError("the prompt ends in an image: there is nothing after it to predict from")
+        return media
 
     def detokenize(self, tokens: list[int]) -> str:
         """Text of output tokens (special tokens hidden; a split UTF-8 character dropped)."""
@@ -190,6 +249,23 @@ class ChatModel(Completions):
         self._decoder.run(self.llm.eval, tokens[keep:])
         return len(tokens) - keep
 
+    def _eval(self, prompt: list[int] | MediaPrompt, tail: list[int], gen: Generation | None = None) -> int:
+        """Evaluate a prompt (and ``tail`` after it) the KV cache lacks; returns KV cells evaluated.
+
+        With images, ``gen.extra`` gets ``image_tokens`` (the prompt's image embeddings) and
+        ``encode_ms`` (encoding and decoding the images not already cached, ms). The caller holds
+        the lock.
+        """
+        if not isinstance(prompt, MediaPrompt):
+            return self._eval_uncached(prompt + tail)
+        assert self.projector is not None
+        cached = self._cached_prefix(prompt.ids + tail)
+        n, ms = self._decoder.run(eval_media, self.llm, self.projector, prompt, tail, cached)
+        if gen is not None:
+            gen.extra["image_tokens"] = gen.extra.get("image_tokens", 0) + prompt.image_tokens
+            gen.extra["encode_ms"] = gen.extra.get("encode_ms", 0.0) + ms
+        return n
+
     def prefill(self, request: Decoding) -> int:
         """Evaluate a likely next prompt into the KV cache now (an early model start).
 
@@ -199,39 +275,54 @@ class ChatModel(Completions):
         time already spent. Skipped when the model is busy generating.
 
         Args:
-            request: The round the turn would run: its ``prompt`` and ``prefix`` are evaluated.
+            request: The round the turn would run: its ``prompt`` and ``prefix`` are evaluated
+                (and its ``images``, encoded now).
 
         Returns:
-            Tokens evaluated (0: skipped, already cached, or too long for ``n_ctx``).
-        """
-        tokens = self.tokenize(request.prompt) + self.plain_tokens(request.prefix)
-        if len(tokens) + 1 > self.n_ctx or not self._lock.acquire(blocking=False):
-            return 0
-        try:
-            if self._cached_prefix(tokens) >= len(tokens) - 1:
-                return 0
-            return self._eval_uncached(tokens)
-        finally:
-            self._lock.release()
+            KV cells evaluated, image embeddings included (0: skipped, already cached, or too
+            long for ``n_ctx``).
 
-    def next_token_logits(self, prompt: str) -> np.ndarray:
+        Raises:
+            LLMError: as :meth:`stream` for images.
+        """
+        prompt = self._prompt(request.prompt, request.images)
+        try:
+            ids = prompt.ids if isinstance(prompt, MediaPrompt) else prompt
+            tail = self.plain_tokens(request.prefix)
+            if _cells(prompt) + len(tail) + 1 > self.n_ctx or not self._lock.acquire(blocking=False):
+                return 0
+            try:
+                if self._cached_prefix(ids + tail) >= len(ids) + len(tail) - 1:
+                    return 0
+                return self._eval(prompt, tail)
+            finally:
+                self._lock.release()
+        finally:
+            _close(prompt)
+
+    def next_token_logits(self, prompt: str, images: tuple[bytes, ...] = ()) -> np.ndarray:
         """Logits of the token that would follow ``prompt`` (the cached prefix is reused).
 
         Args:
-            prompt: Text in this model's format (special tokens parsed).
+            prompt: Text in this model's format (special tokens parsed), one
+                :data:`~agent.engines.request.MEDIA_MARKER` per image.
+            images: Encoded images (needs :attr:`vision`).
 
         Returns:
             ``(n_vocab,)`` float32 logits, a copy.
 
         Raises:
-            LLMError: the prompt does not fit in ``n_ctx``.
+            LLMError: the prompt does not fit in ``n_ctx``; images as in :meth:`stream`.
         """
-        tokens = self.tokenize(prompt)
-        if len(tokens) + 1 > self.n_ctx:
-            raise LLMError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
-        with self._lock:
-            self._eval_uncached(tokens)
-            return vendor.last_logits(self.llm).copy()
+        tokens = self._prompt(prompt, images)
+        try:
+            if _cells(tokens) + 1 > self.n_ctx:
+                raise LLMError(f"prompt of {_cells(tokens)} tokens does not fit n_ctx={self.n_ctx}")
+            with self._lock:
+                self._eval(tokens, [])
+                return vendor.last_logits(self.llm).copy()
+        finally:
+            _close(tokens)
 
     # --- the token loop ----------------------------------------------------------------
     def _jump(self, jump: Callable[[str], str] | None, text: str, sampler: Any) -> list[int]:
@@ -286,6 +377,10 @@ class ChatModel(Completions):
         token is the one the model picks there (the output is exactly what decoding one token at
         a time gives); the rest leaves the KV cache.
 
+        With ``images`` (a model with :attr:`vision`), the prompt's text chunks are evaluated as
+        tokens and each image is encoded and decoded in place; ``gen.prompt_tokens`` counts the
+        image embeddings, ``gen.extra`` gets ``image_tokens`` and ``encode_ms``.
+
         Args:
             request: The round (:class:`~agent.engines.request.Decoding`).
             gen: Filled in with token counts and timings as the stream runs.
@@ -296,27 +391,36 @@ class ChatModel(Completions):
 
         Raises:
             LLMError: the prompt does not fit in ``n_ctx``, the grammar is invalid or rejects
-                ``prefix``.
+                ``prefix``; images on a model without :attr:`vision`, image markers that do not
+                match the images, an image that cannot be decoded or encoded.
         """
         from agent.engines.embedded.sampling import TokenSampler
 
         cfg = self.cfg
-        tokens = self.tokenize(request.prompt)
-        forced = self.plain_tokens(request.prefix)
-        limit = request.max_tokens or cfg.max_tokens
-        if len(tokens) + len(forced) + 1 > self.n_ctx:
-            raise LLMError(f"prompt of {len(tokens) + len(forced)} tokens does not fit n_ctx={self.n_ctx}")
-        limit = min(limit, self.n_ctx - len(tokens) - len(forced))
+        prompt = self._prompt(request.prompt, request.images)
+        try:
+            tokens = prompt.ids if isinstance(prompt, MediaPrompt) else prompt
+            forced = self.plain_tokens(request.prefix)
+            n_cells = _cells(prompt) + len(forced)
+            if n_cells + 1 > self.n_ctx:
+                raise LLMError(f"prompt of {n_cells} tokens does not fit n_ctx={self.n_ctx}")
+            stats = None
+            if request.thinking is not None:
+                stats = gen.extra["thinking"] = ThinkingStats()
+            compiled = compile_request(request, self, len(tokens), self._markers, stats)
+        except BaseException:
+            _close(prompt)
+            raise
+        limit = min(request.max_tokens or cfg.max_tokens, self.n_ctx - n_cells)
         stops = [s for s in request.stop if s]
         temperature = cfg.temperature if request.temperature is None else request.temperature
-        stats = None
-        if request.thinking is not None:
-            stats = gen.extra["thinking"] = ThinkingStats()
-        compiled = compile_request(request, self, len(tokens), self._markers, stats)
         with self._lock:
             t0 = time.perf_counter()
-            self._yield_cpu(stop)  # the speaker waits for a sentence: the prompt waits too
-            gen.prompt_tokens += self._eval_uncached(tokens + forced)
+            try:
+                self._yield_cpu(stop)  # the speaker waits for a sentence: the prompt waits too
+                gen.prompt_tokens += self._eval(prompt, forced, gen)
+            finally:
+                _close(prompt)
             try:
                 sampler = TokenSampler(
                     vendor.vocab_pointer(self.llm),
@@ -411,9 +515,21 @@ class ChatModel(Completions):
                     gen.tokens_per_s = (n - 1) / (now - t_first)
 
     def close(self) -> None:
-        """Free the model and end its decode thread."""
+        """Free the projector and the model, and end the decode thread."""
         self._decoder.close()
+        if self.projector is not None:
+            self.projector.close()
         self.llm.close()
+
+
+def _cells(prompt: list[int] | MediaPrompt) -> int:
+    """KV-cache cells a prompt takes (image embeddings included)."""
+    return prompt.n_cells if isinstance(prompt, MediaPrompt) else len(prompt)
+
+
+def _close(prompt: list[int] | MediaPrompt) -> None:
+    if isinstance(prompt, MediaPrompt):
+        prompt.close()
 
 
 def _ggml_type(name: str) -> int:

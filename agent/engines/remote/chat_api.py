@@ -2,7 +2,9 @@
 
 The conversation renders every round with the GGUF's template; for the ``chat`` api the
 round's :class:`~agent.engines.request.Decoding` also carries the messages it was rendered from,
-which go out in OpenAI's shape (:func:`openai_messages`). What streams back is turned into the
+which go out in OpenAI's shape (:func:`openai_messages`; a round's images as ``image_url`` parts
+with ``data:`` URIs where its messages carry :data:`~agent.engines.request.MEDIA_MARKER`, the form
+llama-server, vLLM and OpenAI take). What streams back is turned into the
 raw text the conversation's tool-call parsers read (:class:`ChatDeltas`): ``tool_calls`` deltas become
 ``<tool_call>{json}</tool_call>`` (a syntax every parser accepts), ``reasoning_content`` a
 thinking block in the template's markers, ``content`` passes as is (so markup a server leaves
@@ -12,14 +14,17 @@ local copy of the model.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agent.engines.base import FALLBACK_TEMPLATE, LLMError
+from agent.engines.media import image_mime
 from agent.engines.remote.http import ServerUnreachable, request_json
-from agent.engines.request import Decoding, Thinking
+from agent.engines.request import MEDIA_MARKER, Decoding, Thinking
 from agent.engines.thinking import ThinkWatch
 
 if TYPE_CHECKING:
@@ -32,7 +37,8 @@ log = logging.getLogger(__name__)
 def chat_body(req: Decoding, extensions: bool, tool_choice: str, thinking: Thinking | None) -> dict[str, Any]:
     """The ``/v1/chat/completions`` fields of a round: its messages, tools and template variables.
 
-    Messages go out in OpenAI's shape (:func:`openai_messages`); template variables
+    Messages go out in OpenAI's shape (:func:`openai_messages`, with the round's images);
+    template variables
     (``enable_thinking``, ``conversational_mode``) as ``chat_template_kwargs`` (llama-server,
     vLLM); a thinking budget as ``thinking_budget_tokens`` (llama-server).
 
@@ -43,11 +49,12 @@ def chat_body(req: Decoding, extensions: bool, tool_choice: str, thinking: Think
         thinking: The thinking budget to send, or None.
 
     Raises:
-        LLMError: the request carries no messages (it was not rendered from any).
+        LLMError: the request carries no messages (it was not rendered from any), or its
+            messages hold another number of image markers than it has images.
     """
     if not req.messages:
         raise LLMError("the chat api needs the messages a prompt was rendered from")
-    body: dict[str, Any] = {"messages": openai_messages([dict(m) for m in req.messages])}
+    body: dict[str, Any] = {"messages": openai_messages([dict(m) for m in req.messages], req.images)}
     if req.tools:
         body["tools"] = [dict(t) for t in req.tools]
         body["tool_choice"] = tool_choice
@@ -60,20 +67,31 @@ def chat_body(req: Decoding, extensions: bool, tool_choice: str, thinking: Think
     return body
 
 
-def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def openai_messages(messages: list[dict[str, Any]], images: tuple[bytes, ...] = ()) -> list[dict[str, Any]]:
     """Messages in OpenAI's wire shape, whatever template normalization they went through.
 
     Tool-call arguments become JSON strings with ids; Gemma 4's ``tool_responses`` on a model
     message (:mod:`agent.conversation.messages`) become ``tool`` messages after it, and that message's text
     an assistant message after them (llama-server turns them back into Gemma's form,
-    ``common/chat.cpp``); grammar mode's ``raw`` key is dropped.
+    ``common/chat.cpp``); grammar mode's ``raw`` key is dropped. A non-assistant message whose
+    content holds :data:`~agent.engines.request.MEDIA_MARKER` becomes a list of ``text`` and
+    ``image_url`` parts (:func:`content_parts`), taking ``images`` in order.
+
+    Raises:
+        LLMError: the messages hold another number of image markers than there are ``images``.
     """
     out: list[dict[str, Any]] = []
     n = 0
+    queue = iter(images)
+    used = 0
     for m in messages:
         role = m.get("role", "user")
         if role != "assistant":
-            msg = {"role": role, "content": m.get("content") or ""}
+            content = m.get("content") or ""
+            if images and isinstance(content, str) and MEDIA_MARKER in content:
+                used += content.count(MEDIA_MARKER)
+                content = content_parts(content, queue) if used <= len(images) else content
+            msg = {"role": role, "content": content}
             if role == "tool":
                 msg["tool_call_id"] = m.get("tool_call_id") or f"call_{n}"
                 if m.get("name"):
@@ -119,7 +137,33 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             )
         if text:
             out.append({"role": "assistant", "content": text})
+    if used != len(images):
+        raise LLMError(f"the messages hold {used} image markers {MEDIA_MARKER!r} for {len(images)} images")
     return out
+
+
+def content_parts(text: str, images: Iterator[bytes]) -> list[dict[str, Any]]:
+    """A message's text as OpenAI content parts, each :data:`MEDIA_MARKER` an ``image_url`` part.
+
+    Args:
+        text: The content, with markers.
+        images: Encoded images, one taken per marker.
+
+    Returns:
+        ``text`` and ``image_url`` parts (``data:image/...;base64,...``), in order; llama-server
+        joins adjacent text and image parts without a separator (``common/chat.cpp``), so the
+        server's prompt has the same text around each image.
+    """
+    pieces = text.split(MEDIA_MARKER)
+    parts: list[dict[str, Any]] = []
+    for i, piece in enumerate(pieces):
+        if piece:
+            parts.append({"type": "text", "text": piece})
+        if i < len(pieces) - 1:
+            data = next(images)
+            url = f"data:{image_mime(data)};base64,{base64.b64encode(data).decode('ascii')}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
 
 
 class _ToolCallCollector:

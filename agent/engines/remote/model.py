@@ -7,14 +7,28 @@ the embedded engine. Two ways to generate:
 
 * ``completions`` (llama-server, and OpenAI-compatible servers that take a raw prompt): the
   rendered prompt goes to ``/v1/completions`` as token ids (the local tokenizer's, BOS included
-  once), with ``stream``, ``max_tokens``, ``stop``, ``temperature``, ``top_p``, ``seed`` and,
-  as llama.cpp extensions (``tools/server/README.md``), ``cache_prompt`` (KV-cache prefix
-  reuse), ``grammar`` (the round's GBNF), ``repeat_penalty`` and the reasoning budget.
+  once; to llama-server's native ``/completion`` when it has a vision projector, whose
+  ``/v1/completions`` then takes only strings), with ``stream``, ``max_tokens``, ``stop``,
+  ``temperature``, ``top_p``, ``seed`` and, as llama.cpp extensions (``tools/server/README.md``),
+  ``cache_prompt`` (KV-cache prefix reuse), ``grammar`` (the round's GBNF), ``repeat_penalty``
+  and the reasoning budget.
 * ``chat``: the messages and tools go to ``/v1/chat/completions``; the server renders them with
   its own copy of the template and parses tool calls. Its ``tool_calls`` deltas come back into
   the stream as ``<tool_call>{json}</tool_call>`` text, which every tool-call parser accepts, and
   reasoning as a thinking block, so the same parsers split speech, thinking and calls; markup a
   server leaves in ``content`` is parsed the same way and never spoken.
+
+Images: a round's :attr:`~agent.engines.request.Decoding.images` go to ``/v1/completions`` in
+llama-server's multimodal prompt object and to ``/v1/chat/completions`` as ``image_url`` parts
+(:mod:`agent.engines.remote.body`); the server encodes them (``--mmproj``). ``vision`` is True for
+a managed llama-server started with a projector and, for a remote server, when its ``GET /props``
+lists the vision modality (llama-server); servers without ``/props`` (vLLM, Ollama, NIM) are
+taken as text-only unless the engine is built with ``vision=True``. Prompt tokens come from the
+server's ``timings``/``usage`` (image tokens included). The server does not say how many of them
+are the images': ``gen.extra["image_tokens"]`` is its whole prompt count less the local count of
+the text around the markers, so it includes the few tokens each family wraps an image in
+(measured here: the exact count +14 for an idefics3 frame of one tile and its overview, +2
+for Gemma 4's ``<|image>``/``<image|>``); the encode time stays on the server.
 
 A round's :class:`~agent.engines.request.Decoding` becomes the request body in
 :mod:`agent.engines.remote.body`: what a server cannot carry (the copy prior, the repeat guard,
@@ -40,10 +54,11 @@ from typing import TYPE_CHECKING, Any
 from agent.control import StopSignal
 from agent.engines.base import Completions, Generation, LLMError
 from agent.engines.embedded.model import ChatModel
+from agent.engines.media import check_images
 from agent.engines.remote.body import build_request
 from agent.engines.remote.chat_api import ChatDeltas, RemoteVocab
 from agent.engines.remote.http import EventStream, ServerError, ServerUnreachable, request_json
-from agent.engines.request import Decoding
+from agent.engines.request import MEDIA_MARKER, Decoding
 from agent.engines.thinking import ThinkingStats, ThinkWatch, markers_for
 
 if TYPE_CHECKING:
@@ -69,6 +84,9 @@ class ServerChatModel(Completions):
         extensions: Send llama.cpp's extra request fields.
         timeout_s: Longest silence from the server, s.
         tool_choice: ``chat`` api: ``auto`` or ``required`` when tools are offered.
+        vision: The server takes images: True (a managed server started with ``--mmproj``),
+            False, or None = ask the server (``GET /props`` ``modalities.vision``) when first
+            needed.
     """
 
     def __init__(
@@ -83,6 +101,7 @@ class ServerChatModel(Completions):
         extensions: bool = True,
         timeout_s: float = 60.0,
         tool_choice: str = "auto",
+        vision: bool | None = None,
     ) -> None:
         self.cfg = cfg
         self._base = base_url
@@ -101,6 +120,31 @@ class ServerChatModel(Completions):
         self.has_template: bool = self.vocab.has_template
         self._lock = threading.Lock()
         self._noticed: set[tuple[str, ...]] = set()
+        self._vision = vision
+
+    @property
+    def vision(self) -> bool:
+        """The server takes images (given, or asked from ``GET /props`` once; False while unreachable)."""
+        if self._vision is None:
+            props = self._props()
+            if props is None:
+                return False
+            modalities = props.get("modalities")
+            self._vision = bool(isinstance(modalities, dict) and modalities.get("vision"))
+        return self._vision
+
+    def _props(self) -> dict[str, Any] | None:
+        """llama-server's ``GET /props`` answer; ``{}`` when the server has none, None when unreachable."""
+        try:
+            status, answer = request_json(self.base_url, "GET", "/props", headers=self.headers, timeout_s=5.0)
+        except ServerUnreachable:
+            return None
+        return answer if status == 200 and isinstance(answer, dict) else {}
+
+    def _media_marker(self) -> str:
+        """The server's media marker now (llama-server draws one per process; ``GET /props``)."""
+        props = self._props() or {}
+        return str(props.get("media_marker") or MEDIA_MARKER)
 
     @property
     def base_url(self) -> str:
@@ -148,8 +192,12 @@ class ServerChatModel(Completions):
 
         Raises:
             LLMError: the prompt does not fit ``n_ctx``, the server refused the request, or the
-                server died or went silent for ``request_timeout_s`` during the stream.
+                server died or went silent for ``request_timeout_s`` during the stream; images
+                on a server without :attr:`vision`, or image markers that do not match them.
         """
+        if request.images:
+            check_images(request, self.vision, self._name())
+        native = self.api != "chat" and self.extensions and self.vision
         tokens = self.tokenize(request.prompt)
         if len(tokens) + 1 > self.n_ctx:
             raise LLMError(f"prompt of {len(tokens)} tokens does not fit n_ctx={self.n_ctx}")
@@ -168,11 +216,26 @@ class ServerChatModel(Completions):
             extensions=self.extensions,
             model_name=self.model_name,
             tool_choice=self.tool_choice,
+            native=native,
+            **(self._media_fields() if request.images and native else {}),
         )
         if sent.dropped:
             self._notice(sent.dropped)
+        n_text = len(self.tokenize(request.prompt.replace(MEDIA_MARKER, ""))) if request.images else None
         with self._lock:
-            yield from self._run(sent.path, sent.body, gen, stop, sent.chat, sent.watch)
+            yield from self._run(sent.path, sent.body, gen, stop, sent.chat, sent.watch, n_text)
+
+    def _name(self) -> str:
+        return "llama-server" if self.server is not None else f"the model server at {self.base_url}"
+
+    def _media_fields(self) -> dict[str, str]:
+        """``build_request``'s media marker and the BOS text the server adds to a prompt string."""
+        if self.server is not None:
+            self.server.ensure_running()  # a restarted server draws a new marker
+        bos = ""
+        if isinstance(self.vocab, ChatModel) and self.vocab.prompt_bos() is not None:
+            bos = self.vocab.bos_text
+        return {"media_marker": self._media_marker(), "bos_text": bos}
 
     def _notice(self, dropped: list[str]) -> None:
         """One warning per distinct set of dropped features."""
@@ -210,6 +273,7 @@ class ServerChatModel(Completions):
         stop: StopSignal | None,
         chat: bool,
         watch: ThinkWatch | None,
+        n_text: int | None = None,
     ) -> Iterator[str]:
         t0 = time.perf_counter()
         t_first = t_last = 0.0
@@ -224,10 +288,13 @@ class ServerChatModel(Completions):
                     for event in stream:
                         timings = event.get("timings") or timings
                         usage = event.get("usage") or usage
-                        choices = event.get("choices") or []
-                        if not choices:
+                        choices = event.get("choices")
+                        if choices is None and "content" in event:  # llama-server's /completion
+                            choice = _native_choice(event)
+                        elif not choices:
                             continue
-                        choice = choices[0]
+                        else:
+                            choice = choices[0]
                         if choice.get("finish_reason"):
                             gen.finish_reason = choice["finish_reason"]
                         for piece in deltas.feed(choice) if chat else [choice.get("text") or ""]:
@@ -270,7 +337,9 @@ class ServerChatModel(Completions):
                     stream.close()
         finally:
             gen.total_ms += (time.perf_counter() - t0) * 1000.0
-            _account(gen, timings, usage, pieces, t_first, t_last)
+            total = _account(gen, timings, usage, pieces, t_first, t_last)
+            if n_text is not None and total:
+                gen.extra["image_tokens"] = max(0, total - n_text)
 
     def _end_reasoning(self, cmpl_id: str | None, watch: ThinkWatch) -> None:
         """Ask the server to end the thinking block now (``reasoning_end``); tried on up to 3 chunks."""
@@ -307,6 +376,15 @@ class ServerChatModel(Completions):
             self.server.stop()
 
 
+_NATIVE_FINISH = {"eos": "stop", "word": "stop", "limit": "length"}
+
+
+def _native_choice(event: dict[str, Any]) -> dict[str, Any]:
+    """A ``/completion`` stream event as an OpenAI ``choices[0]``: its text and finish reason."""
+    finish = _NATIVE_FINISH.get(str(event.get("stop_type")), "") if event.get("stop") else ""
+    return {"text": event.get("content") or "", "finish_reason": finish or None}
+
+
 def _account(
     gen: Generation,
     timings: dict[str, Any],
@@ -314,9 +392,15 @@ def _account(
     pieces: int,
     t_first: float,
     t_last: float,
-) -> None:
-    """Fill token counts and speeds from llama-server's ``timings`` (or OpenAI ``usage``, or our clock)."""
+) -> int:
+    """Fill token counts and speeds from llama-server's ``timings`` (or OpenAI ``usage``, or our clock).
+
+    Returns:
+        The server's whole prompt, tokens (cached ones included; 0 when it did not say).
+    """
+    total = int(usage.get("prompt_tokens") or 0)
     if timings:
+        total = int(timings.get("cache_n") or 0) + int(timings.get("prompt_n") or 0)
         gen.prompt_tokens += int(timings.get("prompt_n") or 0)
         gen.completion_tokens += int(timings.get("predicted_n") or pieces)
         gen.tokens_per_s = float(timings.get("predicted_per_second") or 0.0)
@@ -327,6 +411,7 @@ def _account(
         gen.completion_tokens += int(usage.get("completion_tokens") or pieces)
     if not gen.tokens_per_s and gen.completion_tokens > 1 and t_last > t_first:
         gen.tokens_per_s = (gen.completion_tokens - 1) / (t_last - t_first)
+    return total
 
 
 def load_vocab(path: Path | None, cfg: LLMConfig) -> ChatModel | None:

@@ -93,7 +93,15 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
-def server_args(cfg: LLMConfig, model: Path, draft: Path | None, host: str, port: int) -> list[str]:
+def server_args(
+    cfg: LLMConfig,
+    model: Path,
+    draft: Path | None,
+    host: str,
+    port: int,
+    mmproj: Path | None = None,
+    mmproj_offload: bool = True,
+) -> list[str]:
     """llama-server's command-line flags for a config (without the binary).
 
     Flags as documented by llama-server 11434 (``common/arg.cpp``): context ``-c``, threads
@@ -104,7 +112,8 @@ def server_args(cfg: LLMConfig, model: Path, draft: Path | None, host: str, port
     not shrink it silently), no web UI; with a draft model ``-md``, ``--spec-type``,
     ``--spec-draft-n-max``, ``-ngld``, ``-td`` and the draft KV cache types ``-ctkd``/``-ctvd``
     (the chat model's; llama-server's own default is f16), as the memory plan counts them
-    (:mod:`agent.memplan.draft`).
+    (:mod:`agent.memplan.draft`); with a vision projector ``--mmproj`` (and
+    ``--no-mmproj-offload`` to keep it on the CPU).
 
     Args:
         cfg: ``[llm]`` (with ``[llm.server]``); ``n_ctx`` must already be a number.
@@ -112,6 +121,8 @@ def server_args(cfg: LLMConfig, model: Path, draft: Path | None, host: str, port
         draft: The draft GGUF, or None.
         host: Listen address.
         port: Listen port.
+        mmproj: The vision projector GGUF, or None (text only).
+        mmproj_offload: The projector may run on the GPU (False: ``--no-mmproj-offload``).
 
     Returns:
         The argument list.
@@ -151,6 +162,10 @@ def server_args(cfg: LLMConfig, model: Path, draft: Path | None, host: str, port
         args += ["-td", str(cfg.threads), "-ctkd", cfg.cache_type_k, "-ctvd", cfg.cache_type_v]
     if spec != "none":
         args += ["--spec-type", spec]
+    if mmproj is not None:
+        args += ["--mmproj", str(mmproj)]
+        if not mmproj_offload:
+            args.append("--no-mmproj-offload")
     return args + list(srv.extra_args)
 
 
