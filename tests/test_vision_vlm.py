@@ -23,7 +23,7 @@ from vision_models import idefics3_projector, smollm2_vision_model
 
 from agent.bench.latency import EventLog
 from agent.config import load_config
-from agent.events import Error, Notice, SceneDescribed, ToolCall, ToolResult
+from agent.events import Error, Notice, Reply, SceneDescribed, ToolCall, ToolResult
 from agent.pipeline import Bus, build_core
 from agent.vision.describer import DescribeError, bound, clean, frame_jpeg, native_image_size
 from agent.vision.narrator import change, thumbnail
@@ -215,7 +215,8 @@ def test_a_slow_describer_never_delays_a_turn(photo_folder, slow_endpoint):
         t0 = time.monotonic()
         evs = rig.text("What time is it?")
         turn_s = time.monotonic() - t0
-        assert evs.of(ToolCall) or evs  # the turn ran to its end
+        replies = evs.of(Reply)
+        assert len(replies) == 1 and replies[0].text, evs  # the turn ran to its end and answered
         assert not SlowVision.answered, f"the turn ({turn_s:.1f} s) waited for the describer"
         deadline = time.monotonic() + 15
         while narrator.latest() is None and time.monotonic() < deadline:
@@ -374,9 +375,11 @@ def test_a_model_that_takes_a_clip_gets_the_newest_frames_in_order(fixtures_dir,
         narrator = core.narrator
         narrator.idle = lambda: False  # sample only: no background look
         deadline = time.monotonic() + 5
-        while len(narrator._clip) < 2 and time.monotonic() < deadline:
+        while len(narrator.clip_times) < 2 and time.monotonic() < deadline:
             narrator.step()
             time.sleep(0.1)
+        older, newer = narrator.clip_times
+        assert newer - older >= 0.4  # spaced by frame_gap_s, oldest first
         one = core.narrator.describer.describe([core.vision.camera.latest()[0]], 0.0)
         both = narrator.describe_now()
         assert both.frames == 2 and both.image_tokens == 2 * one.image_tokens > 0

@@ -133,6 +133,11 @@ class SceneNarrator:
             return None
         return f"described {self.age_s(d):.0f} s ago: {d.text}"
 
+    @property
+    def clip_times(self) -> list[float]:
+        """Capture times of the frames kept for a clip, oldest first, monotonic s."""
+        return [t for _, t in self._clip]
+
     def request(self, trigger: str) -> None:
         """Ask for a background description at the next free moment (never blocks)."""
         self._pending = trigger
