@@ -17,8 +17,8 @@ from rig import AgentRig
 
 from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
-from agent.events import Notice, PauseVerdict, Timing, ToolCall, Transcript
-from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn, ends_in_continuation
+from agent.events import Notice, PauseVerdict, Reply, Skipped, Timing, ToolCall, Transcript
+from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn, ends_in_continuation, is_hesitation
 from agent.listening.smart_turn import SmartTurn
 from agent.listening.turns import stop_command
 from agent.models import resolve_model
@@ -170,8 +170,8 @@ def test_a_verdict_ends_the_turn_at_once_not_at_the_next_audio_frame(rig, fixtur
     assert handed[2] == steps[done[0]][2] == "turn-taking"
 
 
-def _two_part_command(path: Path) -> Path:
-    """'Turn your head to the left and then' + 0.8 s + 'wave with your right hand.' in piper's voice."""
+def _spoken(path: Path, parts: list[str], gap_s: float) -> Path:
+    """``parts`` in piper's voice, ``gap_s`` of silence between them, as a 16 kHz WAV at ``path``."""
     import soxr
 
     from agent.speech.tts import PiperTTS
@@ -184,21 +184,28 @@ def _two_part_command(path: Path) -> Path:
         pcm = np.concatenate([c.audio for c in chunks]).astype(np.float32) / 32768
         return soxr.resample(pcm, chunks[0].sample_rate, 16000).astype(np.float32)
 
-    first, second = say("Turn your head to the left and then"), say("wave with your right hand.")
-
     def trim(x: np.ndarray) -> np.ndarray:
         loud = np.nonzero(np.abs(x) > 0.01)[0]
         return x[loud[0] : loud[-1] + 1]
 
-    gap = np.zeros(int(0.8 * 16000), np.float32)
+    gap = np.zeros(int(gap_s * 16000), np.float32)
     pad = np.zeros(8000, np.float32)
-    audio = np.concatenate([pad, trim(first), gap, trim(second), pad])
+    pieces = [pad]
+    for i, text in enumerate(parts):
+        pieces += [gap] if i else []
+        pieces.append(trim(say(text)))
+    audio = np.concatenate([*pieces, pad])
     with wave.open(str(path), "wb") as w:
         w.setnchannels(1)
         w.setsampwidth(2)
         w.setframerate(16000)
         w.writeframes((np.clip(audio, -1, 1) * 32767).astype(np.int16).tobytes())
     return path
+
+
+def _two_part_command(path: Path) -> Path:
+    """'Turn your head to the left and then' + 0.8 s + 'wave with your right hand.' in piper's voice."""
+    return _spoken(path, ["Turn your head to the left and then", "wave with your right hand."], 0.8)
 
 
 def test_two_part_command_with_a_pause_is_one_turn_with_both_tools(rig, tmp_path):
@@ -210,6 +217,47 @@ def test_two_part_command_with_a_pause_is_one_turn_with_both_tools(rig, tmp_path
     assert "wave" in heard[0] and "left" in heard[0], heard
     tools = {c.tool for c in evs.of(ToolCall)}
     assert "wave" in tools and tools & {"look", "look_at"}, (heard, tools)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Hmm, let me think.", True),
+        ("Um... okay so", True),
+        ("Well.", True),
+        ("uh, let me see, hmm", True),
+        ("Okay.", False),  # an answer, not a hesitation
+        ("Uh huh.", False),
+        ("Um, wave.", False),
+        ("Let me think about it.", False),
+        ("", False),
+    ],
+)
+def test_hesitations(text, expected):
+    assert is_hesitation(text) is expected
+
+
+def test_a_hesitation_never_ends_a_turn_whatever_the_text_model_says(judge):
+    v = judge.judge(np.zeros(16000, np.float32), "Um, let me think.")
+    assert not v.complete and v.rule == "hesitation"
+    assert judge.text.score("Um, let me think.") >= judge.cfg.text_complete  # what decided before
+
+
+def test_a_hesitation_then_a_command_after_a_second_is_one_turn(rig, tmp_path):
+    rig.core.conversation.history.clear()
+    wav = _spoken(tmp_path / "hesitant.wav", ["Hmmm, let me think.", "Can you nod your head twice?"], 1.0)
+    evs = rig.listen(wav)
+    heard = [t.text for t in evs.of(Transcript)]
+    checks = [(c.rule, c.text) for c in evs.of(PauseVerdict)]
+    assert len(heard) == 1 and "nod" in heard[0].lower(), (heard, checks)
+    assert any(rule == "hesitation" for rule, _ in checks), checks
+
+
+def test_a_hesitation_alone_gets_no_reply(rig, tmp_path):
+    rig.core.conversation.history.clear()
+    evs = rig.listen(_spoken(tmp_path / "hmm.wav", ["Well, let me think."], 0.0))
+    assert not evs.of(Transcript) and not evs.of(Reply), evs
+    assert any("only a hesitation" in s.reason for s in evs.of(Skipped)), evs
 
 
 def test_without_models_endpointing_is_silence_only_with_a_notice(tmp_path):

@@ -66,6 +66,7 @@ def pause_line(v: PauseVerdict) -> str:
         "smart_turn": "Smart Turn hears an ending, the words allow it",
         "stop": "a stop phrase",
         "continuation": "ends in a continuation",
+        "hesitation": "only a hesitation so far",
         "unfinished": "neither signal says finished",
         "empty": "nothing heard",
         "error": "the check failed: waiting for silence",

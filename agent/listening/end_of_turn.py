@@ -24,6 +24,9 @@ every shared case but the misheard turn_then_wave (which waits for the long sile
 
 1. a transcript that ends in a continuation (a comma, "and", "then", "the", "to", ...): unfinished;
 2. a stop phrase: finished (stopping never waits);
+2a. a hesitation alone ("um", "hmm", "let me think", "okay so", "well"): unfinished (``hesitation``):
+   the text model scores "um let me think" -1.08, a finished sentence, and Smart Turn is not even
+   asked then, so "Hmm, let me think. [1 s] Can you nod?" used to become two turns;
 3. text ``>= text_complete`` (-1.2): finished (``text``);
 4. Smart Turn ``> smart_turn_threshold`` (0.5) and text ``>= text_with_audio`` (-1.6): finished
    (``smart_turn``);
@@ -57,6 +60,22 @@ CONTINUATIONS = frozenset(
 )
 """Last words after which an English sentence is not over (conjunctions, articles, prepositions,
 possessives, fillers)."""
+
+HESITATION_WORDS = frozenset("um uh uhm umm hmm hm mm mmm er erm ah eh oh well so like".split())
+"""Words that alone say only "I am still thinking" (fillers, not answers: "okay" and "yes" are answers)."""
+
+HESITATION_PHRASES = (
+    ("let", "me", "think"),
+    ("let", "me", "see"),
+    ("okay", "so"),
+    ("ok", "so"),
+    ("hold", "on"),
+    ("you", "know"),
+    ("i", "mean"),
+    ("give", "me", "a", "second"),
+    ("just", "a", "second"),
+)
+"""Phrases that alone say only "I am still thinking"."""
 
 MAX_WORDS = 48
 """Words of the transcript the text model reads (its last ones), so any turn fits its 512-token context."""
@@ -100,6 +119,30 @@ def ends_in_continuation(text: str) -> bool:
         return True
     said = words(t)
     return bool(said) and said[-1] in CONTINUATIONS
+
+
+def is_hesitation(text: str) -> bool:
+    """Whether ``text`` holds nothing but hesitation: fillers and thinking-aloud phrases.
+
+    Args:
+        text: A transcript (any case, any punctuation).
+
+    Returns:
+        True when every word belongs to :data:`HESITATION_WORDS` or a phrase of
+        :data:`HESITATION_PHRASES` ("Hmm, let me think.", "um okay so"); False for "" and for
+        anything with a word of its own ("um, wave", "okay").
+    """
+    said = words(text)
+    i = 0
+    while i < len(said):
+        phrase = next((p for p in HESITATION_PHRASES if tuple(said[i : i + len(p)]) == p), None)
+        if phrase is not None:
+            i += len(phrase)
+        elif said[i] in HESITATION_WORDS:
+            i += 1
+        else:
+            return False
+    return bool(said)
 
 
 class TextEndOfTurn:
@@ -211,6 +254,8 @@ class EndOfTurnJudge:
             return done(False, "continuation")
         if self.is_stop(transcript):
             return done(True, "stop")
+        if is_hesitation(transcript):
+            return done(False, "hesitation")
         tx = self.text.score(transcript) if self.text is not None else 1.0
         if self.text is not None and tx >= self.cfg.text_complete:
             return done(True, "text", tx=tx)

@@ -35,6 +35,7 @@ from agent.events import (
     UserTurn,
     Utterance,
 )
+from agent.listening.end_of_turn import is_hesitation
 from agent.listening.turns import Attention, is_echo, stop_command
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
 from agent.pipeline.turnbook import TurnBook
@@ -154,6 +155,9 @@ class ASRStage:
             res.text, self.book.heard_texts(ECHO_WINDOW_S), self.live.echo_text_score
         ):
             self.publish(Skipped(-1, f"echo of the robot's own speech: {res.text!r}", msg.source))
+            return False
+        if is_hesitation(res.text):  # "hmm, let me think" and silence: the words are still coming
+            self.publish(Skipped(-1, f"only a hesitation, nothing to answer: {res.text!r}", msg.source))
             return False
         text = self.attention.accept(res.text)
         if text is None:
