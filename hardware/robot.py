@@ -498,6 +498,9 @@ class Robot:
             else:
                 if not self._estopped and state == "online":
                     self._park_at_neutral(neutral_ms)
+                last_frames = getattr(self.driver, "begin_close", None)
+                if last_frames is not None:  # a serial link: its torque-off is the last frame sent
+                    last_frames()
                 self.driver.set_torque(False)
                 self.driver.sync(1.0)
             self.torque_on = False

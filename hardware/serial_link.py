@@ -130,6 +130,7 @@ class SerialDriver:
         self._torque_wanted = True
         self._positions: dict[str, float] = {}
         self._stop = threading.Event()
+        self._closing = threading.Event()  # the last frames are queued: no heartbeat or poll after them
         self._first_try = threading.Event()
         self._last_tx = 0.0
         self._last_poll = 0.0
@@ -184,8 +185,21 @@ class SerialDriver:
                 self._cond.wait(min(left, 0.05))
         return True
 
+    def begin_close(self) -> None:
+        """The last frames follow (a park's torque-off): no heartbeat or position poll from now on.
+
+        Without it a heartbeat due between the torque-off and :meth:`close` (a busy machine can
+        keep the parking thread off the CPU that long) would follow the torque-off frame.
+        """
+        self._closing.set()
+
     def close(self) -> None:
-        """Stop the worker (after it finished queued work, up to 1 s) and close the port."""
+        """Stop the worker (after it finished queued work, up to 1 s) and close the port.
+
+        Nothing is sent after the queued work: no heartbeat or position poll once closing has
+        begun (:meth:`begin_close`).
+        """
+        self._closing.set()
         if self.state == "online":
             self.sync(1.0)
         self._stop.set()
@@ -405,10 +419,11 @@ class SerialDriver:
                 self._last_tx = time.monotonic()
                 self._store_positions(units)
             now = time.monotonic()
-            if self.heartbeat_s and now - self._last_tx >= self.heartbeat_s:
+            idle_work = not self._closing.is_set()  # closing: only the queued work goes out
+            if idle_work and self.heartbeat_s and now - self._last_tx >= self.heartbeat_s:
                 self._heartbeat()
                 self._last_tx = time.monotonic()
-            if self.poll_s and now - self._last_poll >= self.poll_s:
+            if idle_work and self.poll_s and now - self._last_poll >= self.poll_s:
                 self._last_poll = now
                 self._store_positions(self._poll() or {})
             with self._cond:

@@ -53,6 +53,23 @@ def test_bolt_board_resetting_on_open_waits_for_ready_then_moves(tmp_path):
         board.close()
 
 
+def test_a_parks_torque_off_is_the_last_frame_however_late_close_comes(tmp_path):
+    board = BoltBoard(tmp_path / "tty", reset_on_open=False).plug()
+    robot, _ = build_robot(robot_config("bolt_serial", tmp_path / "tty"))
+    driver = robot.driver
+    try:
+        assert wait_until(lambda: any(f.endswith(" H") for f in list(board.frames)), 5)  # heartbeats run
+        driver.begin_close()  # what Robot.close does before its torque-off
+        driver.set_torque(False)
+        assert driver.sync(2.0)
+        time.sleep(1.0)  # three heartbeat periods and more: a busy machine's late close()
+        assert board.frames[-1].endswith("T 0"), board.frames[-4:]
+    finally:
+        robot.close()
+        board.close()
+    assert board.frames[-1].endswith("T 0") and not board.torque
+
+
 def test_bolt_partial_reads_and_board_error_reply(tmp_path):
     board = BoltBoard(tmp_path / "tty", reset_on_open=False, chunk_delay_s=0.0005).plug()
     robot, msgs = build_robot(
