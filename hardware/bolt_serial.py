@@ -100,6 +100,7 @@ class BoltSerialDriver(SerialDriver):
         self._seq = 0
         self._buf = b""
         self._ready_seen: str | None = None
+        self._wdog_seen = False  # the board's watchdog fired: its torque is off until we re-arm it
 
     # --- line I/O -----------------------------------------------------------------
     def _readline(self, deadline: float) -> bytes | None:
@@ -118,11 +119,25 @@ class BoltSerialDriver(SerialDriver):
     def _command(self, body: str, retries: int = 2) -> str | None:
         """Send one command and return the data after ``OK <seq>``; None on an ``ERR`` reply.
 
+        A ``WDOG`` line read on the way (the board's watchdog fired while this host was starved of
+        CPU for longer than ``watchdog_ms``: the board went to neutral and cut torque) is answered
+        once the command is done: torque goes back on if it is wanted and the link is not closing,
+        so a robot does not stay limp while the host believes it holds.
+
         Raises:
             LinkLost: no valid reply after ``retries`` resends, or the board restarted.
             ProtocolError: only garbage came back.
-
         """
+        reply = self._exchange(body, retries)
+        if self._wdog_seen:
+            self._wdog_seen = False
+            if self._torque_wanted and not self._closing.is_set() and body not in ("T 0", "E"):
+                log.warning("%s: torque back on after the board's watchdog", self.describe())
+                self._exchange("T 1", retries)
+        return reply
+
+    def _exchange(self, body: str, retries: int) -> str | None:
+        """One command and its reply (see :meth:`_command`, which raises what this raises)."""
         garbage = b""
         for _attempt in range(retries + 1):
             self._seq = (self._seq + 1) % 256
@@ -143,6 +158,7 @@ class BoltSerialDriver(SerialDriver):
                     raise LinkLost("the board restarted")
                 if parts[0] == "WDOG":
                     log.warning("%s: board watchdog fired (host was quiet too long)", self.describe())
+                    self._wdog_seen = True
                     continue
                 if parts[0] in ("OK", "ERR") and len(parts) > 1 and parts[1] == seq:
                     rest = parts[2] if len(parts) > 2 else ""

@@ -70,6 +70,26 @@ def test_a_parks_torque_off_is_the_last_frame_however_late_close_comes(tmp_path)
     assert board.frames[-1].endswith("T 0") and not board.torque
 
 
+def test_a_fired_board_watchdog_gets_torque_back_on(tmp_path):
+    """A host starved of CPU past the board's watchdog (seen in CI): the board cuts torque and
+    sends WDOG; the host turns torque back on with its next exchange instead of staying limp."""
+    board = BoltBoard(tmp_path / "tty", reset_on_open=False).plug()
+    robot, _ = build_robot(robot_config("bolt_serial", tmp_path / "tty"))
+    try:
+        assert wait_until(lambda: board.torque, 5)
+        board.watchdog_ms = 100  # shorter than the host's 1/3 s heartbeat: the next gap fires it
+        assert wait_until(lambda: board.wdog_fired >= 1, 5)
+        board.watchdog_ms = 1000
+        assert wait_until(lambda: board.torque, 3)
+        assert any(f.endswith("T 1") for f in list(board.frames)[-4:])
+        robot.move({"head_yaw": 20}, 100, wait=True)
+        assert robot.driver.sync(2.0) and board.pos[0] == 1100
+    finally:
+        robot.close()
+        board.close()
+    assert board.frames[-1].endswith("T 0") and not board.torque
+
+
 def test_bolt_partial_reads_and_board_error_reply(tmp_path):
     board = BoltBoard(tmp_path / "tty", reset_on_open=False, chunk_delay_s=0.0005).plug()
     robot, msgs = build_robot(
