@@ -20,7 +20,7 @@ pkgs=(python3-venv python3-dev build-essential cmake libportaudio2)
 # daemon in a network namespace (iproute2).
 reachy=0; { [ "$what" = test ] || [ "${BOLT_REACHY:-0}" = 1 ]; } && reachy=1
 [ $reachy = 1 ] && pkgs+=(libgirepository1.0-dev libcairo2-dev pkg-config gir1.2-gstreamer-1.0 gir1.2-gst-plugins-base-1.0 libegl1 libegl-mesa0 libgl1-mesa-dri)
-[ "$what" = test ] && pkgs+=(iproute2)
+[ "$what" = test ] && pkgs+=(iproute2 espeak-ng)  # espeak-ng: a second voice for the turn-taking set
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if [ ${#missing[@]} -gt 0 ]; then

@@ -18,7 +18,14 @@ from rig import AgentRig
 from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
 from agent.events import Notice, PauseVerdict, Reply, Skipped, Timing, ToolCall, Transcript
-from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn, ends_in_continuation, is_hesitation
+from agent.listening.end_of_turn import (
+    EndOfTurnJudge,
+    TextEndOfTurn,
+    ends_in_continuation,
+    is_address,
+    is_hesitation,
+    robot_names,
+)
 from agent.listening.smart_turn import SmartTurn
 from agent.listening.turns import stop_command
 from agent.models import resolve_model
@@ -230,6 +237,7 @@ def test_two_part_command_with_a_pause_is_one_turn_with_both_tools(rig, tmp_path
         ("Uh huh.", False),
         ("Um, wave.", False),
         ("Let me think about it.", False),
+        ("Em.", True),  # whisper's spelling of a piper "Hmm." in espeak-ng's voice (the turn set)
         ("", False),
     ],
 )
@@ -274,3 +282,25 @@ def test_silence_mode_is_off_by_config():
     cfg = load_config()
     cfg.turn.end_of_turn = "silence"
     assert build_end_of_turn(cfg, lambda e: None) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Hey robot,", True),
+        ("Okay, Bolt.", True),
+        ("robot", True),
+        ("Hey robot, wave.", False),
+        ("Hi.", False),  # a greeting to answer
+        ("Okay.", False),
+        ("", False),
+    ],
+)
+def test_only_the_robots_name_is_an_address(text, expected):
+    assert is_address(text, robot_names(["hey robot", "hey bolt", "okay bolt"])) is expected
+
+
+def test_a_pause_after_only_the_robots_name_waits_for_the_request(judge):
+    # piper's "Hey robot, wave your right hand." pauses at the comma; the words alone scored -1.12
+    v = judge.judge(np.zeros(16000, np.float32), "Hey robot.")
+    assert not v.complete and v.rule == "address"

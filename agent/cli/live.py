@@ -173,6 +173,16 @@ def bench(
         ),
     ] = False,
     frames: Annotated[int, typer.Option(min=1, help="--vision: descriptions timed")] = 5,
+    turns: Annotated[
+        bool,
+        typer.Option(
+            "--turns",
+            help="play the turn-taking set (paused sentences, hesitations, plain commands in "
+            "piper and espeak-ng voices; synthesized once into ~/.cache/bolt-agent/turn-set, or "
+            "--fixtures DIR) and report the share kept whole, fillers answered and the extra "
+            "wait of each end-of-turn rule",
+        ),
+    ] = False,
 ) -> None:
     """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
 
@@ -180,13 +190,17 @@ def bench(
     voice-to-voice over it. With ``--accuracy``: the fraction of spoken commands whose tool
     calls match the manifest, and of replies that fit (data passed on, no copy of the
     previous reply, chat answered). With ``--vision``: describe time per frame and the
-    voice-to-voice time of a "what do you see" turn (first audio and the answer).
+    voice-to-voice time of a "what do you see" turn (first audio and the answer). With
+    ``--turns``: turn-taking on paused sentences, hesitations and plain commands.
     """
     from agent.bench.accuracy import format_accuracy, run_accuracy
     from agent.bench.latency import format_report, run_bench
 
     setup_logging(verbose)
     cfg = load_or_exit(config)
+    if turns:
+        _bench_turns(cfg, fixtures, json_out)
+        return
     folder = fixtures
     if folder is None:
         root = fixtures_root()
@@ -209,6 +223,20 @@ def bench(
     if report is not None:
         text = format_accuracy(report) if accuracy else format_report(report)
         typer.echo(json.dumps(report) if json_out else text)
+
+
+def _bench_turns(cfg: Any, folder: Optional[Path], json_out: bool) -> None:
+    """``bench --turns``: the turn-taking set through the pipeline."""
+    from agent.bench.turns import format_turns, run_turns
+
+    with Stopper() as stopper:
+        try:
+            report = run_turns(cfg, folder, stopper)
+        except RuntimeError as e:  # a synthesizer failed: nothing to measure
+            typer.echo(f"error: cannot synthesize the turn-taking set: {e}", err=True)
+            raise typer.Exit(2) from None
+    if report is not None:
+        typer.echo(json.dumps(report) if json_out else format_turns(report))
 
 
 def _bench_vision(cfg: Any, folder: Optional[Path], frames: int, runs: int, json_out: bool) -> None:

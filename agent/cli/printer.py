@@ -67,6 +67,7 @@ def pause_line(v: PauseVerdict) -> str:
         "stop": "a stop phrase",
         "continuation": "ends in a continuation",
         "hesitation": "only a hesitation so far",
+        "address": "only the robot's name so far",
         "unfinished": "neither signal says finished",
         "empty": "nothing heard",
         "error": "the check failed: waiting for silence",

@@ -27,6 +27,8 @@ every shared case but the misheard turn_then_wave (which waits for the long sile
 2a. a hesitation alone ("um", "hmm", "let me think", "okay so", "well"): unfinished (``hesitation``):
    the text model scores "um let me think" -1.08, a finished sentence, and Smart Turn is not even
    asked then, so "Hmm, let me think. [1 s] Can you nod?" used to become two turns;
+2b. only the robot's name ("Hey robot," before the request): unfinished (``address``): piper's
+   "Hey robot, wave your right hand." pauses at the comma, and "hey robot" scored -1.12;
 3. text ``>= text_complete`` (-1.2): finished (``text``);
 4. Smart Turn ``> smart_turn_threshold`` (0.5) and text ``>= text_with_audio`` (-1.6): finished
    (``smart_turn``);
@@ -61,7 +63,7 @@ CONTINUATIONS = frozenset(
 """Last words after which an English sentence is not over (conjunctions, articles, prepositions,
 possessives, fillers)."""
 
-HESITATION_WORDS = frozenset("um uh uhm umm hmm hm mm mmm er erm ah eh oh well so like".split())
+HESITATION_WORDS = frozenset("um uh uhm umm hmm hm mm mmm em er erm ah eh oh well so like".split())
 """Words that alone say only "I am still thinking" (fillers, not answers: "okay" and "yes" are answers)."""
 
 HESITATION_PHRASES = (
@@ -77,6 +79,9 @@ HESITATION_PHRASES = (
 )
 """Phrases that alone say only "I am still thinking"."""
 
+ADDRESS_WORDS = frozenset("hey hi ok okay yo excuse me".split())
+"""Words that call someone before the request ("hey", "okay", "excuse me")."""
+
 MAX_WORDS = 48
 """Words of the transcript the text model reads (its last ones), so any turn fits its 512-token context."""
 
@@ -89,8 +94,9 @@ class Verdict:
 
     Attributes:
         complete: The user has finished their turn.
-        rule: Which rule decided: ``continuation``, ``stop``, ``text``, ``smart_turn``,
-            ``unfinished`` (no rule said finished) or ``empty`` (nothing was heard).
+        rule: Which rule decided: ``continuation``, ``stop``, ``hesitation``, ``address``,
+            ``text``, ``smart_turn``, ``unfinished`` (no rule said finished) or ``empty``
+            (nothing was heard).
         smart_turn: Smart Turn's probability (-1: not run).
         text_score: log10 probability that the sentence ends here (0 and below; 1.0: not run).
         ms: Time the judgement took (ASR excluded), ms.
@@ -143,6 +149,26 @@ def is_hesitation(text: str) -> bool:
         else:
             return False
     return bool(said)
+
+
+def is_address(text: str, names: frozenset[str]) -> bool:
+    """Whether ``text`` only calls the robot ("Hey robot,", "Okay Bolt"): the request follows.
+
+    Args:
+        text: A transcript (any case, any punctuation).
+        names: What the robot answers to, lower case ("robot", the wake phrases' names).
+
+    Returns:
+        True when every word is a name or in :data:`ADDRESS_WORDS` and one is a name; False for
+        "hi" or "okay" alone (answers in themselves).
+    """
+    said = words(text)
+    return any(w in names for w in said) and all(w in names or w in ADDRESS_WORDS for w in said)
+
+
+def robot_names(wake_phrases: list[str]) -> frozenset[str]:
+    """What the robot answers to: "robot" and the words of the wake phrases that are not greetings."""
+    return frozenset({"robot"} | {w for p in wake_phrases for w in words(p) if w not in ADDRESS_WORDS})
 
 
 class TextEndOfTurn:
@@ -220,6 +246,7 @@ class EndOfTurnJudge:
         smart_turn: The audio model (:class:`~agent.listening.smart_turn.SmartTurn`), or None.
         text: A :class:`TextEndOfTurn`, or None.
         is_stop: Whether a transcript is a stop phrase.
+        names: What the robot answers to (:func:`robot_names`): a pause after only its name waits.
     """
 
     def __init__(
@@ -228,8 +255,10 @@ class EndOfTurnJudge:
         smart_turn: AudioEndOfTurn | None,
         text: TextEndOfTurn | None,
         is_stop: Callable[[str], bool],
+        names: frozenset[str] = frozenset({"robot"}),
     ) -> None:
         self.cfg, self.smart_turn, self.text, self.is_stop = cfg, smart_turn, text, is_stop
+        self.names = names
 
     def judge(self, audio: np.ndarray, transcript: str) -> Verdict:
         """Judge one pause.
@@ -256,6 +285,8 @@ class EndOfTurnJudge:
             return done(True, "stop")
         if is_hesitation(transcript):
             return done(False, "hesitation")
+        if is_address(transcript, self.names):
+            return done(False, "address")
         tx = self.text.score(transcript) if self.text is not None else 1.0
         if self.text is not None and tx >= self.cfg.text_complete:
             return done(True, "text", tx=tx)

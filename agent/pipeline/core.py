@@ -316,7 +316,7 @@ def build_end_of_turn(cfg: Config, emit: Callable[[Event], None]) -> EndOfTurnJu
         The judge, or None (``[turn] end_of_turn = "silence"``, or neither model loadable).
     """
     from agent.engines.base import LLMError
-    from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn
+    from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn, robot_names
     from agent.listening.smart_turn import EndOfTurnModelMissing, SmartTurn
     from agent.listening.turns import stop_command
     from agent.models import ModelNotFoundError
@@ -343,5 +343,9 @@ def build_end_of_turn(cfg: Config, emit: Callable[[Event], None]) -> EndOfTurnJu
         return None
     live = cfg.live
     return EndOfTurnJudge(
-        turn, smart, text, lambda t: stop_command(t, live.stop_phrases, live.stop_max_words) is not None
+        turn,
+        smart,
+        text,
+        lambda t: stop_command(t, live.stop_phrases, live.stop_max_words) is not None,
+        robot_names(live.wake_phrases),
     )

@@ -1,0 +1,232 @@
+"""``bolt-agent bench --turns``: does turn-taking keep paused sentences whole and leave hesitations alone?
+
+The turn-taking set (:mod:`agent.bench.turn_set`) is synthesized once into a cache folder and
+played, file after file, through the one pipeline as fast as possible (a ``FileSource`` that
+does not keep real time: each pause is judged before the next frame is read, exactly as at
+real speed, and each turn is over before the next file starts). Real models throughout; the
+model answers every turn, as it would for a user.
+
+Counted from the pipeline's own messages, per file (``InputStarted`` names it):
+
+* answered turns (``Transcript``) and skipped utterances (``Skipped``: a hesitation alone, no
+  speech);
+* each pause's :class:`~agent.events.PauseVerdict` (rule, Smart Turn, text score);
+* each utterance's end rule (``Utterance.end_rule``): a verdict at ``[turn] short_silence_ms``,
+  or ``silence`` after ``long_silence_ms``.
+
+Reported:
+
+* ``kept_whole``: share of paused sentences answered as exactly one turn (want >= 0.95), with
+  the files that were not, and the share per voice;
+* ``fillers_answered``: share of hesitations alone that got an answer (want 0);
+* ``plain_extra_wait_ms``: per end rule, how many plain commands it ended and the silence they
+  waited beyond ``short_silence_ms`` (0 for a verdict at the first pause); ``plain_split``: plain
+  commands answered as more than one turn.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from agent.bench.turn_set import TurnCase, build_set
+from agent.config import Config
+from agent.events import Event, InputStarted, PauseVerdict, Skipped, Transcript, Utterance
+
+if TYPE_CHECKING:
+    from agent.stopper import Stopper
+
+
+def default_set_folder() -> Path:
+    """Where the synthesized set is cached: ``$XDG_CACHE_HOME/bolt-agent/turn-set`` (``~/.cache``)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "bolt-agent" / "turn-set"
+
+
+@dataclass
+class FileTurns:
+    """What the pipeline did with one file of the set.
+
+    Attributes:
+        answered: Transcripts of the turns it answered.
+        skipped: Reasons of the utterances it left unanswered.
+        verdicts: ``(rule, complete, smart_turn, text_score, text)`` of each judged pause.
+        end_rules: Each utterance's end rule.
+    """
+
+    answered: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    verdicts: list[tuple[str, bool, float, float, str]] = field(default_factory=list)
+    end_rules: list[str] = field(default_factory=list)
+
+
+class TurnRecorder:
+    """Sorts the pipeline's messages by the file being played (files play one at a time)."""
+
+    def __init__(self) -> None:
+        self.files: dict[str, FileTurns] = defaultdict(FileTurns)
+        self._current = ""
+
+    def __call__(self, ev: Event) -> None:
+        """Record one message of the bus."""
+        if isinstance(ev, InputStarted):
+            self._current = Path(ev.source).name
+        elif isinstance(ev, Transcript):
+            self.files[self._current].answered.append(ev.text)
+        elif isinstance(ev, Skipped):
+            self.files[self._current].skipped.append(ev.reason)
+        elif isinstance(ev, PauseVerdict):
+            self.files[self._current].verdicts.append(
+                (ev.rule, ev.complete, ev.smart_turn, ev.text_score, ev.text)
+            )
+        elif isinstance(ev, Utterance):
+            self.files[self._current].end_rules.append(ev.end_rule)
+
+
+def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> dict[str, Any]:
+    """The report of the module docstring from what each file became.
+
+    Args:
+        cases: The set's cases.
+        files: File name → what the pipeline did with it.
+        cfg: The config the pipeline ran with (``[turn]`` silences).
+
+    Returns:
+        The report (JSON-ready).
+    """
+    short, long = cfg.turn.short_silence_ms, cfg.turn.long_silence_ms
+    paused = [c for c in cases if c.kind == "paused"]
+    plain = [c for c in cases if c.kind == "plain"]
+    fillers = [c for c in cases if c.kind == "filler"]
+    seen = {c.file: files.get(c.file, FileTurns()) for c in cases}
+    whole = [c for c in paused if len(seen[c.file].answered) == 1]
+    per_voice: dict[str, list[bool]] = defaultdict(list)
+    for c in paused:
+        per_voice[c.voice].append(len(seen[c.file].answered) == 1)
+    waits: dict[str, list[int]] = defaultdict(list)
+    for c in plain:
+        for rule in seen[c.file].end_rules[:1]:
+            waits[rule].append((long if rule == "silence" else short) - short)
+    rules = Counter(v[0] for c in cases for v in seen[c.file].verdicts)
+    return {
+        "cases": {"paused": len(paused), "plain": len(plain), "filler": len(fillers)},
+        "kept_whole": round(len(whole) / max(1, len(paused)), 3),
+        "kept_whole_by_voice": {v: round(sum(ok) / len(ok), 3) for v, ok in sorted(per_voice.items())},
+        "not_whole": [
+            {"file": c.file, "voice": c.voice, "said": c.text, "turns": seen[c.file].answered}
+            for c in paused
+            if c not in whole
+        ],
+        "fillers_answered": round(
+            sum(bool(seen[c.file].answered) for c in fillers) / max(1, len(fillers)), 3
+        ),
+        "fillers_answered_files": [
+            {"file": c.file, "said": c.text, "turns": seen[c.file].answered}
+            for c in fillers
+            if seen[c.file].answered
+        ],
+        "plain_extra_wait_ms": {
+            rule: {"commands": len(w), "extra_ms_mean": round(statistics.fmean(w), 1)}
+            for rule, w in sorted(waits.items())
+        },
+        "plain_mean_extra_wait_ms": round(statistics.fmean([x for w in waits.values() for x in w] or [0]), 1),
+        "plain_split": [
+            {"file": c.file, "said": c.text, "turns": seen[c.file].answered}
+            for c in plain
+            if len(seen[c.file].answered) > 1
+        ],
+        "plain_unanswered": [c.file for c in plain if not seen[c.file].answered],
+        "verdict_rules": dict(sorted(rules.items())),
+        "per_file": {
+            c.file: {
+                "kind": c.kind,
+                "voice": c.voice,
+                "said": c.text,
+                "answered": seen[c.file].answered,
+                "skipped": seen[c.file].skipped,
+                "pauses": [
+                    {"rule": r, "complete": ok, "smart_turn": st, "text_score": tx, "heard": t}
+                    for r, ok, st, tx, t in seen[c.file].verdicts
+                ],
+                "end_rules": seen[c.file].end_rules,
+            }
+            for c in cases
+        },
+    }
+
+
+def run_turns(
+    cfg: Config,
+    folder: Path | None = None,
+    stopper: Stopper | None = None,
+    only: list[TurnCase] | None = None,
+) -> dict[str, Any] | None:
+    """Synthesize (or reuse) the set and play it through the pipeline; the report of :func:`score`.
+
+    Args:
+        cfg: The config to measure (its ``[turn]``, models and body).
+        folder: The set's cache folder (default :func:`default_set_folder`).
+        stopper: The command's signal handling (a signal parks the robot; no report then).
+        only: Play these cases instead of the whole set (tests take a sample).
+
+    Returns:
+        The report, or None when a signal stopped the run.
+
+    Raises:
+        RuntimeError: a synthesizer failed.
+    """
+    from agent.cli.common import build_agent
+    from agent.models import resolve_model
+    from agent.pipeline import FileSource, NullSink
+    from agent.pipeline.pipeline import Pipeline, run_to_end
+
+    folder = folder or default_set_folder()
+    cases = build_set(folder, resolve_model(cfg.tts.voice, "voice"), only)
+    recorder = TurnRecorder()
+    core, bus = build_agent(cfg, recorder, stopper)
+    try:
+        source = FileSource([folder / c.file for c in cases], False, bus.publish)
+        pipeline = Pipeline(core, bus, source, NullSink())
+        if stopper is not None:
+            with stopper.running(pipeline.stop):
+                finished = run_to_end(pipeline, 0.0)
+        else:
+            finished = run_to_end(pipeline, 0.0)
+    finally:
+        core.close()
+    if not finished:
+        return None
+    report = score(cases, recorder.files, cfg)
+    report["folder"] = str(folder)
+    return report
+
+
+def format_turns(report: dict[str, Any]) -> str:
+    """The report as a few readable lines."""
+    n = report["cases"]
+    lines = [
+        f"turn-taking set: {n['paused']} paused sentences, {n['plain']} plain commands, "
+        f"{n['filler']} hesitations alone ({report.get('folder', '')})",
+        f"kept whole: {report['kept_whole']:.1%} of paused sentences (want >= 95 %)",
+        "  by voice: " + ", ".join(f"{v} {s:.0%}" for v, s in report["kept_whole_by_voice"].items()),
+    ]
+    for miss in report["not_whole"]:
+        lines.append(f"  split: {miss['file']} ({miss['voice']}) {miss['said']!r} -> {miss['turns']}")
+    lines.append(f"fillers answered: {report['fillers_answered']:.1%} (want 0)")
+    for f in report["fillers_answered_files"]:
+        lines.append(f"  answered: {f['file']} {f['said']!r} -> {f['turns']}")
+    lines.append(f"plain commands: mean extra wait {report['plain_mean_extra_wait_ms']:.0f} ms; by end rule:")
+    for rule, w in report["plain_extra_wait_ms"].items():
+        lines.append(f"  {rule}: {w['commands']} commands, +{w['extra_ms_mean']:.0f} ms")
+    for s in report["plain_split"]:
+        lines.append(f"  split: {s['file']} {s['said']!r} -> {s['turns']}")
+    if report["plain_unanswered"]:
+        lines.append(f"  unanswered: {', '.join(report['plain_unanswered'])}")
+    lines.append(
+        "pause verdicts by rule: " + ", ".join(f"{r} {k}" for r, k in report["verdict_rules"].items())
+    )
+    return "\n".join(lines)

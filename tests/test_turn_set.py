@@ -1,0 +1,95 @@
+"""The turn-taking set (agent/bench/turn_set.py) and ``bench --turns`` (agent/bench/turns.py):
+real piper and espeak-ng voices, the real pipeline and models, a sample of the set."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pytest
+
+from agent.bench.turn_set import FILLERS, PAUSED, PLAIN, VOICES, build_set, cases, read_wav
+from agent.bench.turns import FileTurns, format_turns, run_turns, score
+from agent.config import load_config
+from agent.models import resolve_model
+
+needs_espeak = pytest.mark.skipif(
+    shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (launch/setup.sh test installs it)"
+)
+
+
+def _longest_silence_s(audio: np.ndarray) -> float:
+    hop = 160
+    loud = np.abs(audio[: audio.size // hop * hop]).reshape(-1, hop).max(axis=1) > 0.01
+    inner = loud[np.argmax(loud) : len(loud) - np.argmax(loud[::-1])]
+    best = run = 0
+    for v in inner:
+        run = 0 if v else run + 1
+        best = max(best, run)
+    return best * hop / 16000
+
+
+def test_the_set_has_what_the_issue_asks_for():
+    all_cases = cases()
+    paused = [c for c in all_cases if c.kind == "paused"]
+    assert len(PAUSED) >= 30 and len(PLAIN) >= 30 and len(FILLERS) >= 5
+    assert {c.pause_s for c in paused} == {0.6, 0.8, 1.0, 1.2}
+    assert {c.voice for c in paused} == {v.name for v in VOICES}
+    assert {v.engine for v in VOICES} == {"piper", "espeak-ng"}
+    assert len({(v.noise_scale, v.length_scale) for v in VOICES if v.engine == "piper"}) == 3
+
+
+@needs_espeak
+def test_pauses_are_inside_one_sentence_and_as_long_as_asked(tmp_path):
+    wanted = {"paused_00.wav", "paused_01.wav", "paused_03.wav"}  # piper comma, espeak hesitation, espeak cut
+    sample = [c for c in cases() if c.file in wanted]
+    build_set(tmp_path, resolve_model("packaged:piper-joe-medium"), sample)
+    for c in sample:
+        gap = _longest_silence_s(read_wav(tmp_path / c.file))
+        assert c.pause_s - 0.02 <= gap <= c.pause_s + 0.25, (c.file, c.pause_s, gap)
+
+
+def test_scores_count_turns_per_kind():
+    cfg = load_config()
+    sample = [
+        c for c in cases() if c.file in {"paused_00.wav", "paused_02.wav", "plain_00.wav", "filler_00.wav"}
+    ]
+    files = {
+        "paused_00.wav": FileTurns(
+            ["turn your head to the left", "and then wave"], end_rules=["text", "text"]
+        ),
+        "paused_02.wav": FileTurns(["can you look to the right"], end_rules=["text"]),
+        "plain_00.wav": FileTurns(["hey robot wave your right hand"], end_rules=["silence"]),
+        "filler_00.wav": FileTurns([], ["only a hesitation"], end_rules=["silence"]),
+    }
+    report = score(sample, files, cfg)
+    assert report["kept_whole"] == 0.5 and report["fillers_answered"] == 0.0
+    assert report["plain_extra_wait_ms"] == {
+        "silence": {"commands": 1, "extra_ms_mean": cfg.turn.long_silence_ms - cfg.turn.short_silence_ms}
+    }
+    assert "kept whole: 50.0%" in format_turns(report)
+
+
+@needs_espeak
+def test_a_sample_of_the_set_through_the_pipeline(tmp_path):
+    """Hesitations, cut sentences and an address kept whole; fillers unanswered; commands end fast."""
+    wanted = {
+        "paused_01.wav",  # espeak: "Hmm, let me think. [0.8 s] Can you nod your head twice?"
+        "paused_04.wav",  # piper: "Set a timer for [0.6 s] five minutes."
+        "paused_10.wav",  # piper: "Okay so, [1.0 s] turn your head to the right."
+        "paused_33.wav",  # espeak: "Can you tell me [0.8 s] the time?"
+        "plain_00.wav",  # piper: "Hey robot, wave your right hand." (a comma pause after the name)
+        "plain_04.wav",  # piper: "What time is it?"
+        "filler_01.wav",  # espeak: "Hmm." (whisper hears "Em.")
+        "filler_02.wav",  # piper: "Hmm, let me think."
+    }
+    sample = [c for c in cases() if c.file in wanted]
+    report = run_turns(load_config(), tmp_path, only=sample)
+    assert report is not None
+    assert report["kept_whole"] == 1.0, report["not_whole"]
+    assert report["fillers_answered"] == 0.0, report["fillers_answered_files"]
+    assert not report["plain_split"], report["plain_split"]
+    assert report["plain_extra_wait_ms"]["text"]["commands"] >= 1
+    per = report["per_file"]
+    assert any(p["rule"] == "hesitation" for p in per["paused_01.wav"]["pauses"]), per["paused_01.wav"]
+    assert any(p["rule"] == "address" for p in per["plain_00.wav"]["pauses"]), per["plain_00.wav"]
