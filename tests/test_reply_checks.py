@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from agent.bench.accuracy import _turn_rows
 from agent.bench.reply_checks import answers_chat, carries_result, repeats, reply_check, spoken_words
 from agent.config import LLMConfig
@@ -160,3 +162,97 @@ def test_grammar_prompt_shows_earlier_replies_without_their_words():
     assert TIME in prompt  # the tool result stays: it is what the next reply passes on
     assert prompt.count('"say"') == prompter.system_prompt().count('"say"')  # only the system prompt's
     assert CHAT_EXAMPLE in prompter.system_prompt()
+
+
+def test_a_data_reply_ends_with_its_data():
+    from agent.bench.reply_checks import tail_after_data
+
+    result = "It is 22:49 on Tuesday 1 December."
+    assert tail_after_data("It is 22:49 on Tuesday 1 December.", [result]) == ""
+    assert tail_after_data("It is 22:49 on Tuesday 1 December. It needs to recharge.", [result]) == (
+        "It needs to recharge."
+    )
+    assert reply_check("It is 22:49 on Tuesday 1 December. I am a robot.", "", [("get_time", result)]) == (
+        False,
+        "goes on after the data: 'I am a robot.'",
+    )
+    assert reply_check("Sure, it is 22:49.", "", [("get_time", result)]) == (True, "")
+
+
+def test_no_sentence_of_the_system_prompts_example_reaches_a_reply():
+    from agent.bench.reply_checks import copies_example
+
+    assert copies_example("It is 22:49. It needs to recharge.")
+    assert copies_example("Why did the robot go on holiday? Because.")
+    assert not copies_example("Why did the robot cross the road? To charge on the other side.")
+    assert reply_check("Why did the robot go on holiday? It needed to recharge.", "") == (
+        False,
+        "copies the system prompt's example",
+    )
+
+
+def test_a_data_tail_stream_stops_after_the_data_sentence():
+    from agent.control import StopSignal
+    from agent.conversation.results import DataTail
+
+    out: list[str] = []
+    stop = StopSignal()
+    tail = DataTail(["It is 22:49 on Tuesday 1 December."], out.append, stop)
+    for d in [
+        "It",
+        " is",
+        " 22",
+        ":",
+        "49",
+        " on",
+        " Tuesday",
+        " 1",
+        " December",
+        ".",
+        " It",
+        " needs",
+        " to",
+    ]:
+        tail.feed(d)
+    tail.flush()
+    assert "".join(out) == "It is 22:49 on Tuesday 1 December." and stop.is_set()
+    # The data said in the last sentence: everything is forwarded at the round's end.
+    out.clear()
+    tail = DataTail(["It is 09:41 on Tuesday 1 December."], out.append, StopSignal())
+    for d in ["Sure", "!", " It", " is", " 9", ":", "41", "."]:
+        tail.feed(d)
+    tail.flush()
+    assert "".join(out) == "Sure! It is 9:41." and not tail.closed
+
+
+@pytest.mark.parametrize(
+    ("said", "calls", "ok"),
+    [
+        ("Please look to the left.", [("look", {"yaw_deg": 30, "pitch_deg": 0})], True),
+        ("Please look to the left.", [("look", {"yaw_deg": 0, "pitch_deg": -1})], False),
+        (
+            "Turn your head thirty degrees to the right and then wave.",
+            [("look", {"yaw_deg": -30}), ("wave", {})],
+            True,
+        ),
+        ("Turn your head thirty degrees to the right and then wave.", [("look", {"yaw_deg": -45})], False),
+        ("Turn your head thirty degrees to the right and then wave.", [("wave", {"hand": "left"})], True),
+        ("Hey robot, wave your right hand.", [("wave", {"hand": "right"})], True),
+        ("Hey robot, wave your right hand.", [("wave", {"hand": "left"})], False),
+        ("Set a timer for ten seconds.", [("set_timer", {"seconds": 10})], True),
+        ("Set a timer for five minutes.", [("set_timer", {"seconds": 5})], False),
+        ("Nod your head if you can hear me.", [("nod", {})], True),
+    ],
+)
+def test_arguments_follow_the_words(said, calls, ok):
+    from agent.bench.reply_checks import arguments_fit
+    from agent.skills import SkillRegistry
+    from skills.motion import look, nod, wave
+    from skills.timer import set_timer
+
+    reg = SkillRegistry()
+    for fn in (look, nod, wave, set_timer):
+        reg.register(fn)
+    schemas = {n: s.parameters for n, s in reg.skills.items()}
+    fit, why = arguments_fit(said, calls, schemas)
+    assert fit is ok, why

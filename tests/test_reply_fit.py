@@ -127,3 +127,18 @@ def test_repeat_guard_holds_back_the_token_that_would_go_on_copying():
     assert guard.continuation("Why did the robot ") == "go on holida"
     out = guard([vocab[c] for c in "Why did the robot "], np.zeros(len(vocab), dtype=np.float32))
     assert out[vocab["g"]] == -8.0 and np.count_nonzero(out) == 1
+
+
+def test_a_reply_after_get_time_ends_with_the_time(agent):
+    """Nothing after the data: "It is 22:49 on Tuesday 1 December. It needs to recharge." was heard."""
+    from agent.bench.reply_checks import carries_result, copies_example, tail_after_data
+
+    agent.core.conversation.history.clear()
+    joke = _reply(agent.text("Tell me a short joke."))
+    assert joke and not copies_example(joke), joke
+    for ask in ("What time is it?", "What time is it now?"):
+        evs = agent.text(ask)
+        reply = _reply(evs)
+        results = [e.result for e in evs.of(ToolResult) if e.tool == "get_time"]
+        assert results and not copies_example(reply), (ask, reply)
+        assert carries_result(reply, results[0]) and tail_after_data(reply, results) == "", (ask, reply)

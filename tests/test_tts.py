@@ -190,7 +190,10 @@ def test_length_scale_slows_speech(tts: PiperTTS, voice_path: Path, tmp_path: Pa
         "**Sure!** 👋 The ticket costs $4.50 and the trip takes 25 minutes.",
     ],
 )
-def test_round_trip_through_whisper(tts: PiperTTS, whisper, tmp_path: Path, reply: str) -> None:
+def test_round_trip_through_whisper(voice_path: Path, whisper, tmp_path: Path, reply: str) -> None:
+    # Without piper's sampling noise: the same audio on every run (with it, CI once heard
+    # "I am Bolt. It is three thirty p m" as "I am Bull, S330PM": WER 0.38 in one draw).
+    tts = PiperTTS(voice_path, noise_scale=0.0, noise_w_scale=0.0)
     result = tts.synthesize_to_wav(reply, tmp_path / "reply.wav")
     assert result is not None
     samples, rate, _, _ = _read_wav(result.path)

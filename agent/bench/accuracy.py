@@ -4,9 +4,11 @@ Replays the spoken command fixtures (``commands/manifest.json``: file, text, ``i
 ``expect_any``) through ASR and the model, each command as the first turn of a fresh
 conversation so one miss cannot spill into the next, and counts a turn as right when a
 called tool's name contains a word of ``expect_any`` (or, for chat turns with an empty list,
-when no tool was called). It runs twice — with ASR biasing (skill names as hotwords) and
-without — and reports the word error rate of the biased transcripts against the manifest's
-text.
+when no tool was called) and every call's arguments follow the words
+(:func:`~agent.bench.reply_checks.arguments_fit`: the side a direction names, the hand named, the
+degrees and durations said); ``tool_name_accuracy`` counts names alone. It runs twice — with
+ASR biasing (skill names as hotwords) and without — and reports the word error rate of the
+biased transcripts against the manifest's text.
 
 Every reply is checked too (:func:`agent.bench.reply_checks.reply_check`): a reply after a data
 skill (one whose result is read back, ``@skill(follow_up=True)``: ``get_time``, ``describe_scene``) or a
@@ -25,7 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.bench.reply_checks import reply_check
+from agent.bench.reply_checks import arguments_fit, reply_check
 from agent.config import Config
 from agent.events import BackgroundDone, Event, Reply, ToolCall, ToolResult, Transcript
 
@@ -174,7 +176,8 @@ def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) ->
             exits; later it stops the current pipeline).
 
     Returns:
-        JSON-ready dict: ``tool_accuracy``, ``tool_accuracy_unbiased``, ``reply_check``,
+        JSON-ready dict: ``tool_accuracy``, ``tool_accuracy_unbiased`` (names and arguments),
+        ``tool_name_accuracy``, ``tool_name_accuracy_unbiased``, ``reply_check``,
         ``reply_check_unbiased``, ``reply_check_conversation`` (fractions 0..1), ``turns``,
         ``asr_wer``, ``asr_wer_unbiased``, per-command ``details`` and the conversation
         pass's ``conversation`` (one row per turn).
@@ -189,6 +192,7 @@ def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) ->
     stopper = stopper or Stopper()
     runner = _Runner(cfg, fixtures, stopper)
     details: list[dict[str, Any]] = []
+    schemas = {name: sk.parameters for name, sk in runner.core.registry.skills.items()}
     try:
         with stopper.running(runner.stop):
             # First, so no timer of the single-command passes finishes inside the conversation.
@@ -201,7 +205,11 @@ def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) ->
                     heard = " ".join(e.text for e in evs if isinstance(e, Transcript))
                     calls = [e.tool for e in evs if isinstance(e, ToolCall)]
                     expect = item["expect_any"]
-                    ok = any(w in c for c in calls for w in expect) if expect else not calls
+                    named = any(w in c for c in calls for w in expect) if expect else not calls
+                    args_ok, args_why = arguments_fit(
+                        item["text"], [(e.tool, e.arguments) for e in evs if isinstance(e, ToolCall)], schemas
+                    )
+                    ok = named and args_ok
                     # A timer of an earlier command may finish during this one: only its own turn counts.
                     user = [e for e in evs if not isinstance(e, BackgroundDone)]
                     rows, _ = _turn_rows(user, item, runner.data_tools, "")
@@ -214,6 +222,8 @@ def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) ->
                             "heard": heard,
                             "tools": calls,
                             "ok": ok,
+                            "tool_ok": named,
+                            "args_why": args_why,
                             "reply": first["reply"],
                             "reply_ok": first["reply_ok"],
                             "reply_why": first["reply_why"],
@@ -226,6 +236,7 @@ def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) ->
     for biased, key in ((True, ""), (False, "_unbiased")):
         rows = [d for d in details if d["biased"] is biased]
         out[f"tool_accuracy{key}"] = round(sum(d["ok"] for d in rows) / max(len(rows), 1), 3)
+        out[f"tool_name_accuracy{key}"] = round(sum(d["tool_ok"] for d in rows) / max(len(rows), 1), 3)
         out[f"reply_check{key}"] = round(sum(d["reply_ok"] for d in rows) / max(len(rows), 1), 3)
         out[f"asr_wer{key}"] = round(
             word_error_rate([d["said"] for d in rows], [d["heard"] for d in rows]), 3
@@ -268,6 +279,7 @@ def format_accuracy(report: dict[str, Any]) -> str:
             f"{d['file']:<20} {'on' if d['biased'] else 'off':<5} {'✓' if d['ok'] else '✗':<3} "
             f"{'✓' if d['reply_ok'] else '✗':<5} {','.join(d['tools']) or '-'} / {d['heard']!r} / "
             f"{d['reply']!r}{' (' + d['reply_why'] + ')' if d['reply_why'] else ''}"
+            f"{' [arguments: ' + d['args_why'] + ']' if d.get('args_why') else ''}"
         )
     lines.append("one conversation (background commands first; skill and chat commands asked again):")
     for r in report["conversation"]:
@@ -277,8 +289,9 @@ def format_accuracy(report: dict[str, Any]) -> str:
             f"{' (' + r['reply_why'] + ')' if r['reply_why'] else ''}"
         )
     lines.append(
-        f"tool accuracy: {report['tool_accuracy']:.0%} with ASR biasing, "
-        f"{report['tool_accuracy_unbiased']:.0%} without ({report['turns']} turns); "
+        f"tool accuracy (names and arguments): {report['tool_accuracy']:.0%} with ASR biasing, "
+        f"{report['tool_accuracy_unbiased']:.0%} without ({report['turns']} turns; names alone "
+        f"{report['tool_name_accuracy']:.0%} / {report['tool_name_accuracy_unbiased']:.0%}); "
         f"ASR WER {report['asr_wer']:.1%} biased, {report['asr_wer_unbiased']:.1%} unbiased"
     )
     lines.append(

@@ -1,19 +1,32 @@
 """Does a reply fit its turn? Pure text checks for ``bench --accuracy`` and the tests.
 
 :func:`reply_check`: a reply after a data skill or a background result carries that result
-(:func:`carries_result`, the clock time in any spoken form); a chat request gets an answer, not
-a refusal or a statement about the request (:func:`answers_chat`); and no reply repeats the
-previous one word for word (:func:`repeats`).
+(:func:`carries_result`, the clock time in any spoken form) and ends with the sentence that
+carries it (:func:`tail_after_data`); no reply carries a sentence of the system prompt's example
+(:func:`copies_example`); a chat request gets an answer, not a refusal or a statement about the
+request (:func:`answers_chat`); and no reply repeats the previous one word for word (:func:`repeats`).
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable
 from typing import Any
 
-from agent.speech.words import words
+from agent.conversation.prompt import EXAMPLE_SAY
+from agent.conversation.results import STOP_WORDS as _STOP
+from agent.conversation.results import carries_result, result_text, spoken_words, tail_after_data
+
+__all__ = [
+    "answers_chat",
+    "carries_result",
+    "copies_example",
+    "repeats",
+    "reply_check",
+    "result_text",
+    "spoken_words",
+    "tail_after_data",
+]
 
 REPEAT_MIN_WORDS = 3
 """Shorter replies ("Sure!", "On it.") may repeat: acknowledgements are meant to."""
@@ -21,66 +34,87 @@ _REFUSAL = re.compile(
     r"^(no\b|nope\b|sorry\b|i can'?t\b|i cannot\b|i'?m not\b|i am not\b|i don'?t\b|i do not\b|you can\b)"
 )
 _META = re.compile(r"\b(i am|i'm) (telling|going to tell|giving|saying)\b|\bif you want\b|\bas an ai\b")
-_CLOCK = re.compile(r"(?<![\d:])(?:[01]?\d|2[0-3]):[0-5]\d(?![\d:])")
-_ERROR_PREFIX = re.compile(r"^\w+ failed: (?:\w+: )?")
 _ASKING = frozenset("tell give say sing share make recite read".split())
 """First words of a request for something (its object must not be echoed in the reply)."""
 _SIZES = frozenset("short long little quick small funny good nice new another".split())
-_STOP = frozenset(
-    "a an the is are was be to of and or in on at for with it its it's this that i you me my your we "
-    "what do does did can could would will just now here there so not no yes please tell".split()
-)
+
+
+# --- argument checks (pure) ---------------------------------------------------------------------
+
+TIME_UNITS = {("second", "seconds"): 1.0, ("minute", "minutes"): 60.0, ("hour", "hours"): 3600.0}
+"""Spoken durations and their seconds (a timer's argument)."""
+DEGREE_TOLERANCE = 5.0
+"""How far a turn's degrees may be from the number said, degrees."""
+
+
+def arguments_fit(
+    said: str, calls: Iterable[tuple[str, dict[str, Any]]], schemas: dict[str, dict[str, Any]]
+) -> tuple[bool, str]:
+    """Whether the calls' arguments follow the words: direction, side and number.
+
+    * direction: a signed argument (``positive = left`` in its schema) points to the one side
+      the words name ("look to the left" → yaw > 0); words naming both sides or neither: any;
+    * side: a ``left``/``right`` choice named with its limb ("wave your right hand" →
+      ``hand = "right"``; "turn to the right and wave" leaves the hand free);
+    * number: the degrees said ("thirty degrees") within :data:`DEGREE_TOLERANCE` of a
+      signed argument of the same call; a duration said ("ten seconds", "five minutes") equal
+      to a ``seconds`` argument.
+
+    Args:
+        said: What the user said (the manifest's text).
+        calls: ``(tool, arguments)`` of the turn's calls.
+        schemas: Tool name → its parameters' JSON schema.
+
+    Returns:
+        ``(ok, why)``: ``why`` names the first argument that does not follow ("" when ok).
+    """
+    from agent.conversation.argprior import OPPOSITES, sides, spoken_degrees, spoken_quantity
+
+    heard = set(spoken_words(said))
+    degrees = spoken_degrees(said)
+    seconds = next(
+        (q * f for units, f in TIME_UNITS.items() if (q := spoken_quantity(said, units)) is not None), None
+    )
+    for tool, args in calls:
+        schema = schemas.get(tool) or {}
+        signed = sides(schema)
+        for name, pos in signed.items():
+            says_pos, says_neg = pos in heard, OPPOSITES[pos] in heard
+            value = float(args.get(name, 0) or 0)
+            if says_pos != says_neg and value * (1 if says_pos else -1) <= 0:
+                return False, f"{tool} {name}={value:g} does not point {pos if says_pos else OPPOSITES[pos]}"
+        if degrees is not None and signed:
+            if not any(abs(abs(float(args.get(n, 0) or 0)) - degrees) <= DEGREE_TOLERANCE for n in signed):
+                return False, f"{tool} does not turn the {degrees:g} degrees said"
+        for name, prop in (schema.get("properties") or {}).items():
+            choices = set(prop.get("enum") or [])
+            text = " ".join(spoken_words(said))
+            named = {s for s in choices & {"left", "right"} if re.search(rf"\b{s} (hand|arm|side)\b", text)}
+            if len(named) == 1 and name in args and args[name] not in named:
+                return False, f"{tool} {name}={args[name]!r}, the words say {next(iter(named))!r}"
+            if name == "seconds" and seconds is not None and name in args:
+                if abs(float(args[name]) - seconds) > 0.5:
+                    return False, f"{tool} seconds={args[name]} for the {seconds:g} s said"
+    return True, ""
 
 
 # --- reply checks (pure) ------------------------------------------------------------------------
 
 
-def spoken_words(text: str) -> list[str]:
-    """``text`` as the words a listener hears: numbers and times spelled out, lower case, no punctuation."""
-    from agent.speech.text import clean_for_speech
+def copies_example(reply: str, example: str = EXAMPLE_SAY) -> bool:
+    """Whether ``reply`` carries a whole sentence of the system prompt's example reply.
 
-    return words(clean_for_speech(str(text)))
-
-
-def _contains(words: list[str], part: list[str]) -> bool:
-    n = len(part)
-    return n > 0 and any(words[i : i + n] == part for i in range(len(words) - n + 1))
-
-
-def _stem(word: str) -> str:
-    return word[:4]
-
-
-def result_text(result: Any) -> str:
-    """A tool result as plain text (JSON for dicts and lists)."""
-    return result if isinstance(result, str) else json.dumps(result, default=str)
-
-
-def carries_result(reply: str, result: Any) -> bool:
-    """Whether ``reply`` passes on a tool result, spoken forms allowed.
-
-    A clock time in the result (``HH:MM``) must be in the reply ("06:49", "6:49" and "six
-    forty-nine" are the same); otherwise one of its numbers, not counting numbers inside a
-    clock time of the reply ("10 seconds" is not carried by "10:59"); otherwise one of its
-    content words (three letters or more, same first four letters: "see" for "I have no
-    camera, so I cannot see"). An error result is judged by its message, without the
-    ``NAME failed: SomeError:`` prefix.
-
-    Args:
-        reply: What the robot said.
-        result: The tool's result (text, dict, ...), or its error message.
+    Compared on the words' first four letters, so "It needs to recharge." copies "It needed to
+    recharge."; a joke that only opens the same way ("Why did the robot cross the road?") does not.
     """
-    text = _ERROR_PREFIX.sub("", result_text(result))
-    times = _CLOCK.findall(text)
-    if times:
-        said = spoken_words(reply)
-        return any(_contains(said, spoken_words(t)) for t in times)
-    said = spoken_words(_CLOCK.sub(" ", reply))
-    numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.]|\.\d)", text)
-    if numbers:
-        return any(_contains(said, spoken_words(n)) for n in numbers)
-    content = {_stem(w) for w in spoken_words(text) if len(w) >= 3 and w not in _STOP}
-    return bool(content & {_stem(w) for w in said})
+    from agent.speech.sentences import split_sentences
+
+    said = [w[:4] for w in spoken_words(reply)]
+    for sentence in split_sentences(example):
+        part = [w[:4] for w in spoken_words(sentence)]
+        if part and any(said[i : i + len(part)] == part for i in range(len(said) - len(part) + 1)):
+            return True
+    return False
 
 
 def repeats(reply: str, previous: str) -> bool:
@@ -154,6 +188,11 @@ def reply_check(
         return False, "repeats the previous reply"
     if missing:
         return False, f"does not carry the result of {missing[0]}"
+    if copies_example(reply):
+        return False, "copies the system prompt's example"
+    data = [result for _, result in results]
+    if data and tail_after_data(reply, data):
+        return False, f"goes on after the data: {tail_after_data(reply, data)!r}"
     if chat_request is not None and not answers_chat(chat_request, reply):
         return False, "does not answer the chat request"
     return True, ""

@@ -28,8 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-SAMPLE_RATE = 16000
-"""Sample rate of the set's WAVs, Hz."""
+from agent.speech.audio import SAMPLE_RATE
 
 
 @dataclass(frozen=True)

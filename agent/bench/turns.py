@@ -179,22 +179,27 @@ def run_turns(
     Raises:
         RuntimeError: a synthesizer failed.
     """
-    from agent.cli.common import build_agent
     from agent.models import resolve_model
-    from agent.pipeline import FileSource, NullSink
+    from agent.pipeline import Bus, FileSource, NullSink, build_core
     from agent.pipeline.pipeline import Pipeline, run_to_end
+    from agent.stopper import Stopper
 
     folder = folder or default_set_folder()
     cases = build_set(folder, resolve_model(cfg.tts.voice, "voice"), only)
     recorder = TurnRecorder()
-    core, bus = build_agent(cfg, recorder, stopper)
+    bus = Bus(recorder)
+    stopper = stopper or Stopper()
+    with stopper.loading(bus.publish):  # a signal while loading parks the robot
+        core = build_core(cfg, bus.publish, on_robot=stopper.own)
+        try:
+            core.warmup()
+        except BaseException:
+            core.close()
+            raise
     try:
         source = FileSource([folder / c.file for c in cases], False, bus.publish)
         pipeline = Pipeline(core, bus, source, NullSink())
-        if stopper is not None:
-            with stopper.running(pipeline.stop):
-                finished = run_to_end(pipeline, 0.0)
-        else:
+        with stopper.running(pipeline.stop):
             finished = run_to_end(pipeline, 0.0)
     finally:
         core.close()

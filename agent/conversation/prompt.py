@@ -24,10 +24,11 @@ from agent.engines import ChatEngine
 from agent.engines.thinking import markers_for, template_knows_thinking
 from agent.skills import SkillRegistry
 
-CHAT_EXAMPLE = (
-    'For example: user "Tell me a joke." → {"call": {"tool": "none"}, "say": "Why did the robot go on '
-    'holiday? It needed to recharge."}'
-)
+EXAMPLE_SAY = "Why did the robot go on holiday? It needed to recharge."
+"""The example reply's words: never to be copied into a reply (the repeat guard holds them back
+like an earlier reply; ``bench --accuracy`` fails a reply that carries one of its sentences)."""
+
+CHAT_EXAMPLE = f'For example: user "Tell me a joke." → {{"call": {{"tool": "none"}}, "say": "{EXAMPLE_SAY}"}}'
 """The grammar-mode system prompt's example of a spoken reply. Measured on SmolLM2-135M (six
 seeds, after a timer and a time question): without it "Tell me a short joke" got "I'm not a
 joke, I am a joke." or "It's a joke about the moon." six times in six; with it and earlier

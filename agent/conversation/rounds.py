@@ -67,6 +67,7 @@ class RoundPlan:
         temperature: Sampling temperature (None: the configured one; 0: greedy).
         copy_from: Tool results this round reads back (copy prior, drafting).
         avoid: Earlier replies this round must not repeat word for word (repeat guard).
+        examples: Example replies of the system prompt, never to be copied (repeat guard).
         think: Reason first (native formats; the prompt was rendered with the block open).
     """
 
@@ -78,6 +79,7 @@ class RoundPlan:
     copy_from: tuple[str, ...] = ()
     avoid: tuple[str, ...] = ()
     think: bool = False
+    examples: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,7 @@ class GrammarRounds:
             copy_bonus=cfg.copy_prior_bonus,
             avoid=plan.avoid if cfg.repeat_guard_penalty else (),
             avoid_penalty=cfg.repeat_guard_penalty,
+            avoid_examples=plan.examples if cfg.repeat_guard_penalty else (),
             temperature=plan.temperature,
             # The result a reply reads back is also its draft (greedy rounds: the engine checks).
             draft=bool(as_written and cfg.copy_prior_bonus),

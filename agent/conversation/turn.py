@@ -25,9 +25,11 @@ from typing import Any
 from agent.config import LLMConfig
 from agent.control import StopSignal
 from agent.conversation import history as hist
+from agent.conversation.argprior import follow_words
 from agent.conversation.background import BackgroundCalls
 from agent.conversation.context import fit_history
-from agent.conversation.prompt import Prompter, resolve_format
+from agent.conversation.prompt import EXAMPLE_SAY, Prompter, resolve_format
+from agent.conversation.results import DataTail, tail_after_data
 from agent.conversation.rounds import (
     REPLY_OPENING,
     GrammarRounds,
@@ -107,6 +109,14 @@ def _not_within(replies: list[str], results: str) -> list[str]:
     return [r for r in replies if not hist.said_in(r, results)]
 
 
+def _ended_with_data(say: str, tail: DataTail) -> str:
+    """``say`` cut where its data round's speech was cut (the history keeps what was spoken)."""
+    if not tail.closed:
+        return say
+    rest = tail_after_data(say, tail.results)
+    return say[: len(say) - len(rest)].rstrip() if rest and say.endswith(rest) else say
+
+
 def _release(cap: SentenceCap, on_pause: Callable[[], None] | None) -> None:
     """A whole utterance went through ``cap`` (an acknowledgement): count it and have it spoken now."""
     cap.flush()
@@ -123,6 +133,7 @@ class _RoundCalls:
     calls: list[dict[str, Any]] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     stop: bool = False  # a repeated-call loop must stop the turn
+    user_text: str = ""  # what the user said (the argument prior reads it)
 
 
 class Conversation:
@@ -273,7 +284,8 @@ class Conversation:
                 on_pause()
             res.rounds += 1
             gen = Generation()
-            ran = _RoundCalls(f"t{turn_id}r{rnd}c", len(res.calls))
+            tail: DataTail | None = None
+            ran = _RoundCalls(f"t{turn_id}r{rnd}c", len(res.calls), user_text=text)
             run_now = functools.partial(self._run_call, ran, turn_id, seen, res)
             try:
                 # A round after a tool result reads the result back: decoded greedily, since at
@@ -287,9 +299,13 @@ class Conversation:
                     0.0 if greedy else None,
                     tuple(self._data_results(res)),
                     tuple(_not_within(before, " ".join(self._data_results(res)))),
+                    examples=tuple(self._examples()),
                 )
+                # A round that reads data back ends with the sentence that carries it: nothing
+                # after the result that was not asked for ("... 1 December. It needs to recharge.").
+                tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if plan.copy_from else None
                 io = RoundIO(
-                    cap.feed,
+                    tail.feed if tail is not None else cap.feed,
                     cap.cancel,
                     cap.user_cancel,
                     run_now if allow_tools else None,
@@ -302,6 +318,9 @@ class Conversation:
                 say, calls, problem = SORRY, [], ""
                 cap.feed(say)
             calls = ran.calls + calls[len(ran.calls) :]  # a call that ran stays, even if the round failed
+            if tail is not None:
+                tail.flush()
+                say = _ended_with_data(say, tail)
             cap.flush()
             self._account(res, gen, rnd)
             if problem and not cap.cancel.is_set():  # output cut by the cap or a barge-in is expected
@@ -360,6 +379,10 @@ class Conversation:
         left = tools_left(text, list(self.registry.skills.values()), called, self.cfg.tool_prior_bonus)
         return any(v > 0 for name, v in left.items() if name != NO_TOOL)
 
+    def _examples(self) -> list[str]:
+        """Example speech of the system prompt, held back by the repeat guard like an earlier reply."""
+        return [EXAMPLE_SAY] if self.format == "grammar" else []
+
     def _data_results(self, res: TurnResult) -> list[str]:
         """Results of this turn's calls that a reply reads back (skills with follow-up that worked)."""
         out = []
@@ -399,6 +422,12 @@ class Conversation:
     ) -> None:
         """Run one call of a round (repeat guards included), report it, keep its tool message in ``ran``."""
         call_id = f"{ran.id_prefix}{len(ran.calls)}"
+        skill = self.registry.skills.get(call["name"])
+        if skill is not None and ran.user_text and isinstance(call["arguments"], dict):
+            fixed = follow_words(ran.user_text, skill.parameters, call["arguments"])
+            if fixed != call["arguments"]:  # "look to the left" written as yaw 0 or a negative yaw
+                log.info("argument prior: %s %s -> %s", call["name"], call["arguments"], fixed)
+                call["arguments"] = fixed
         key = json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
         seen[key] = seen.get(key, 0) + 1
         self.emit(ToolCall(turn_id, call["name"], call["arguments"], call_id))

@@ -31,6 +31,13 @@ REPEAT_MIN_MATCH = 16
 """Characters of the previous reply a reply may share before the repeat guard acts ("It is 14:43 "
 and "Why did the robot" are shared freely; acknowledgements are shorter)."""
 
+EXAMPLE_MIN_MATCH = 12
+"""Characters of the system prompt's example reply a reply may share before the guard acts.
+Measured on SmolLM2-135M, greedy, "Tell me a short joke.": with the 16 of :data:`REPEAT_MIN_MATCH`
+the punchline was copied ("... holiday? It needed a recharge.": " recharge" is one token after 15
+shared characters); with 8 the guard already acted at "holiday?" and the joke lost its punchline;
+with 12: "Why did the robot decide to go on a holiday? It had to recharge."."""
+
 
 def continuation(sources: list[str], written: str, min_match: int = MIN_MATCH, ahead: int = AHEAD) -> str:
     """What follows the longest end of ``written`` found in one of ``sources`` (prompt lookup).

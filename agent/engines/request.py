@@ -75,6 +75,8 @@ class Decoding:
         copy_bonus: Logit bonus for tokens that continue one of ``copy_from`` (0 = off).
         avoid: Earlier replies this one must not repeat word for word (the repeat guard).
         avoid_penalty: Logit penalty on the token that would go on repeating one (0 = off).
+        avoid_examples: Example replies of the system prompt, held back like ``avoid`` but
+            after a shorter shared stretch (:data:`~agent.engines.priors.EXAMPLE_MIN_MATCH`).
         thinking: The thinking budget, or None (no reasoning this round).
         temperature: Sampling temperature (None: the configured one; 0: greedy).
         top_p: Nucleus cut (None: the configured one).
@@ -99,6 +101,7 @@ class Decoding:
     copy_bonus: float = 0.0
     avoid: tuple[str, ...] = ()
     avoid_penalty: float = 0.0
+    avoid_examples: tuple[str, ...] = ()
     thinking: Thinking | None = None
     temperature: float | None = None
     top_p: float | None = None
@@ -114,6 +117,6 @@ class Decoding:
         return bool(
             (self.tool_bonuses and any(self.tool_bonuses.values()))
             or (self.copy_from and self.copy_bonus)
-            or (self.avoid and self.avoid_penalty)
+            or ((self.avoid or self.avoid_examples) and self.avoid_penalty)
             or self.thinking is not None
         )

@@ -34,6 +34,16 @@ every shared case but the misheard turn_then_wave (which waits for the long sile
    (``smart_turn``);
 5. otherwise unfinished.
 
+Measured again on the turn-taking set of ``bench --turns`` (:mod:`agent.bench.turn_set`: piper and
+espeak-ng voices, pauses inside one sentence), with both signals computed at every pause: a
+Smart Turn veto on the text's "finished" (hold when Smart Turn < 0.5) would have held 7 of 32
+plain commands (5 under 0.2, espeak-ng's flat prosody and piper alike) and only 1 of the 8
+pauses after a complete clause ("Turn your head to the left, [0.6 s] and then wave": text -0.48,
+Smart Turn 0.43; the other seven 0.70-0.99): on synthetic voices it costs plain commands a long
+wait without keeping those sentences whole, so the text still decides first. Those 8 pauses
+scored -0.48 … -1.27 on the words, inside the plain commands' -0.10 … -0.96: nothing heard at a
+200 ms pause separates them; they are the ``not_whole`` rows of the bench.
+
 Without the text model rules 3-4 become "Smart Turn says complete"; without Smart Turn rule 4
 is dropped; without both, endpointing is silence only (``[vad] min_silence_ms``) with a notice.
 """

@@ -260,6 +260,18 @@ def _settled(buf: str) -> tuple[list[int], int]:
     return bounds, safe
 
 
+def settled_boundaries(text: str) -> list[int]:
+    """Sentence ends in growing ``text`` that more text cannot move (each followed by a complete word).
+
+    Args:
+        text: Model text so far (a stream's prefix).
+
+    Returns:
+        Offsets where a sentence ends, in order (see :class:`SentenceStream`).
+    """
+    return _settled(text)[0]
+
+
 class SentenceStream:
     """Cut a stream of model text deltas into sentences (and clauses of long ones), early.
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agent.engines.priors import (
+    EXAMPLE_MIN_MATCH,
     LOOKBACK,
     REPEAT_MIN_MATCH,
     CopyPrior,
@@ -101,6 +102,10 @@ def compile_request(
         parts.append(CopyPrior(tok, detok, n_prompt, list(req.copy_from), req.copy_bonus))
     if req.avoid and req.avoid_penalty:
         parts.append(CopyPrior(tok, detok, n_prompt, list(req.avoid), -req.avoid_penalty, REPEAT_MIN_MATCH))
+    if req.avoid_examples and req.avoid_penalty:
+        parts.append(
+            CopyPrior(tok, detok, n_prompt, list(req.avoid_examples), -req.avoid_penalty, EXAMPLE_MIN_MATCH)
+        )
     if req.thinking is not None:
         th = req.thinking
         parts.append(

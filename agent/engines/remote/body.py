@@ -175,7 +175,7 @@ def build_request(
             dropped.append("the tool prior")
     if req.copy_from and req.copy_bonus:
         dropped.append("the copy prior")
-    if req.avoid and req.avoid_penalty:
+    if (req.avoid or req.avoid_examples) and req.avoid_penalty:
         dropped.append("the repeat guard")
     path = "/v1/chat/completions" if chat else "/completion" if native else "/v1/completions"
     return ServerRequest(path, body, chat, watch, dropped)

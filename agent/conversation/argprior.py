@@ -1,0 +1,135 @@
+"""The argument prior: a direction or side the user named decides the sign of an argument.
+
+A small model writes numbers badly: "please look to the left" ran ``look(yaw 0, pitch -1)``. A
+skill states each signed argument's convention in its schema (``"positive = left"`` in the
+description, as ``look`` and ``move_head`` do); when the user's words name exactly one side of
+that convention ("left" and not "right"), :func:`follow_words` makes the argument point that
+way, by the number of degrees the user said when there is exactly one ("thirty degrees"), else
+by the model's own magnitude, else by half the argument's range. Words that name both sides,
+or neither, leave the model's value alone. Like the tool prior
+(:mod:`agent.conversation.toolprior`) this is a prior from the user's own words, applied where
+the model is weakest.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from agent.speech.words import words
+
+OPPOSITES = {
+    "left": "right",
+    "right": "left",
+    "up": "down",
+    "down": "up",
+    "forward": "back",
+    "back": "forward",
+}
+"""The other side of each direction word a schema may name as positive."""
+
+_CONVENTION = re.compile(r"positive\s*=\s*(\w+)", re.IGNORECASE)
+_TENS = {
+    "ten": 10,
+    "twenty": 20,
+    "thirty": 30,
+    "forty": 40,
+    "fifty": 50,
+    "sixty": 60,
+    "seventy": 70,
+    "eighty": 80,
+    "ninety": 90,
+}
+_UNITS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
+_TEENS = {
+    "eleven": 11,
+    "twelve": 12,
+    "thirteen": 13,
+    "fourteen": 14,
+    "fifteen": 15,
+    "sixteen": 16,
+    "seventeen": 17,
+    "eighteen": 18,
+    "nineteen": 19,
+}
+
+
+def spoken_quantity(text: str, units: tuple[str, ...]) -> float | None:
+    """The one number said before one of ``units`` in ``text`` ("30 degrees", "forty five seconds").
+
+    Args:
+        text: What the user said.
+        units: The unit's words, singular and plural (``("degree", "degrees")``).
+
+    Returns:
+        The number, or None when no number precedes a unit word or more than one does.
+    """
+    said = words(text.replace("-", " "))
+    found = []
+    for i, w in enumerate(said):
+        if w not in units or i == 0:
+            continue
+        prev, before = said[i - 1], said[i - 2] if i >= 2 else ""
+        value = None
+        if re.fullmatch(r"\d+(\.\d+)?", prev):
+            value = float(prev)
+        elif prev in _UNITS and before in _TENS:
+            value = float(_TENS[before] + _UNITS[prev])
+        elif prev in _TENS or prev in _TEENS or prev in _UNITS:
+            value = float(_TENS.get(prev) or _TEENS.get(prev) or _UNITS[prev])
+        elif prev in ("a", "an", "one"):
+            value = 1.0
+        if value is not None:
+            found.append(value)
+    return found[0] if len(found) == 1 else None
+
+
+def spoken_degrees(text: str) -> float | None:
+    """The one number of degrees said in ``text`` ("30 degrees", "forty five degrees"), or None."""
+    return spoken_quantity(text, ("degree", "degrees"))
+
+
+def sides(parameters: dict[str, Any]) -> dict[str, str]:
+    """Each signed argument's positive side from its schema (``"positive = left"``): name → side."""
+    out = {}
+    for name, prop in (parameters.get("properties") or {}).items():
+        m = _CONVENTION.search(str(prop.get("description", "")))
+        if m is not None and m.group(1).lower() in OPPOSITES:
+            out[name] = m.group(1).lower()
+    return out
+
+
+def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """``arguments`` with every signed argument pointing where the user's words say.
+
+    Args:
+        user_text: What the user said this turn.
+        parameters: The skill's JSON schema (``properties`` with ``description``, ``minimum``,
+            ``maximum``).
+        arguments: The model's arguments (not changed).
+
+    Returns:
+        A copy of ``arguments``; an argument is changed only where the words name one side of its
+        ``positive = <side>`` convention and the value is zero, points the other way, or is not
+        the number of degrees said.
+    """
+    said = set(words(user_text))
+    out = dict(arguments)
+    props = parameters.get("properties") or {}
+    for name, pos in sides(parameters).items():
+        prop = props[name]
+        says_pos, says_neg = pos in said, OPPOSITES[pos] in said
+        if says_pos == says_neg:
+            continue  # neither side named, or both ("left and then right"): the model decides
+        want = 1.0 if says_pos else -1.0
+        try:
+            value = float(out.get(name, prop.get("default", 0.0)) or 0.0)
+        except (TypeError, ValueError):
+            value = 0.0
+        bound = min(abs(float(prop.get("maximum", 45.0))), abs(float(prop.get("minimum", -45.0))))
+        said_deg = spoken_degrees(user_text)
+        magnitude = said_deg if said_deg is not None else abs(value) or bound / 2
+        target = want * min(magnitude, bound)
+        if value != target and (value * want <= 0 or said_deg is not None):
+            out[name] = target
+    return out

@@ -1,0 +1,142 @@
+"""Does a reply carry a tool's result, and where does it stop: data read back, and nothing after it.
+
+:func:`carries_result` (a clock time in any spoken form, a number, a content word) is shared by
+the reply checks of ``bench --accuracy`` (:mod:`agent.bench.reply_checks`) and the turn loop's
+:class:`DataTail`: a reply that reads back data ends with the sentence that carries it. "It is
+22:49 on Tuesday 1 December. It needs to recharge." (the system prompt's example joke leaking
+after the time) becomes "It is 22:49 on Tuesday 1 December."
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from agent.control import StopSignal
+from agent.speech.sentences import settled_boundaries
+from agent.speech.words import words
+
+_CLOCK = re.compile(r"(?<![\d:])(?:[01]?\d|2[0-3]):[0-5]\d(?![\d:])")
+_ERROR_PREFIX = re.compile(r"^\w+ failed: (?:\w+: )?")
+
+STOP_WORDS = frozenset(
+    "a an the is are was be to of and or in on at for with it its it's this that i you me my your we "
+    "what do does did can could would will just now here there so not no yes please tell".split()
+)
+
+
+def spoken_words(text: str) -> list[str]:
+    """``text`` as the words a listener hears: numbers and times spelled out, lower case, no punctuation."""
+    from agent.speech.text import clean_for_speech
+
+    return words(clean_for_speech(str(text)))
+
+
+def _contains(words: list[str], part: list[str]) -> bool:
+    n = len(part)
+    return n > 0 and any(words[i : i + n] == part for i in range(len(words) - n + 1))
+
+
+def _stem(word: str) -> str:
+    return word[:4]
+
+
+def result_text(result: Any) -> str:
+    """A tool result as plain text (JSON for dicts and lists)."""
+    return result if isinstance(result, str) else json.dumps(result, default=str)
+
+
+def carries_result(reply: str, result: Any) -> bool:
+    """Whether ``reply`` passes on a tool result, spoken forms allowed.
+
+    A clock time in the result (``HH:MM``) must be in the reply ("06:49", "6:49" and "six
+    forty-nine" are the same); otherwise one of its numbers, not counting numbers inside a
+    clock time of the reply ("10 seconds" is not carried by "10:59"); otherwise one of its
+    content words (three letters or more, same first four letters: "see" for "I have no
+    camera, so I cannot see"). An error result is judged by its message, without the
+    ``NAME failed: SomeError:`` prefix.
+
+    Args:
+        reply: What the robot said.
+        result: The tool's result (text, dict, ...), or its error message.
+    """
+    text = _ERROR_PREFIX.sub("", result_text(result))
+    times = _CLOCK.findall(text)
+    if times:
+        said = spoken_words(reply)
+        return any(_contains(said, spoken_words(t)) for t in times)
+    said = spoken_words(_CLOCK.sub(" ", reply))
+    numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.]|\.\d)", text)
+    if numbers:
+        return any(_contains(said, spoken_words(n)) for n in numbers)
+    content = {_stem(w) for w in spoken_words(text) if len(w) >= 3 and w not in STOP_WORDS}
+    return bool(content & {_stem(w) for w in said})
+
+
+def tail_after_data(reply: str, results: list[Any]) -> str:
+    """What ``reply`` says after the sentence that carries every one of ``results`` ("" when nothing).
+
+    Args:
+        reply: What the robot said.
+        results: The data results the reply reads back.
+
+    Returns:
+        The words after the end of that sentence; the whole reply when it never carries them all.
+    """
+    from agent.speech.sentences import split_sentences
+
+    sentences = split_sentences(reply)
+    for i in range(len(sentences)):
+        said = " ".join(sentences[: i + 1])
+        if all(carries_result(said, r) for r in results):
+            return " ".join(sentences[i + 1 :]).strip()
+    return reply.strip()
+
+
+class DataTail:
+    """A speech stream that ends with the sentence carrying a round's data results.
+
+    Text is forwarded as it comes until every result has been said; the rest of that sentence is
+    then held until its end is certain (the next sentence begins, or the round ends), forwarded,
+    and the stream is closed: ``stop`` is set so the model stops writing.
+
+    Args:
+        results: The tool results the round reads back (its copy sources).
+        downstream: Receives speech deltas.
+        stop: Set (reason ``"data said"``) when the data sentence is over.
+    """
+
+    def __init__(self, results: list[str], downstream: Callable[[str], None], stop: StopSignal) -> None:
+        self.results, self.downstream, self.stop = list(results), downstream, stop
+        self._text = ""  # this round's speech so far
+        self._sent = 0  # characters of _text forwarded
+        self._carried_at: int | None = None  # where every result had been said
+        self.closed = False
+
+    def feed(self, delta: str) -> None:
+        """Take one speech delta: forward it, hold it, or (after the data sentence) drop it."""
+        if self.closed or not delta:
+            return
+        self._text += delta
+        if self._carried_at is None:
+            self._forward_to(len(self._text))
+            if all(carries_result(self._text, r) for r in self.results):
+                self._carried_at = len(self._text)
+            return
+        ends = [b for b in settled_boundaries(self._text) if b >= self._carried_at]
+        if ends:
+            self._forward_to(len(self._text[: ends[0]].rstrip()))
+            self.closed = True
+            self.stop.set("data said")
+
+    def flush(self) -> None:
+        """End of the round: forward what is held (the data sentence ended with the round)."""
+        if not self.closed:
+            self._forward_to(len(self._text.rstrip()))
+
+    def _forward_to(self, end: int) -> None:
+        if end > self._sent:
+            self.downstream(self._text[self._sent : end])
+            self._sent = end

@@ -1,0 +1,59 @@
+"""The argument prior (agent/conversation/argprior.py) on the real skills' schemas."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.conversation.argprior import follow_words, spoken_degrees
+from agent.skills import SkillRegistry
+
+
+@pytest.fixture(scope="module")
+def look():
+    from skills.motion import look as look_skill
+
+    reg = SkillRegistry()
+    reg.register(look_skill)
+    return reg.skills["look"].parameters
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Turn your head 30 degrees to the right", 30.0),
+        ("turn your head thirty degrees to the right", 30.0),
+        ("look forty-five degrees up", 45.0),
+        ("look fifteen degrees down", 15.0),
+        ("look to the left", None),
+        ("turn 30 degrees and then 40 degrees", None),
+    ],
+)
+def test_spoken_degrees(text, expected):
+    assert spoken_degrees(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "expected"),
+    [
+        # "please look to the left" ran look(yaw 0, pitch -1) (the issue): the side decides the sign
+        ("please look to the left", {"yaw_deg": 0, "pitch_deg": -1}, {"yaw_deg": 30.0, "pitch_deg": -1}),
+        ("look right", {"yaw_deg": 20}, {"yaw_deg": -20.0}),  # the model's magnitude, the words' sign
+        ("turn your head thirty degrees to the right", {"yaw_deg": 0}, {"yaw_deg": -30.0}),
+        ("look up", {"yaw_deg": 0, "pitch_deg": 0}, {"yaw_deg": 0, "pitch_deg": 15.0}),
+        ("look down a bit", {"pitch_deg": -10}, {"pitch_deg": -10}),  # already right: untouched
+        ("look left and then right", {"yaw_deg": -25}, {"yaw_deg": -25}),  # both sides: the model decides
+        ("look at me", {"yaw_deg": 5}, {"yaw_deg": 5}),  # no side named
+        ("turn 90 degrees to the left", {"yaw_deg": 0}, {"yaw_deg": 60.0}),  # held to the schema's range
+        # the degrees said beat the model's number (turn_then_wave ran look(yaw -45))
+        ("turn your head 30 degrees to the right and wave", {"yaw_deg": -45}, {"yaw_deg": -30.0}),
+        ("turn your head 30 degrees", {"yaw_deg": -45}, {"yaw_deg": -45}),  # no side named
+    ],
+)
+def test_the_named_side_decides_the_sign(look, text, args, expected):
+    assert follow_words(text, look, args) == expected
+
+
+def test_the_schema_states_the_sign_convention(look):
+    props = look["properties"]
+    assert "positive = left" in props["yaw_deg"]["description"]
+    assert "positive = up" in props["pitch_deg"]["description"]
