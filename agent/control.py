@@ -15,7 +15,12 @@ must reach into a running loop from another thread, and each has one type here:
   waits for a sentence, speech *claims* the CPU and the decoder *yields* between tokens until the
   claim is released (the sentence's audio is queued), at most :data:`YIELD_MAX_S` per token.
 
-Both are safe from any thread.
+* :class:`ReleaseGate` — "the user has finished: let this turn be heard". A turn started on a
+  verdict the silence has not yet confirmed runs (the model writes, TTS synthesizes) while its
+  sound and its tool calls wait at the gate; the turn-taking stage opens it once the silence
+  is long enough, or drops it when the user goes on.
+
+All are safe from any thread.
 """
 
 from __future__ import annotations
@@ -74,6 +79,70 @@ class StopSignal:
         if self._flag.is_set():
             return self._reason
         return next((p.reason for p in self._parents if p.is_set()), "")
+
+
+class ReleaseGate:
+    """Holds a prepared turn's output until the user's silence confirms the turn is theirs to answer.
+
+    Starts pending; :meth:`release` or :meth:`drop` decide it once (the first call wins).
+    Callbacks registered with :meth:`on_drop` run on the dropping thread (the turn driver's cancel).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._decided = threading.Event()
+        self._released = False
+        self._on_drop: list[Callable[[], None]] = []
+
+    def release(self) -> None:
+        """The silence confirmed the turn: its output may go out."""
+        with self._lock:
+            if self._decided.is_set():
+                return
+            self._released = True
+            self._decided.set()
+
+    def drop(self) -> None:
+        """The user went on: the turn is not to be heard; run the drop callbacks."""
+        with self._lock:
+            if self._decided.is_set():
+                return
+            self._decided.set()
+            callbacks = list(self._on_drop)
+        for cb in callbacks:
+            cb()
+
+    def on_drop(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` when the gate is dropped (at once if it already was)."""
+        with self._lock:
+            if not self._decided.is_set():
+                self._on_drop.append(callback)
+                return
+            dropped = not self._released
+        if dropped:
+            callback()
+
+    @property
+    def released(self) -> bool:
+        """Released (output may go out)."""
+        return self._decided.is_set() and self._released
+
+    @property
+    def dropped(self) -> bool:
+        """Dropped (the user went on)."""
+        return self._decided.is_set() and not self._released
+
+    def wait(self, stop: StopSignal | None = None, poll_s: float = 0.02) -> bool:
+        """Block until decided (or ``stop`` is set); True when released.
+
+        Args:
+            stop: The turn's stop signal (a cancelled turn stops waiting).
+            poll_s: How often ``stop`` is checked, s.
+        """
+        while not self._decided.wait(poll_s):
+            if stop is not None and stop.is_set():
+                return False
+        return self._released
 
 
 class Busy(Protocol):

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 if TYPE_CHECKING:
-    from agent.control import StopSignal
+    from agent.control import ReleaseGate, StopSignal
     from agent.speech.asr import ASRResult
 
 
@@ -146,6 +146,9 @@ class Utterance(Event):
             (``text``, ``smart_turn``, ``stop``; see :mod:`agent.listening.end_of_turn`).
         transcript: The ASR result made at the pause, when the utterance ended with no speech
             after it: nothing is left to decode.
+        release: Set when the utterance ended on a verdict the silence has not confirmed yet:
+            its turn is prepared at once and heard only once the gate is released
+            (``[turn] confirm_ms``); None: heard at once.
     """
 
     name: ClassVar[str] = "utterance"
@@ -157,6 +160,7 @@ class Utterance(Event):
     t_endpoint: float = _no_json(0.0)
     end_rule: str = "silence"
     transcript: ASRResult | None = _no_json(None)
+    release: ReleaseGate | None = _no_json(None)
 
 
 @dataclass(frozen=True)
@@ -246,6 +250,7 @@ class UserTurn(Event):
         t_asr: Transcript ready (perf_counter s).
         asr_ms: Transcription time, ms.
         end_rule: What ended the user's turn (``Utterance.end_rule``; ``typed`` for text).
+        release: The turn's output waits for this gate (``Utterance.release``); None: no wait.
     """
 
     name: ClassVar[str] = "user_turn"
@@ -256,6 +261,22 @@ class UserTurn(Event):
     t_asr: float = 0.0
     asr_ms: float = 0.0
     end_rule: str = ""
+    release: ReleaseGate | None = _no_json(None)
+
+
+@dataclass(frozen=True)
+class TurnDropped(Event):
+    """A turn prepared on an unconfirmed verdict was dropped: the user went on.
+
+    The silence had not confirmed it yet: nothing of it was heard or done, and its words become
+    part of the next turn.
+
+    Attributes:
+        text: What the dropped turn had heard so far.
+    """
+
+    name: ClassVar[str] = "turn_dropped"
+    text: str = ""
 
 
 @dataclass(frozen=True)

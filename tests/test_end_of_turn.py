@@ -160,9 +160,9 @@ def test_a_verdict_ends_the_turn_at_once_not_at_the_next_audio_frame(rig, fixtur
         steps.append(("verdict", str(verdict.complete), threading.current_thread().name))
         return apply(self, verdict, transcript)
 
-    def on_end(self, upd, transcript=None):
+    def on_end(self, upd, transcript=None, release=None):
         steps.append(("end", upd.rule, threading.current_thread().name))
-        return end(self, upd, transcript)
+        return end(self, upd, transcript, release)
 
     monkeypatch.setattr(TurnTaking, "_frame", on_frame)
     monkeypatch.setattr(TurnTaking, "_apply", on_apply)

@@ -256,3 +256,17 @@ def test_arguments_follow_the_words(said, calls, ok):
     schemas = {n: s.parameters for n, s in reg.skills.items()}
     fit, why = arguments_fit(said, calls, schemas)
     assert fit is ok, why
+
+
+def test_only_exact_data_ends_a_reply():
+    from agent.conversation.results import exact_data
+
+    assert exact_data("It is 22:49 on Tuesday 1 December.") and exact_data({"seconds": 10})
+    assert not exact_data("A man holds a red mug. He smiles.")
+    description = "A man holds a red mug. He smiles."
+    assert reply_check(
+        "I see a man with a red mug. He is smiling.", "", [("describe_scene", description)]
+    ) == (
+        True,
+        "",
+    )

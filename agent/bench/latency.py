@@ -51,7 +51,7 @@ import numpy as np
 
 from agent.config import Config
 from agent.engines import ChatEngine, Decoding, Generation
-from agent.events import Event, Spoken, Timing, Transcript
+from agent.events import Event, Spoken, Timing, Transcript, TurnDropped
 from agent.speech.tts import TextToSpeech
 
 if TYPE_CHECKING:
@@ -361,7 +361,8 @@ def run_bench(
             for _ in range(runs):
                 for f in files:
                     evs, t, n_new = one(f, True)
-                    turns.append(sum(isinstance(e, Transcript) for e in evs))
+                    dropped = {e.turn_id for e in evs if isinstance(e, TurnDropped)}  # the user went on
+                    turns.append(sum(isinstance(e, Transcript) and e.turn_id not in dropped for e in evs))
                     if t is None:
                         continue
                     spoken = [e for e in evs if isinstance(e, Spoken) and e.turn_id == t.turn_id]

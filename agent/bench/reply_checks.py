@@ -15,7 +15,7 @@ from typing import Any
 
 from agent.conversation.prompt import EXAMPLE_SAY
 from agent.conversation.results import STOP_WORDS as _STOP
-from agent.conversation.results import carries_result, result_text, spoken_words, tail_after_data
+from agent.conversation.results import carries_result, exact_data, result_text, spoken_words, tail_after_data
 
 __all__ = [
     "answers_chat",
@@ -190,7 +190,7 @@ def reply_check(
         return False, f"does not carry the result of {missing[0]}"
     if copies_example(reply):
         return False, "copies the system prompt's example"
-    data = [result for _, result in results]
+    data = [result for _, result in results if exact_data(result)]
     if data and tail_after_data(reply, data):
         return False, f"goes on after the data: {tail_after_data(reply, data)!r}"
     if chat_request is not None and not answers_chat(chat_request, reply):

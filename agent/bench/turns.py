@@ -20,8 +20,9 @@ Reported:
   the files that were not, and the share per voice;
 * ``fillers_answered``: share of hesitations alone that got an answer (want 0);
 * ``plain_extra_wait_ms``: per end rule, how many plain commands it ended and the silence they
-  waited beyond ``short_silence_ms`` (0 for a verdict at the first pause); ``plain_split``: plain
-  commands answered as more than one turn.
+  waited beyond ``short_silence_ms``: ``[turn] confirm_ms`` for a verdict of the words or Smart
+  Turn (live, the reply is prepared during that wait and heard when it ends), the long silence
+  for ``silence``; ``plain_split``: plain commands answered as more than one turn.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.bench.turn_set import TurnCase, build_set
 from agent.config import Config
-from agent.events import Event, InputStarted, PauseVerdict, Skipped, Transcript, Utterance
+from agent.events import Event, InputStarted, PauseVerdict, Skipped, Transcript, TurnDropped, Utterance
 
 if TYPE_CHECKING:
     from agent.stopper import Stopper
@@ -53,12 +54,14 @@ class FileTurns:
 
     Attributes:
         answered: Transcripts of the turns it answered.
+        dropped: Transcripts of turns prepared and dropped because the user went on (real time).
         skipped: Reasons of the utterances it left unanswered.
         verdicts: ``(rule, complete, smart_turn, text_score, text)`` of each judged pause.
         end_rules: Each utterance's end rule.
     """
 
     answered: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     verdicts: list[tuple[str, bool, float, float, str]] = field(default_factory=list)
     end_rules: list[str] = field(default_factory=list)
@@ -70,6 +73,7 @@ class TurnRecorder:
     def __init__(self) -> None:
         self.files: dict[str, FileTurns] = defaultdict(FileTurns)
         self._current = ""
+        self._texts: dict[int, tuple[str, str]] = {}  # turn id -> (file, transcript)
 
     def __call__(self, ev: Event) -> None:
         """Record one message of the bus."""
@@ -77,6 +81,11 @@ class TurnRecorder:
             self._current = Path(ev.source).name
         elif isinstance(ev, Transcript):
             self.files[self._current].answered.append(ev.text)
+            self._texts[ev.turn_id] = (self._current, ev.text)
+        elif isinstance(ev, TurnDropped) and ev.turn_id in self._texts:
+            name, text = self._texts[ev.turn_id]
+            self.files[name].answered.remove(text)
+            self.files[name].dropped.append(text)
         elif isinstance(ev, Skipped):
             self.files[self._current].skipped.append(ev.reason)
         elif isinstance(ev, PauseVerdict):
@@ -98,7 +107,15 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
     Returns:
         The report (JSON-ready).
     """
-    short, long = cfg.turn.short_silence_ms, cfg.turn.long_silence_ms
+    from agent.pipeline.turn_taking import CONFIRMED_RULES
+
+    short, long, confirm = cfg.turn.short_silence_ms, cfg.turn.long_silence_ms, cfg.turn.confirm_ms
+
+    def waited(rule: str) -> int:
+        if rule == "silence":
+            return long
+        return max(short, confirm) if rule in CONFIRMED_RULES and confirm else short
+
     paused = [c for c in cases if c.kind == "paused"]
     plain = [c for c in cases if c.kind == "plain"]
     fillers = [c for c in cases if c.kind == "filler"]
@@ -110,7 +127,7 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
     waits: dict[str, list[int]] = defaultdict(list)
     for c in plain:
         for rule in seen[c.file].end_rules[:1]:
-            waits[rule].append((long if rule == "silence" else short) - short)
+            waits[rule].append(waited(rule) - short)
     rules = Counter(v[0] for c in cases for v in seen[c.file].verdicts)
     return {
         "cases": {"paused": len(paused), "plain": len(plain), "filler": len(fillers)},
@@ -224,7 +241,10 @@ def format_turns(report: dict[str, Any]) -> str:
     lines.append(f"fillers answered: {report['fillers_answered']:.1%} (want 0)")
     for f in report["fillers_answered_files"]:
         lines.append(f"  answered: {f['file']} {f['said']!r} -> {f['turns']}")
-    lines.append(f"plain commands: mean extra wait {report['plain_mean_extra_wait_ms']:.0f} ms; by end rule:")
+    lines.append(
+        f"plain commands: mean extra silence {report['plain_mean_extra_wait_ms']:.0f} ms (a confirmed "
+        "verdict's reply is prepared during it when live); by end rule:"
+    )
     for rule, w in report["plain_extra_wait_ms"].items():
         lines.append(f"  {rule}: {w['commands']} commands, +{w['extra_ms_mean']:.0f} ms")
     for s in report["plain_split"]:

@@ -35,6 +35,7 @@ from agent.events import (
     ToolCall,
     ToolResult,
     Transcript,
+    TurnDropped,
     Utterance,
 )
 
@@ -167,6 +168,8 @@ class EventPrinter:
             return pause_line(ev) if self.verbose else None
         if isinstance(ev, Transcript):
             return f"[turn {ev.turn_id}] you said: {ev.text}"
+        if isinstance(ev, TurnDropped):
+            return f"  [turn {ev.turn_id}] you went on: the reply prepared for this is dropped"
         if isinstance(ev, ToolCall):
             return f"  tool call  {ev.tool}({json.dumps(ev.arguments)})"
         if isinstance(ev, ToolResult):

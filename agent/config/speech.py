@@ -25,8 +25,9 @@ class TurnConfig(StrictModel):
     ``semantic``: after ``short_silence_ms`` of silence the utterance so far is judged
     (:mod:`agent.listening.end_of_turn`) on a transcript started at ``early_asr_ms`` of silence
     (Whisper's 0.6 s then overlaps the rest of the wait; the transcript of a pause the user
-    talks through is dropped): a finished turn ends at once, an unfinished one
-    waits for more speech, ending anyway after ``long_silence_ms``. ``silence``: the turn ends
+    talks through is dropped): a finished turn ends at once, its reply heard once
+    ``confirm_ms`` of silence confirm it (prepared meanwhile; dropped if the user goes on), an
+    unfinished one waits for more speech, ending anyway after ``long_silence_ms``. ``silence``: the turn ends
     after ``[vad] min_silence_ms`` of silence, nothing else (also the fallback when the
     end-of-turn models are missing, with a notice).
 
@@ -47,6 +48,15 @@ class TurnConfig(StrictModel):
     long_silence_ms: int = Field(
         1600, ge=300, le=5000, description="silence that ends an unfinished-sounding turn anyway, ms"
     )
+    confirm_ms: int = Field(
+        0,
+        ge=0,
+        le=3000,
+        description="silence that confirms a turn the words or Smart Turn called finished, ms: until "
+        "then its reply is prepared but not heard, and dropped if the user goes on; 0 = heard at once "
+        "(measured here: 800 keeps 86 % of paused sentences whole instead of 81 %, for about 85 ms "
+        "more voice-to-voice at p50)",
+    )
     smart_turn_model: str = Field("", description="Smart Turn ONNX path; empty = the one in pipecat-ai")
     smart_turn_threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="complete when p > this (pipecat: 0.5)"
@@ -58,6 +68,15 @@ class TurnConfig(StrictModel):
     text_with_audio: float = Field(
         -1.6, le=0.0, description="finished when Smart Turn agrees and text is over this"
     )
+
+    @model_validator(mode="after")
+    def _confirm_before_the_long_silence(self) -> TurnConfig:
+        if self.confirm_ms and self.confirm_ms >= self.long_silence_ms:
+            raise ValueError(
+                f"confirm_ms ({self.confirm_ms}) must be below long_silence_ms ({self.long_silence_ms}), "
+                f"or 0 to answer at the verdict"
+            )
+        return self
 
     @model_validator(mode="after")
     def _early_asr_before_the_judgement(self) -> TurnConfig:

@@ -2,7 +2,8 @@
 
 :func:`carries_result` (a clock time in any spoken form, a number, a content word) is shared by
 the reply checks of ``bench --accuracy`` (:mod:`agent.bench.reply_checks`) and the turn loop's
-:class:`DataTail`: a reply that reads back data ends with the sentence that carries it. "It is
+:class:`DataTail`: a reply that reads back exact data (:func:`exact_data`: a time, a number) ends
+with the sentence that carries it. "It is
 22:49 on Tuesday 1 December. It needs to recharge." (the system prompt's example joke leaking
 after the time) becomes "It is 22:49 on Tuesday 1 December."
 """
@@ -73,6 +74,15 @@ def carries_result(reply: str, result: Any) -> bool:
         return any(_contains(said, spoken_words(n)) for n in numbers)
     content = {_stem(w) for w in spoken_words(text) if len(w) >= 3 and w not in STOP_WORDS}
     return bool(content & {_stem(w) for w in said})
+
+
+def exact_data(result: Any) -> bool:
+    """Whether ``result`` is exact data (a clock time or a number: "It is 22:49 ...", "10 seconds").
+
+    Only such a result ends its reply: a description in words ("A man holds a red mug. He
+    smiles.") is carried by any of its words, so its first sentence would cut off the rest.
+    """
+    return bool(re.search(r"\d", _ERROR_PREFIX.sub("", result_text(result))))
 
 
 def tail_after_data(reply: str, results: list[Any]) -> str:

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.config import LLMConfig
-from agent.control import StopSignal
+from agent.control import ReleaseGate, StopSignal
 from agent.conversation import history as hist
 from agent.conversation.argprior import follow_words
 from agent.conversation.background import BackgroundCalls
 from agent.conversation.context import fit_history
 from agent.conversation.prompt import EXAMPLE_SAY, Prompter, resolve_format
-from agent.conversation.results import DataTail, tail_after_data
+from agent.conversation.results import DataTail, exact_data, tail_after_data
 from agent.conversation.rounds import (
     REPLY_OPENING,
     GrammarRounds,
@@ -134,6 +134,8 @@ class _RoundCalls:
     messages: list[dict[str, Any]] = field(default_factory=list)
     stop: bool = False  # a repeated-call loop must stop the turn
     user_text: str = ""  # what the user said (the argument prior reads it)
+    release: ReleaseGate | None = None  # calls wait for it (a turn prepared before its confirmation)
+    turn_stop: StopSignal | None = None  # the turn's stop signal (a dropped turn stops waiting)
 
 
 class Conversation:
@@ -240,6 +242,7 @@ class Conversation:
         stop: StopSignal | None = None,
         tools: bool = True,
         on_pause: Callable[[], None] | None = None,
+        release: ReleaseGate | None = None,
     ) -> TurnResult:
         """Run one user turn to the end.
 
@@ -253,6 +256,8 @@ class Conversation:
             tools: Offer tools (False for turns that only report a background result).
             on_pause: Called before a round when an earlier round spoke: what was said so
                 far is finished and can be synthesized without waiting for more text.
+            release: Tool calls wait for this gate (a turn prepared before the user's silence
+                confirmed it); a dropped gate runs none. None: calls run at once.
 
         Returns:
             The :class:`TurnResult`; never raises for model or tool problems.
@@ -285,8 +290,11 @@ class Conversation:
             res.rounds += 1
             gen = Generation()
             tail: DataTail | None = None
-            ran = _RoundCalls(f"t{turn_id}r{rnd}c", len(res.calls), user_text=text)
+            ran = _RoundCalls(
+                f"t{turn_id}r{rnd}c", len(res.calls), user_text=text, release=release, turn_stop=stop
+            )
             run_now = functools.partial(self._run_call, ran, turn_id, seen, res)
+            on_call = functools.partial(self._run_call, ran, turn_id, seen, res, during_round=True)
             try:
                 # A round after a tool result reads the result back: decoded greedily, since at
                 # temperature 0.2 SmolLM2-135M copied "It is 08:18 ..." as "It is 08:19" (seen in CI).
@@ -303,12 +311,13 @@ class Conversation:
                 )
                 # A round that reads data back ends with the sentence that carries it: nothing
                 # after the result that was not asked for ("... 1 December. It needs to recharge.").
-                tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if plan.copy_from else None
+                exact = plan.copy_from and all(exact_data(r) for r in plan.copy_from)
+                tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if exact else None
                 io = RoundIO(
                     tail.feed if tail is not None else cap.feed,
                     cap.cancel,
                     cap.user_cancel,
-                    run_now if allow_tools else None,
+                    on_call if allow_tools else None,
                     functools.partial(_release, cap, on_pause),
                 )
                 say, calls, problem = self._round(plan, gen, io)
@@ -418,9 +427,25 @@ class Conversation:
             res.ttft_ms = gen.ttft_ms
 
     def _run_call(
-        self, ran: _RoundCalls, turn_id: int, seen: dict[str, int], res: TurnResult, call: dict[str, Any]
+        self,
+        ran: _RoundCalls,
+        turn_id: int,
+        seen: dict[str, int],
+        res: TurnResult,
+        call: dict[str, Any],
+        during_round: bool = False,
     ) -> None:
-        """Run one call of a round (repeat guards included), report it, keep its tool message in ``ran``."""
+        """Run one call of a round (repeat guards included), report it, keep its tool message in ``ran``.
+
+        In a turn waiting for its confirmation a call handed out while the round is written is
+        left to the end of the round (the round's speech goes on meanwhile), and then waits for
+        the release; a dropped turn runs none.
+        """
+        if ran.release is not None and not ran.release.released:
+            if during_round:
+                return  # run after the round, from its returned calls
+            if not ran.release.wait(ran.turn_stop):
+                return  # dropped: the user went on, nothing is done
         call_id = f"{ran.id_prefix}{len(ran.calls)}"
         skill = self.registry.skills.get(call["name"])
         if skill is not None and ran.user_text and isinstance(call["arguments"], dict):
@@ -495,6 +520,10 @@ class Conversation:
     def last_reply(self) -> str:
         """The newest assistant message's text ("" when there is none)."""
         return hist.last_reply(self.history)
+
+    def forget_since(self, length: int) -> None:
+        """Drop every history message after the first ``length`` (a dropped turn leaves no trace)."""
+        del self.history[length:]
 
     def truncate_last_reply(self, heard: str) -> None:
         """Keep only ``heard`` of the newest assistant message (barge-in: the rest was never played)."""

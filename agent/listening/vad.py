@@ -233,6 +233,31 @@ class Endpointer:
         """Samples fed since the last :meth:`reset` (the clock of ``start_sample``/``end_sample``)."""
         return self._n
 
+    @property
+    def silence_ms(self) -> float:
+        """Silence since the last speech frame of the utterance in progress, ms (0 while speaking)."""
+        return self._silence * FRAME * 1000 / SAMPLE_RATE if self._speaking else 0.0
+
+    def snapshot(self, rule: str) -> VADUpdate:
+        """The utterance so far as an ``ended`` update, without ending it (a tentative end).
+
+        The utterance goes on: more speech extends it, and :meth:`end_now` or the silence ends
+        it for good.
+
+        Args:
+            rule: What decided, reported with the update.
+
+        Returns:
+            An ``ended`` update like :meth:`end_now`'s, or an empty one when no utterance is in
+            progress.
+        """
+        if not self._speaking:
+            return VADUpdate()
+        keep = len(self._frames) - max(0, self._silence - self._pad_frames)
+        return VADUpdate(
+            ended=True, audio=np.concatenate(self._frames[:keep]), end_sample=self._last_speech_end, rule=rule
+        )
+
     def still_silent(self, pause_id: int) -> bool:
         """No speech since pause ``pause_id`` was first reported (early or at the short silence)."""
         return self._speaking and self._silence > 0 and self.pause_id == pause_id

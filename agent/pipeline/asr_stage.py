@@ -21,6 +21,7 @@ from collections.abc import Callable
 import numpy as np
 
 from agent.config import LiveConfig
+from agent.control import ReleaseGate
 from agent.events import (
     Error,
     Event,
@@ -165,7 +166,7 @@ class ASRStage:
                 Skipped(-1, f"not addressed to the robot (no wake phrase): {res.text!r}", msg.source)
             )
             return False
-        self._start(text, msg.t_speech_end, msg.t_endpoint, t_asr, res.duration_ms, msg.end_rule)
+        self._start(text, msg.t_speech_end, msg.t_endpoint, t_asr, res.duration_ms, msg.end_rule, msg.release)
         return True
 
     def _pause(self, msg: PauseCheck) -> None:
@@ -193,12 +194,13 @@ class ASRStage:
         t_asr: float,
         asr_ms: float,
         rule: str = "typed",
+        release: ReleaseGate | None = None,
     ) -> None:
         if self.realtime:
             self.publish(Interrupt(-1, "new_turn"))
         tid = self.gate.new_turn()
         self.publish(Transcript(tid, text))
-        self.driver_inbox.put(UserTurn(tid, text, t_speech_end, t_endpoint, t_asr, asr_ms, rule))
+        self.driver_inbox.put(UserTurn(tid, text, t_speech_end, t_endpoint, t_asr, asr_ms, rule, release))
 
     def _stop_fast(self, text: str) -> None:
         """A stop phrase: silence and stop the robot now, without asking the model."""

@@ -37,6 +37,7 @@ from agent.events import (
     ReplyEnd,
     Shutdown,
     Transcript,
+    TurnDropped,
     TurnGenerated,
     UserTurn,
 )
@@ -107,6 +108,14 @@ class TurnDriver:
         background: BackgroundDone | None = None,
     ) -> None:
         tid = turn.turn_id
+        release = turn.release
+        if release is not None:  # prepared before the silence confirmed it: heard once released
+            if release.dropped:  # the user went on before the turn even started
+                self.gate.cancel(tid)
+                self.publish(TurnDropped(tid, text))
+                return
+            self.gate.hold(tid, release)
+            release.on_drop(lambda: self.gate.cancel(tid))
         stop = self.gate.stop_signal(tid)  # set when the turn is cancelled (barge-in, new turn)
         self.core.turn_id = self.core.robot.tag = tid  # gestures started now are this turn's
         self.publish(turn)  # the turn book opens the turn's latency record
@@ -121,13 +130,21 @@ class TurnDriver:
 
         t0 = time.perf_counter()
         conv = self.core.conversation
+        kept = len(conv.history)  # a dropped turn leaves no trace in the history
         result: TurnResult | None
         try:
             if background is not None:
                 result = conv.background_turn(background, tid, on_text=on_text, stop=stop)
             else:
                 result = conv.turn(
-                    text, tid, state=state, on_text=on_text, stop=stop, tools=tools, on_pause=on_pause
+                    text,
+                    tid,
+                    state=state,
+                    on_text=on_text,
+                    stop=stop,
+                    tools=tools,
+                    on_pause=on_pause,
+                    release=release,
                 )
         except Exception as e:  # never lose the turn: apologise
             log.exception("turn %d failed", tid)
@@ -137,6 +154,10 @@ class TurnDriver:
         finally:
             self.arbiter.release()  # a flush of a cancelled turn is dropped unhandled
         self.speech.put(ReplyEnd(tid))
+        if release is not None and release.dropped:
+            conv.forget_since(kept)
+            self.publish(TurnDropped(tid, text))
+            return
         if result is not None:
             for problem in result.problems:
                 self.publish(Error(tid, problem))

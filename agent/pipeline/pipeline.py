@@ -47,6 +47,7 @@ from agent.events import (
     Shutdown,
     TextIn,
     Timing,
+    TurnDropped,
 )
 from agent.pipeline.asr_stage import ASRStage
 from agent.pipeline.bus import Bus
@@ -159,6 +160,7 @@ class Pipeline:
             core, self.driver_q, self.speech_q, self.gate, bus.publish, self.work, core.arbiter
         )
         bus.route(Timing, self._turn_done)
+        bus.route(TurnDropped, self._turn_dropped)
         bus.route(PlaybackStarted, lambda msg: self.postures.robot_speaking())
         bus.route(CutHistory, self.driver_q.put)
         bus.route(Interrupt, self._interrupt)
@@ -337,6 +339,11 @@ class Pipeline:
     def _prefill(self, text: str) -> int:
         """The early start's work: the first round's prompt for ``text``, with the current state line."""
         return self.core.conversation.prefill(text, self.core.state_line())
+
+    def _turn_dropped(self, msg: Event) -> None:
+        """A prepared turn the user talked on through: over, and never heard (no reply to wait for)."""
+        self.work.turn_over(msg.turn_id)
+        self.work.finished()
 
     def _turn_done(self, msg: Event) -> None:
         self.postures.turn_over()

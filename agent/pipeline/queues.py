@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from agent.control import StopSignal
+from agent.control import ReleaseGate, StopSignal
 from agent.events import Event
 
 
@@ -29,6 +29,7 @@ class TurnGate:
         self._lock = threading.Lock()
         self.cancelled_through = -1
         self._next = 0
+        self._held: dict[int, ReleaseGate] = {}  # turns heard only once their gate opens
 
     def new_turn(self) -> int:
         """Allocate the next turn id (0, 1, 2, ...)."""
@@ -45,6 +46,17 @@ class TurnGate:
     def stale(self, turn_id: int) -> bool:
         """True for a message of a cancelled turn."""
         return 0 <= turn_id <= self.cancelled_through
+
+    def hold(self, turn_id: int, release: ReleaseGate) -> None:
+        """Hold ``turn_id``'s sound until ``release`` opens (a turn prepared before its confirmation)."""
+        with self._lock:
+            self._held = {t: g for t, g in self._held.items() if t > self.cancelled_through}
+            self._held[turn_id] = release
+
+    def release_of(self, turn_id: int) -> ReleaseGate | None:
+        """The gate ``turn_id``'s sound waits for, or None (heard at once)."""
+        with self._lock:
+            return self._held.get(turn_id)
 
     def stop_signal(self, turn_id: int) -> StopSignal:
         """The stop signal of ``turn_id``: set once the turn is cancelled (:meth:`cancel`).

@@ -14,7 +14,9 @@ whole utterance (an acknowledgement or preamble), so the model's next step waits
 racing this thread to the CPU; a flush or the turn's end releases the claim.
 
 Before each synthesis step the turn generation is checked: audio of a cancelled turn is
-never made or queued. A sentence piper fails on is reported and skipped; the rest of the
+never made or queued. A turn prepared before the user's silence confirmed it
+(:class:`~agent.control.ReleaseGate`, ``[turn] confirm_ms``) is synthesized at once and queued
+once its gate opens. A sentence piper fails on is reported and skipped; the rest of the
 reply is still spoken.
 """
 
@@ -173,6 +175,11 @@ class SpeechStage:
             self._out(AudioOut(tid, prev.text, piece, True, prev.audio, prev.sample_rate, prev.synth_ms))
 
     def _out(self, msg: AudioOut) -> None:
+        release = self.gate.release_of(msg.turn_id)
+        if release is not None and not release.released:
+            self.arbiter.release()  # the model goes on at full speed while the sound waits
+            if not release.wait(self.gate.stop_signal(msg.turn_id)):
+                return  # dropped (the user went on): never heard
         self.publish(msg)
         self.sink.play(msg)
         self.arbiter.release()  # audio is queued: the model and the rest of the synthesis share the CPU

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.config import Config
-from agent.control import Busy, StopSignal
+from agent.control import Busy, ReleaseGate, StopSignal
 from agent.events import (
     Error,
     Event,
@@ -62,6 +62,10 @@ log = logging.getLogger(__name__)
 
 FRAME_MS = FRAME * 1000 / SAMPLE_RATE
 """One VAD frame, ms (32)."""
+
+CONFIRMED_RULES = frozenset({"text", "smart_turn"})
+"""Verdicts the silence must confirm (``[turn] confirm_ms``): a sentence that sounds finished
+may go on ("Turn your head to the left, [0.6 s] and then wave"); a stop phrase never waits."""
 
 
 class EarlyStart:
@@ -94,6 +98,16 @@ class EarlyStart:
     def close(self) -> None:
         """Drop what has not started (a prefill under way finishes on its own)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass
+class _Tentative:
+    """A turn ended on a verdict the silence has not confirmed yet (``[turn] confirm_ms``)."""
+
+    pause_id: int
+    rule: str
+    transcript: ASRResult
+    gate: ReleaseGate | None  # real time: the turn is prepared at once and heard on release
 
 
 @dataclass
@@ -154,6 +168,7 @@ class TurnTaking:
         )
         self._pause: _Pause | None = None
         self._undecided: tuple[int, ASRResult] | None = None  # an unfinished verdict's transcript
+        self._tentative: _Tentative | None = None  # a finished verdict waiting for its confirmation
         self._t_last = 0.0  # wall time of the newest frame's end (perf_counter s)
         self._source = ""  # the newest frame's source (file path or device name)
         self._later: list[Event] = []  # taken while waiting for a transcript, handled after it
@@ -185,6 +200,7 @@ class TurnTaking:
             self._reset()
             self._utterances, self._in_input = 0, True
         elif isinstance(msg, InputEnded):
+            self._settle(confirmed=True)  # the input is over: nothing more will be said
             if self._in_input and self._utterances == 0:  # unreadable inputs were reported by the source
                 self.publish(Skipped(-1, f"no speech found in {msg.source}", msg.source))
             self._in_input = False
@@ -192,6 +208,7 @@ class TurnTaking:
                 self.work.input_done()
 
     def _reset(self) -> None:
+        self._settle(confirmed=True)
         self.endpointer.reset()
         self._drop_pause()
         self._undecided = None
@@ -203,10 +220,13 @@ class TurnTaking:
             self._reset()
         self._t_last, self._source = f.t_end, f.source
         upd = self.endpointer.feed(f.samples, f.prob)
+        if self._tentative is not None:
+            upd = self._confirm_or_drop(upd)
         # Still "speaking" until an utterance that ends here is handed over (and counted as work):
         # no instant in between lets a background result start over the user's turn.
-        self.work.user_speaking = upd.speaking or upd.ended
-        self.postures.user_speaking(upd.speaking or upd.ended)
+        speaking = (upd.speaking and self._tentative is None) or upd.ended
+        self.work.user_speaking = speaking or self._tentative is not None
+        self.postures.user_speaking(speaking)
         self._barge_in(upd, f.prob)
         if self._pause is not None and not self.endpointer.still_silent(self._pause.pause_id):
             self._drop_pause()  # the user spoke again (or the utterance ended): not wanted
@@ -319,16 +339,71 @@ class TurnTaking:
         )
 
     def _apply(self, verdict: PauseVerdict, transcript: ASRResult | None) -> None:
-        """A finished turn ends now, with its transcript; an unfinished one keeps it for a silent end."""
+        """A finished turn ends now, with its transcript; an unfinished one keeps it for a silent end.
+
+        A turn the words or Smart Turn called finished is confirmed by ``[turn] confirm_ms`` of
+        silence: in real time it is handed over at once with a :class:`ReleaseGate` (prepared,
+        heard on release, dropped if the user goes on); otherwise it ends at the confirmation.
+        """
         if verdict.complete and transcript is not None:
             self._undecided = None
+            confirm = self.cfg.turn.confirm_ms
+            if verdict.rule in CONFIRMED_RULES and confirm and self.endpointer.silence_ms < confirm:
+                gate = ReleaseGate() if self.realtime else None
+                self._tentative = _Tentative(verdict.pause_id, verdict.rule, transcript, gate)
+                if gate is not None:
+                    self._end(self.endpointer.snapshot(verdict.rule), transcript, gate)
+                return
             self._end(self.endpointer.end_now(verdict.rule), transcript)
         elif transcript is not None and verdict.rule != "error":
             self._undecided = (verdict.pause_id, transcript)
 
+    def _confirm_or_drop(self, upd: VADUpdate) -> VADUpdate:
+        """Settle a tentative end on this frame: confirmed by silence, or dropped by more speech.
+
+        Returns:
+            ``upd``, or an empty update where it ended an utterance already handed over.
+        """
+        t = self._tentative
+        assert t is not None
+        if upd.ended:  # the longest utterance: what was said stands
+            self._settle(confirmed=True, ended=upd)
+            return VADUpdate(prob=upd.prob) if t.gate is not None else upd
+        if self.endpointer.still_silent(t.pause_id):
+            if self.endpointer.silence_ms >= self.cfg.turn.confirm_ms:
+                self._settle(confirmed=True)
+                return VADUpdate(prob=upd.prob)  # the utterance is over (and handed over)
+            return upd
+        self._settle(confirmed=False)  # the user went on: one utterance, judged again at its next pause
+        return upd
+
+    def _settle(self, confirmed: bool, ended: VADUpdate | None = None) -> None:
+        """Release (or drop) the tentative turn; without a gate, end its utterance when confirmed."""
+        t, self._tentative = self._tentative, None
+        if t is None:
+            return
+        if t.gate is None:
+            if confirmed and ended is None:
+                self._end(self.endpointer.end_now(t.rule), t.transcript)
+            return
+        if confirmed:
+            t.gate.release()
+            if ended is None:
+                self.endpointer.end_now(t.rule)  # handed over already: this only closes it
+            log.debug("turn confirmed by %d ms of silence", self.cfg.turn.confirm_ms)
+        else:
+            t.gate.drop()
+            log.info("the user went on: the prepared turn is dropped, the utterance continues")
+
     # --- utterances --------------------------------------------------------------------------------
-    def _end(self, upd: VADUpdate, transcript: ASRResult | None = None) -> None:
-        """Hand over the utterance that ended in ``upd`` (with the transcript made at its last pause)."""
+    def _end(
+        self, upd: VADUpdate, transcript: ASRResult | None = None, release: ReleaseGate | None = None
+    ) -> None:
+        """Hand over the utterance that ended in ``upd`` (with the transcript made at its last pause).
+
+        With ``release`` the utterance is tentative: its turn is prepared now and heard once the
+        gate opens.
+        """
         if upd.audio is None:
             self.work.user_speaking = False
             return
@@ -357,6 +432,7 @@ class TurnTaking:
                 now,
                 upd.rule or "silence",
                 transcript,
+                release,
             )
         )
         self.work.user_speaking = False  # counted as work now: the turn holds background results back

@@ -30,6 +30,7 @@ from agent.events import (
     SentenceReady,
     Spoken,
     Timing,
+    TurnDropped,
     TurnGenerated,
     TurnPlayed,
     UserTurn,
@@ -109,7 +110,9 @@ class TurnBook:
                 self.recent_speech = [*self.recent_speech[-49:], (msg.t, msg.text)]
             if rec is None or rec.done:
                 return []
-            if isinstance(msg, FirstToken):
+            if isinstance(msg, TurnDropped):
+                rec.done = True  # never heard: no reply, no latency record
+            elif isinstance(msg, FirstToken):
                 rec.mark("first_token", msg.t)
             elif isinstance(msg, SentenceReady):
                 rec.mark("first_sentence", time.perf_counter())

@@ -73,6 +73,11 @@ const handlers = {
     m.appendChild(el("span", "text", ev.text));
     append(m);
   },
+  turn_dropped(ev) {  // a turn prepared before the silence confirmed it: the user went on
+    const m = document.querySelector(`.msg.you[data-turn="${ev.turn_id}"]`);
+    if (m) m.classList.add("dropped");
+    append(el("div", "note", `turn ${ev.turn_id}: you went on, its reply was dropped`));
+  },
   end_of_turn_check(ev) {  // the transcript so far, at a pause of the user's speech
     $("partial").textContent = ev.text ? `hearing: ${ev.text}${ev.complete ? "" : " …"}` : "";
   },
