@@ -263,6 +263,7 @@ def test_only_exact_data_ends_a_reply():
 
     assert exact_data("It is 22:49 on Tuesday 1 December.") and exact_data({"seconds": 10})
     assert not exact_data("A man holds a red mug. He smiles.")
+    assert not exact_data("2 people sit at a table in a bright kitchen; one of them holds a red mug.")
     description = "A man holds a red mug. He smiles."
     assert reply_check(
         "I see a man with a red mug. He is smiling.", "", [("describe_scene", description)]

@@ -76,13 +76,21 @@ def carries_result(reply: str, result: Any) -> bool:
     return bool(content & {_stem(w) for w in said})
 
 
-def exact_data(result: Any) -> bool:
-    """Whether ``result`` is exact data (a clock time or a number: "It is 22:49 ...", "10 seconds").
+EXACT_MAX_WORDS = 12
+"""Longest result without a clock time that counts as exact data, words ("the timer for 10 seconds")."""
 
-    Only such a result ends its reply: a description in words ("A man holds a red mug. He
-    smiles.") is carried by any of its words, so its first sentence would cut off the rest.
+
+def exact_data(result: Any) -> bool:
+    """Whether ``result`` is exact data: a clock time, or a short result with a number.
+
+    Only such a result ends its reply ("It is 22:49 on Tuesday 1 December.", "10 seconds"). A
+    description ("A man holds a red mug. He smiles.", or "2 people sit at a table; one holds a
+    mug.") is carried by any one of its words or numbers, so its first sentence would cut off the rest.
     """
-    return bool(re.search(r"\d", _ERROR_PREFIX.sub("", result_text(result))))
+    text = _ERROR_PREFIX.sub("", result_text(result))
+    if _CLOCK.search(text):
+        return True
+    return bool(re.search(r"\d", text)) and len(text.split()) <= EXACT_MAX_WORDS
 
 
 def tail_after_data(reply: str, results: list[Any]) -> str:
