@@ -251,6 +251,8 @@ class UserTurn(Event):
         asr_ms: Transcription time, ms.
         end_rule: What ended the user's turn (``Utterance.end_rule``; ``typed`` for text).
         release: The turn's output waits for this gate (``Utterance.release``); None: no wait.
+        continues: The turn this one finishes (the user went on with "and then ..." after a
+            pause that ended it): ``text`` holds both, and that turn is dropped; -1: none.
     """
 
     name: ClassVar[str] = "user_turn"
@@ -262,21 +264,26 @@ class UserTurn(Event):
     asr_ms: float = 0.0
     end_rule: str = ""
     release: ReleaseGate | None = _no_json(None)
+    continues: int = -1
 
 
 @dataclass(frozen=True)
 class TurnDropped(Event):
-    """A turn prepared on an unconfirmed verdict was dropped: the user went on.
+    """A turn was dropped because the user went on: its words become part of the next turn.
 
-    The silence had not confirmed it yet: nothing of it was heard or done, and its words become
-    part of the next turn.
+    Either the silence had not confirmed it yet (``[turn] confirm_ms``): nothing of it was heard
+    or done; or it had been answered and the user's next words only finish its sentence
+    (``continued``, ``[turn] continue_ms``): what is left of its reply is cut, it leaves the
+    history, and the next turn answers the whole sentence (its motions stay done).
 
     Attributes:
-        text: What the dropped turn had heard so far.
+        text: What the dropped turn had heard.
+        continued: Dropped after it was answered (the user continued its sentence).
     """
 
     name: ClassVar[str] = "turn_dropped"
     text: str = ""
+    continued: bool = False
 
 
 @dataclass(frozen=True)

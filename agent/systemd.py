@@ -11,6 +11,8 @@ variable is unset and every call does nothing.
 - ``WATCHDOG=1`` comes from the loop that would hang, not from a free-running thread:
   :class:`Watchdog` is called on every iteration of the listener loop and rate-limits itself
   to half of ``$WATCHDOG_USEC``; when the loop blocks, the pings stop and systemd restarts us.
+  The pipeline also withholds them while another stage is stuck on one item
+  (:mod:`agent.pipeline.liveness`).
 - :class:`JournalFormatter` prefixes each log line with its ``sd-daemon(3)`` priority
   (``<3>`` error ... ``<7>`` debug) so journald records the right level from plain stderr;
   :func:`journal_lines` does the same for lines printed without :mod:`logging`.

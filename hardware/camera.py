@@ -14,7 +14,9 @@ gives them and keeps only the newest (frame, capture time); readers call
 :meth:`Camera.latest` and never wait for I/O. Health: no frame for ``dead_s``, a black picture
 for ``black_s`` or identical frames for ``frozen_s`` (live sources only: a still image is
 allowed to be still) → the source is closed and reopened with exponential backoff
-(``backoff_initial_s`` doubling to ``backoff_max_s``), sleeping on an event between tries.
+(``backoff_initial_s`` doubling to ``backoff_max_s``), sleeping on an event between tries;
+so is a source whose path disappears (a file or folder removed, ``/dev/videoN`` unplugged),
+until it is back. While offline :meth:`Camera.latest` gives no frame.
 The simulated eye camera is live but exempt from the frozen rule (see :meth:`Camera._capture`).
 Frames are BGR ``uint8`` arrays of shape ``(h, w, 3)``; times are monotonic seconds.
 """
@@ -22,6 +24,7 @@ Frames are BGR ``uint8`` arrays of shape ``(h, w, 3)``; times are monotonic seco
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -249,6 +252,18 @@ class FeedHealth:
         return None
 
 
+PATH_CHECK_S = 1.0
+"""How often a capturing camera checks that its source path still exists, s."""
+
+
+def _source_path(source: str, kind: str) -> str | None:
+    """The file system path behind a source of ``kind`` (a device, a file, a folder), or None."""
+    s = str(source).strip()
+    if kind in ("file", "folder", "image") or (kind == "v4l2" and s.startswith("/dev/")):
+        return str(Path(s).expanduser())
+    return None
+
+
 class Camera:
     """Capture thread holding the newest frame (see the module docstring).
 
@@ -285,9 +300,13 @@ class Camera:
         return self._latest is not None
 
     def latest(self) -> tuple[np.ndarray, float] | None:
-        """Return the newest ``(frame, capture time in monotonic s)``, or None before the first frame."""
+        """Return the newest ``(frame, capture time in monotonic s)``, or None.
+
+        None before the first frame and while the camera is offline (a picture from before the
+        outage is not what it sees now).
+        """
         with self._lock:
-            return self._latest
+            return None if self.state == "offline" else self._latest
 
     def close(self) -> None:
         """Stop the thread and release the device."""
@@ -298,8 +317,10 @@ class Camera:
 
     def _set(self, state: str, message: str) -> None:
         if (state, message) != (self.state, self.message):
+            # One warning per outage; what the retries find meanwhile is detail.
+            warn = message and state != self.state
             self.state, self.message = state, message
-            (log.warning if message else log.info)("camera %s: %s", state, message or self.cfg.source)
+            (log.warning if warn else log.info)("camera %s: %s", state, message or self.cfg.source)
             if self.on_status is not None:
                 self.on_status(state, message)
 
@@ -333,8 +354,16 @@ class Camera:
         live = self.kind in ("v4l2", "gstreamer", "reachy_sim")
         health = FeedHealth(self.cfg, live, time.monotonic(), frozen=self.kind != "reachy_sim")
         period = 1.0 / fps if fps else 0.0
+        # An open file or a frame folder in memory reads on after its path is gone (an unplugged
+        # USB camera's /dev/videoN goes too): the path is checked once a second.
+        path = _source_path(self.cfg.source, self.kind)
+        checked = time.monotonic()
         while not self._stop.is_set():
             t0 = time.monotonic()
+            if path is not None and t0 - checked >= PATH_CHECK_S:
+                checked = t0
+                if not os.path.exists(path):
+                    return f"source {path} is gone"
             ok, frame = reader.read()
             now = time.monotonic()
             if not ok or frame is None:

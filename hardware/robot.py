@@ -140,6 +140,9 @@ class Robot:
         self.tag: object = None
         """Who moves the robot now (the caller's label); a gesture keeps the one it started with."""
         self._sender = threading.local()  # the tag of what the sending thread sends
+        self.on_estop: Callable[[bool], None] | None = None
+        """Called with True after an e-stop latches and False after it is cleared (the agent
+        records it so a restart comes back latched); from the caller's thread."""
 
     # --- status -------------------------------------------------------------------
     @property
@@ -171,8 +174,16 @@ class Robot:
         return getattr(self.driver, "state", "online"), getattr(self.driver, "message", "")
 
     def on_driver_status(self, name: str, state: DriverState, message: str) -> None:
-        """Driver state callback: after a (re)connect, start rate limiting from the pose read back."""
-        if state == "online":
+        """Driver state callback: a lost link cancels the gesture; a (re)connect resets rate limiting.
+
+        With no link the motion cannot be trusted (the device parks on its own: a board's
+        watchdog, a daemon's loss), so the gesture under way is cancelled, never resumed from
+        its middle when the link returns. After a (re)connect rate limiting starts from the
+        pose read back.
+        """
+        if state == "offline":
+            self.stop()
+        elif state == "online":
             with self._lock:
                 for joint, deg in self.driver.read().items():
                     if joint in self._pos:
@@ -463,6 +474,8 @@ class Robot:
         self.driver.estop()
         self.torque_on = bool(getattr(self.driver, "holds_on_estop", False))
         log.warning("emergency stop latched")
+        if self.on_estop is not None:
+            self.on_estop(True)
 
     def clear_estop(self) -> None:
         """Clear a latched emergency stop: torque back on, rate limiting from the pose read back."""
@@ -472,6 +485,8 @@ class Robot:
         self.driver.set_torque(True)
         self.torque_on = True
         self.on_driver_status(getattr(self.driver, "name", ""), "online", "")
+        if self.on_estop is not None:
+            self.on_estop(False)
 
     def close(self, neutral_ms: float = 500.0) -> None:
         """Stop and park: the driver's own parking, else neutral over ``neutral_ms`` and torque off.

@@ -303,10 +303,12 @@ class SerialDriver:
 
     def _set_state(self, state: DriverState, message: str) -> None:
         changed = (state, message) != (self.state, self.message)
+        new_state = state != self.state
         self.state, self.message = state, message
         if changed:
             if message:
-                log.warning("%s", message)
+                # One warning per outage; what the retries find meanwhile is detail.
+                log.log(logging.WARNING if new_state else logging.INFO, "%s", message)
             else:
                 log.info("%s: %s", self.describe(), state)
             if self.on_status is not None:

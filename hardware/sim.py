@@ -2,15 +2,22 @@
 
 The simulated robot is the embedded default and the reference for tests: every command
 that reaches it is kept in :attr:`SimulatedDriver.commands` as ``(t_ms, joint, deg)`` and
-reported to an optional callback (the agent turns it into ``robot`` events).
+reported to an optional callback (the agent turns it into ``robot`` events). Only the newest
+:data:`COMMANDS_KEPT` are kept: the sim is also the default body of ``bolt-agent run``, which
+runs for weeks (an unbounded list grew 120 bytes per joint command (tracemalloc), 50 per s per joint
+while a gesture plays; measured with ``bolt-agent soak``).
 """
 
 from __future__ import annotations
 
+import collections
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+COMMANDS_KEPT = 50_000
+"""Joint commands :attr:`SimulatedDriver.commands` keeps (about 4 min of 4 joints at 50 Hz, ~6 MiB)."""
 
 
 @dataclass
@@ -20,7 +27,8 @@ class SimulatedDriver:
     Attributes:
         on_command: Called as ``on_command(joint, deg, t_ms)`` for each joint command.
         clock: Monotonic clock in seconds (injected for tests).
-        commands: Every command as ``(t_ms, joint, deg)``, t_ms since the driver started.
+        commands: The newest :data:`COMMANDS_KEPT` commands as ``(t_ms, joint, deg)``, t_ms since
+            the driver started.
 
     """
 
@@ -29,7 +37,9 @@ class SimulatedDriver:
     state: str = "online"
     message: str = ""
     clock: Callable[[], float] = time.monotonic
-    commands: list[tuple[float, str, float]] = field(default_factory=list)
+    commands: collections.deque[tuple[float, str, float]] = field(
+        default_factory=lambda: collections.deque(maxlen=COMMANDS_KEPT)
+    )
     torque_on: bool = True
     _pos: dict[str, float] = field(default_factory=dict)
     _t0: float = field(default=0.0)

@@ -114,7 +114,14 @@ class Vision:
         return f"camera, {self.age_s(scene):.1f} s ago: {scene.summary}{off}"
 
     def describe_now(self) -> Scene | None:
-        """Describe the camera's newest frame right away (the ``describe_scene`` skill); None without one."""
+        """Describe the camera's newest frame right away (the ``describe_scene`` skill).
+
+        Returns:
+            The scene; the last one when no new frame came; None before the first frame and
+            while the camera is offline (:attr:`message` says why).
+        """
+        if self.camera is not None and self.camera.state == "offline":
+            return None
         got = self.camera.latest() if self.camera is not None else None
         if got is None:
             return self._latest
@@ -209,11 +216,13 @@ def build_vision(
     on_change: Callable[[SceneChange], None] | None = None,
     wait_s: float = 3.0,
     reachy: ReachyMiniConfig | None = None,
+    on_status: Callable[[str, str], None] | None = None,
 ) -> tuple[Vision | None, list[str]]:
     """Start camera + vision from config.
 
     ``reachy`` is ``[robot.reachy_mini]``: the daemon a ``reachy_mini_sim`` camera takes its
-    head pose from (default ``localhost:8000``).
+    head pose from (default ``localhost:8000``). ``on_status`` is called as ``(state, message)``
+    when the camera goes online or offline (:class:`~hardware.camera.Camera`).
 
     Returns:
         ``(vision, messages)``. ``vision`` is None when no camera is configured or vision is
@@ -231,7 +240,7 @@ def build_vision(
 
         hfov = sim_hfov_deg(ccfg)
     describer = make_describer(vcfg, hfov)
-    camera = Camera(ccfg, reachy=reachy)
+    camera = Camera(ccfg, on_status, reachy=reachy)
     messages = []
     if not camera.start(wait_s):
         messages.append(f"{camera.message or 'camera gave no frame yet'}; vision starts when it does")

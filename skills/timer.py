@@ -5,6 +5,10 @@ talking, and when the time is up the result enters the conversation and the robo
 so — also when the user is silent. Its immediate result ("started") holds nothing the model
 did not write itself, so it is ``follow_up=False``: the confirmation is spoken in the round
 that sets the timer; the real result gets a turn of its own.
+
+With a state store (``ctx.timers``, ``bolt-agent run``) the timer is written down when it
+starts and forgotten when it fires; a shutdown keeps it, and the next start re-arms it
+(:mod:`agent.state.timers`).
 """
 
 from typing import Annotated
@@ -12,6 +16,7 @@ from typing import Annotated
 from pydantic import Field
 
 from agent.skills import SkillContext, skill
+from agent.state.timers import done_message
 
 
 @skill(background=True, follow_up=False, keywords=("timer", "remind", "countdown", "alarm"))
@@ -21,6 +26,8 @@ def set_timer(
     label: str = "timer",
 ) -> str:
     """Set a timer; the robot tells the user when it is done."""
+    if ctx.timers is not None:
+        return ctx.timers.run(ctx.timers.start(label, seconds), ctx.shutdown)
     if ctx.shutdown.wait(seconds):
         return f"The {label} was cancelled because I am shutting down."
-    return f"Time is up: the {label} for {seconds:g} seconds is done."
+    return done_message(label, seconds)

@@ -30,3 +30,23 @@ def fixtures_dir() -> Path:
     if path is None:
         pytest.skip("shared fixtures not found: set $BOLT_FIXTURES or place them at ../shared/fixtures")
     return path
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _private_state_home(tmp_path_factory):
+    """No test, and no ``bolt-agent run`` a test starts, writes the state store under the user's home.
+
+    ``run`` keeps timers, the conversation and the e-stop under ``$XDG_STATE_HOME`` (or a
+    systemd ``$STATE_DIRECTORY``). Session-wide first, so module-scoped fixtures that snapshot
+    the environment get it too; :func:`_private_state_dir` gives each test a fresh one.
+    """
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+        mp.delenv("STATE_DIRECTORY", raising=False)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _private_state_dir(tmp_path_factory, monkeypatch):
+    """A fresh state folder per test: what one test's agent saved is never restored in another."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))

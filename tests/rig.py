@@ -34,11 +34,13 @@ class AgentRig:
         cfg: Config | None = None,
         out: Path | None = None,
         observe: Callable[[Event], None] | None = None,
+        state: bool = False,
     ) -> None:
         self.log = EventLog()
         self.observe = observe
         self.bus = Bus(self._emit)
-        self.core = build_core(cfg or load_config(), self.bus.publish)
+        # state=True: the config's [state] store, as `run` does (point [state] path at a tmp folder).
+        self.core = build_core(cfg or load_config(), self.bus.publish, state=state)
         self.core.warmup()
         self.out = out
 
@@ -65,7 +67,13 @@ class AgentRig:
     def text(self, *lines: str, wait_background: float = 0.0) -> Events:
         sink = WavSink(self.out) if self.out else NullSink()
         return self._run(
-            Pipeline(self.core, self.bus, TextSource(list(lines)), sink, speak=self.out is not None),
+            Pipeline(
+                self.core,
+                self.bus,
+                TextSource(list(lines), publish=self.bus.publish),
+                sink,
+                speak=self.out is not None,
+            ),
             wait_background,
         )
 

@@ -194,7 +194,7 @@ def test_page_shows_a_typed_turn_its_tool_call_and_the_joints_moving(live, page,
     call = live.log.wait_for(lambda e: isinstance(e, ToolCall) and e.tool == "wave", start, 1)
     arm = f"{call.arguments.get('hand', 'right')}_arm"
     until(drv, lambda d: progressed(d) and len(seen[arm]) >= 4, 10, f"the {arm} bar did not move")
-    assert any(j == arm for _, j, _ in driver_log[n0:]), f"the simulated driver got no {arm} command"
+    assert any(j == arm for _, j, _ in list(driver_log)[n0:]), f"the simulated driver got no {arm} command"
     shot(drv, tmp_path, "02-waving")
     assert live.log.wait_for(lambda e: isinstance(e, Transcript) and "wave" in e.text, start, 1)
     wait_turn(live, start)

@@ -17,7 +17,7 @@ from rig import AgentRig
 
 from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
-from agent.events import Notice, PauseVerdict, Reply, Skipped, Timing, ToolCall, Transcript
+from agent.events import Notice, PauseVerdict, Reply, Skipped, Timing, ToolCall, Transcript, TurnDropped
 from agent.listening.end_of_turn import (
     EndOfTurnJudge,
     TextEndOfTurn,
@@ -25,6 +25,7 @@ from agent.listening.end_of_turn import (
     is_address,
     is_hesitation,
     robot_names,
+    starts_as_continuation,
 )
 from agent.listening.smart_turn import SmartTurn
 from agent.listening.turns import stop_command
@@ -224,6 +225,50 @@ def test_two_part_command_with_a_pause_is_one_turn_with_both_tools(rig, tmp_path
     assert "wave" in heard[0] and "left" in heard[0], heard
     tools = {c.tool for c in evs.of(ToolCall)}
     assert "wave" in tools and tools & {"look", "look_at"}, (heard, tools)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("and then wave with your right hand", True),
+        ("To the right.", True),
+        ("if you can hear me", True),
+        ("A little bit.", True),
+        ("So, what can you do?", False),  # "so" opens new questions as often as it goes on
+        ("Turn left.", False),
+        ("tomorrow", False),
+        ("", False),
+    ],
+)
+def test_words_that_only_finish_a_sentence(text, expected):
+    assert starts_as_continuation(text) is expected
+
+
+def test_a_sentence_continued_after_its_answer_is_answered_whole(rig, tmp_path):
+    """The pause after a complete clause ends the turn; the words after it say it was not over."""
+    rig.core.conversation.history.clear()
+    wav = _spoken(
+        tmp_path / "went_on.wav", ["Turn your head to the left.", "And then wave with your right hand."], 1.2
+    )
+    evs = rig.listen(wav)
+    heard = evs.of(Transcript)
+    dropped = evs.of(TurnDropped)
+    assert len(heard) == 2 and len(dropped) == 1 and dropped[0].continued, ([t.text for t in heard], dropped)
+    assert dropped[0].turn_id == heard[0].turn_id
+    whole = heard[1].text.lower()
+    assert "left" in whole and "wave" in whole, whole
+    users = [m["content"].lower() for m in rig.core.conversation.history if m["role"] == "user"]
+    assert len(users) == 1 and "left" in users[0] and "wave" in users[0], users
+    assert "wave" in {c.tool for c in evs.of(ToolCall, heard[1].turn_id)}
+
+
+def test_a_new_request_after_a_pause_is_a_turn_of_its_own(rig, tmp_path):
+    rig.core.conversation.history.clear()
+    evs = rig.listen(_spoken(tmp_path / "two.wav", ["Look at me.", "Wave goodbye."], 1.2))
+    heard = [t.text.lower() for t in evs.of(Transcript)]
+    assert len(heard) == 2 and not evs.of(TurnDropped), heard
+    users = [m["content"] for m in rig.core.conversation.history if m["role"] == "user"]
+    assert len(users) == 2, users
 
 
 @pytest.mark.parametrize(

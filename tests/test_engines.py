@@ -480,6 +480,7 @@ def test_server_killed_mid_turn_apologizes_then_restarts(robot):
 
         res = conv.turn("Tell me a long story about a robot.", 1, on_text=kill_on_first_word, tools=False)
         assert res.text == SORRY and any("model error" in p for p in res.problems), res
+        assert len(res.problems) == 1, res.problems  # one error event for the outage (the driver's)
         assert said[-1] == SORRY  # the apology is spoken after what had been said
         assert [m["role"] for m in conv.history] == ["user", "assistant"]
         assert conv.history[-1]["content"] == SORRY

@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCT = ("agent", "hardware", "skills", "launch")
 LAYERS: list[set[str]] = [
+    {"agent.state"},  # the state store: stdlib only; skills take its timers through their context
     {"agent.config", "agent.control", "agent.models", "agent.systemd", "agent.toolparse", "agent.skills"},
     {"agent.speech", "agent.engines", "agent.models_pull"},
     {"agent.events", "agent.listening", "agent.vision"},

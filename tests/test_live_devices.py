@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -42,7 +43,13 @@ class Agent:
     def __init__(self, pulse: PulseRig, config: Path | None = None) -> None:
         args = [*BIN, "run", "--json"] + (["--config", str(config)] if config else [])
         self.proc = subprocess.Popen(
-            args, cwd=ROOT, env=pulse.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            args,
+            cwd=ROOT,
+            # A state store of its own: the module's agent and a test's agent never share one.
+            env={**pulse.env, "XDG_STATE_HOME": tempfile.mkdtemp(prefix="bolt-state-")},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         self.events: list[dict] = []
         self.reader = threading.Thread(target=self._read, daemon=True)

@@ -75,6 +75,24 @@ def test_scores_count_turns_per_kind():
     assert "kept whole: 50.0%" in format_turns(report)
 
 
+def test_a_continued_sentence_counts_as_answered_whole_not_as_kept_whole():
+    sample = [c for c in cases() if c.file in {"paused_00.wav", "paused_02.wav"}]
+    files = {
+        "paused_00.wav": FileTurns(
+            ["turn your head to the left and then wave"],
+            continued=["turn your head to the left"],
+            heard=["turn your head to the left"],
+            end_rules=["text", "text"],
+        ),
+        "paused_02.wav": FileTurns(["can you look to the right"], end_rules=["text"]),
+    }
+    report = score(sample, files, load_config())
+    assert report["kept_whole"] == 0.5 and report["answered_whole"] == 1.0
+    assert report["continued"][0]["file"] == "paused_00.wav" and report["continued"][0]["first_heard"]
+    assert not report["not_whole"]
+    assert "answered whole: 100.0%" in format_turns(report)
+
+
 @needs_espeak
 def test_a_sample_of_the_set_through_the_pipeline(tmp_path):
     """Hesitations, cut sentences and an address kept whole; fillers unanswered; commands end fast."""

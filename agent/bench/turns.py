@@ -17,7 +17,9 @@ Counted from the pipeline's own messages, per file (``InputStarted`` names it):
 Reported:
 
 * ``kept_whole``: share of paused sentences answered as exactly one turn (want >= 0.95), with
-  the files that were not, and the share per voice;
+  the files that were not, and the share per voice; ``answered_whole`` also counts a sentence
+  whose first part was answered and then continued (``[turn] continue_ms``: the answer to the
+  first part is cut and the whole sentence answered; listed under ``continued``);
 * ``fillers_answered``: share of hesitations alone that got an answer (want 0);
 * ``plain_extra_wait_ms``: per end rule, how many plain commands it ended and the silence they
   waited beyond ``short_silence_ms``: ``[turn] confirm_ms`` for a verdict of the words or Smart
@@ -36,7 +38,16 @@ from typing import TYPE_CHECKING, Any
 
 from agent.bench.turn_set import TurnCase, build_set
 from agent.config import Config
-from agent.events import Event, InputStarted, PauseVerdict, Skipped, Transcript, TurnDropped, Utterance
+from agent.events import (
+    Event,
+    InputStarted,
+    PauseVerdict,
+    PlaybackStarted,
+    Skipped,
+    Transcript,
+    TurnDropped,
+    Utterance,
+)
 
 if TYPE_CHECKING:
     from agent.stopper import Stopper
@@ -55,6 +66,8 @@ class FileTurns:
     Attributes:
         answered: Transcripts of the turns it answered.
         dropped: Transcripts of turns prepared and dropped because the user went on (real time).
+        continued: Transcripts of turns answered, then dropped because the user's next words
+            finished their sentence (``[turn] continue_ms``).
         skipped: Reasons of the utterances it left unanswered.
         verdicts: ``(rule, complete, smart_turn, text_score, text)`` of each judged pause.
         end_rules: Each utterance's end rule.
@@ -62,6 +75,8 @@ class FileTurns:
 
     answered: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)
+    continued: list[str] = field(default_factory=list)
+    heard: list[str] = field(default_factory=list)  # continued turns of which a sentence was played
     skipped: list[str] = field(default_factory=list)
     verdicts: list[tuple[str, bool, float, float, str]] = field(default_factory=list)
     end_rules: list[str] = field(default_factory=list)
@@ -74,6 +89,7 @@ class TurnRecorder:
         self.files: dict[str, FileTurns] = defaultdict(FileTurns)
         self._current = ""
         self._texts: dict[int, tuple[str, str]] = {}  # turn id -> (file, transcript)
+        self._played: set[int] = set()  # turns of which a sentence reached the speaker
 
     def __call__(self, ev: Event) -> None:
         """Record one message of the bus."""
@@ -85,7 +101,11 @@ class TurnRecorder:
         elif isinstance(ev, TurnDropped) and ev.turn_id in self._texts:
             name, text = self._texts[ev.turn_id]
             self.files[name].answered.remove(text)
-            self.files[name].dropped.append(text)
+            (self.files[name].continued if ev.continued else self.files[name].dropped).append(text)
+            if ev.continued and ev.turn_id in self._played:
+                self.files[name].heard.append(text)
+        elif isinstance(ev, PlaybackStarted):
+            self._played.add(ev.turn_id)
         elif isinstance(ev, Skipped):
             self.files[self._current].skipped.append(ev.reason)
         elif isinstance(ev, PauseVerdict):
@@ -120,10 +140,11 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
     plain = [c for c in cases if c.kind == "plain"]
     fillers = [c for c in cases if c.kind == "filler"]
     seen = {c.file: files.get(c.file, FileTurns()) for c in cases}
-    whole = [c for c in paused if len(seen[c.file].answered) == 1]
+    answered_whole = [c for c in paused if len(seen[c.file].answered) == 1]
+    whole = [c for c in answered_whole if not seen[c.file].continued]
     per_voice: dict[str, list[bool]] = defaultdict(list)
     for c in paused:
-        per_voice[c.voice].append(len(seen[c.file].answered) == 1)
+        per_voice[c.voice].append(c in whole)
     waits: dict[str, list[int]] = defaultdict(list)
     for c in plain:
         for rule in seen[c.file].end_rules[:1]:
@@ -132,11 +153,23 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
     return {
         "cases": {"paused": len(paused), "plain": len(plain), "filler": len(fillers)},
         "kept_whole": round(len(whole) / max(1, len(paused)), 3),
+        "answered_whole": round(len(answered_whole) / max(1, len(paused)), 3),
+        "continued": [
+            {
+                "file": c.file,
+                "voice": c.voice,
+                "said": c.text,
+                "first": seen[c.file].continued,
+                "first_heard": bool(seen[c.file].heard),
+            }
+            for c in paused
+            if seen[c.file].continued
+        ],
         "kept_whole_by_voice": {v: round(sum(ok) / len(ok), 3) for v, ok in sorted(per_voice.items())},
         "not_whole": [
             {"file": c.file, "voice": c.voice, "said": c.text, "turns": seen[c.file].answered}
             for c in paused
-            if c not in whole
+            if c not in answered_whole
         ],
         "fillers_answered": round(
             sum(bool(seen[c.file].answered) for c in fillers) / max(1, len(fillers)), 3
@@ -154,7 +187,7 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
         "plain_split": [
             {"file": c.file, "said": c.text, "turns": seen[c.file].answered}
             for c in plain
-            if len(seen[c.file].answered) > 1
+            if len(seen[c.file].answered) > 1 or seen[c.file].continued
         ],
         "plain_unanswered": [c.file for c in plain if not seen[c.file].answered],
         "verdict_rules": dict(sorted(rules.items())),
@@ -164,6 +197,7 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
                 "voice": c.voice,
                 "said": c.text,
                 "answered": seen[c.file].answered,
+                "continued": seen[c.file].continued,
                 "skipped": seen[c.file].skipped,
                 "pauses": [
                     {"rule": r, "complete": ok, "smart_turn": st, "text_score": tx, "heard": t}
@@ -181,6 +215,7 @@ def run_turns(
     folder: Path | None = None,
     stopper: Stopper | None = None,
     only: list[TurnCase] | None = None,
+    realtime: bool = False,
 ) -> dict[str, Any] | None:
     """Synthesize (or reuse) the set and play it through the pipeline; the report of :func:`score`.
 
@@ -189,6 +224,11 @@ def run_turns(
         folder: The set's cache folder (default :func:`default_set_folder`).
         stopper: The command's signal handling (a signal parks the robot; no report then).
         only: Play these cases instead of the whole set (tests take a sample).
+        realtime: Play each file in real time to a real-time speaker (an in-process fake device),
+            one pipeline per file, as ``bench`` does: pauses are judged while the audio goes on,
+            replies start while the user may still be speaking, and a continued turn's first answer
+            may be heard (``first_heard``). Otherwise as fast as possible, each turn over before
+            the next utterance.
 
     Returns:
         The report, or None when a signal stopped the run.
@@ -214,17 +254,43 @@ def run_turns(
             core.close()
             raise
     try:
-        source = FileSource([folder / c.file for c in cases], False, bus.publish)
-        pipeline = Pipeline(core, bus, source, NullSink())
-        with stopper.running(pipeline.stop):
-            finished = run_to_end(pipeline, 0.0)
+        if realtime:
+            finished = _play_realtime(core, bus, [folder / c.file for c in cases], stopper)
+        else:
+            source = FileSource([folder / c.file for c in cases], False, bus.publish)
+            pipeline = Pipeline(core, bus, source, NullSink())
+            with stopper.running(pipeline.stop):
+                finished = run_to_end(pipeline, 0.0)
     finally:
         core.close()
     if not finished:
         return None
     report = score(cases, recorder.files, cfg)
     report["folder"] = str(folder)
+    report["realtime"] = realtime
     return report
+
+
+def _play_realtime(core: Any, bus: Any, files: list[Path], stopper: Stopper) -> bool:
+    """Each file in real time through its own pipeline to a real-time fake speaker; False if stopped."""
+    from agent.audio_io.fake import FakeBackend
+    from agent.audio_io.speaker import Speaker
+    from agent.pipeline import FileSource, Pipeline, SpeakerSink
+    from agent.pipeline.pipeline import run_to_end
+
+    speaker = Speaker(core.cfg.audio, FakeBackend())
+    speaker.open()
+    try:
+        for path in files:
+            core.conversation.history.clear()  # each case is a conversation of its own
+            pipeline = Pipeline(core, bus, FileSource([path], True, bus.publish), SpeakerSink(speaker))
+            with stopper.running(pipeline.stop):
+                if stopper.stopped or not run_to_end(pipeline, 0.0):
+                    return False
+            core.robot.stop()
+    finally:
+        speaker.close()
+    return True
 
 
 def format_turns(report: dict[str, Any]) -> str:
@@ -238,6 +304,13 @@ def format_turns(report: dict[str, Any]) -> str:
     ]
     for miss in report["not_whole"]:
         lines.append(f"  split: {miss['file']} ({miss['voice']}) {miss['said']!r} -> {miss['turns']}")
+    lines.append(
+        f"answered whole: {report['answered_whole']:.1%} (with the sentences the user continued after "
+        "a first answer, which was cut)"
+    )
+    for c in report["continued"]:
+        heard = "its answer started aloud" if c["first_heard"] else "nothing of its answer heard"
+        lines.append(f"  continued: {c['file']} ({c['voice']}) {c['said']!r} after {c['first']}: {heard}")
     lines.append(f"fillers answered: {report['fillers_answered']:.1%} (want 0)")
     for f in report["fillers_answered_files"]:
         lines.append(f"  answered: {f['file']} {f['said']!r} -> {f['turns']}")

@@ -81,7 +81,7 @@ def load_or_exit(config: Path | None) -> Config:
 
 
 def build_agent(
-    cfg: Config, printer: Callable[[Event], None], stopper: Stopper | None = None
+    cfg: Config, printer: Callable[[Event], None], stopper: Stopper | None = None, state: bool = False
 ) -> tuple[AgentCore, Bus]:
     """Load and warm every model; a missing model or a broken robot is one clear line and exit 2.
 
@@ -90,6 +90,7 @@ def build_agent(
         printer: Where public messages go (the CLI printer, or it teed into the web console).
         stopper: The command's signal handling: the robot is handed to it the moment it
             exists, so a signal while the models load parks it.
+        state: Restore from and save to the state store of ``[state]`` (``run``: the service).
     """
     from agent.engines.base import LLMError
     from agent.models import ModelNotFoundError
@@ -101,7 +102,7 @@ def build_agent(
     bus = Bus(printer)
     with stopper.loading(bus.publish):
         try:
-            core = build_core(cfg, bus.publish, on_robot=stopper.own)
+            core = build_core(cfg, bus.publish, on_robot=stopper.own, state=state)
         except (ModelNotFoundError, LLMError, TTSError, DriverError) as e:
             printer(Error(-1, str(e)))
             raise typer.Exit(2) from None

@@ -121,7 +121,8 @@ def _listen(
 
     emit = console.tee(printer) if console is not None else printer  # the console sees every message
     with extend_timeout("loading models..."):  # systemd: a long first load is not a failed start
-        core, bus = build_agent(cfg, emit, stopper)  # loads and warms every model, emits "ready"
+        # Loads and warms every model (emits "ready"); restores timers, conversation and e-stop.
+        core, bus = build_agent(cfg, emit, stopper, state=True)
     # WATCHDOG=1 from the listener loop itself: if it hangs, the pings stop and systemd restarts us.
     pipeline = live_pipeline(core, bus, backend, heartbeat=Watchdog())
     try:
@@ -183,6 +184,14 @@ def bench(
             "wait of each end-of-turn rule",
         ),
     ] = False,
+    realtime: Annotated[
+        bool,
+        typer.Option(
+            "--realtime",
+            help="--turns: play each file in real time to a real-time speaker (replies may start "
+            "while the user goes on), instead of as fast as possible",
+        ),
+    ] = False,
 ) -> None:
     """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
 
@@ -199,7 +208,7 @@ def bench(
     setup_logging(verbose)
     cfg = load_or_exit(config)
     if turns:
-        _bench_turns(cfg, fixtures, json_out)
+        _bench_turns(cfg, fixtures, json_out, realtime)
         return
     folder = fixtures
     if folder is None:
@@ -225,13 +234,14 @@ def bench(
         typer.echo(json.dumps(report) if json_out else text)
 
 
-def _bench_turns(cfg: Any, folder: Optional[Path], json_out: bool) -> None:
+def _bench_turns(cfg: Any, folder: Optional[Path], json_out: bool, realtime: bool = False) -> None:
     """``bench --turns``: the turn-taking set through the pipeline."""
     from agent.bench.turns import format_turns, run_turns
 
+    report = None  # stays None when a signal stopped the run
     with Stopper() as stopper:
         try:
-            report = run_turns(cfg, folder, stopper)
+            report = run_turns(cfg, folder, stopper, realtime=realtime)
         except RuntimeError as e:  # a synthesizer failed: nothing to measure
             typer.echo(f"error: cannot synthesize the turn-taking set: {e}", err=True)
             raise typer.Exit(2) from None

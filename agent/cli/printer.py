@@ -8,7 +8,9 @@ decided) and what a barge-in left in the history.
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
 import sys
 import threading
 from typing import Any, TextIO
@@ -109,6 +111,9 @@ def _plain(fields: dict[str, Any]) -> str:
     return ", ".join(f"{k.replace('_', ' ')} {v}" for k, v in fields.items() if k not in ("event", "turn_id"))
 
 
+log = logging.getLogger(__name__)
+
+
 class EventPrinter:
     """Callable event sink for the CLI.
 
@@ -127,13 +132,36 @@ class EventPrinter:
         self.verbose = verbose
         self.out = out or sys.stdout
         self.errors = 0
+        self.lost_lines = 0
+        self._failing = False
         self._robot: dict[int, dict[str, tuple[float, float, int]]] = {}  # turn → joint → lo, hi, n
         self._lock = threading.Lock()
 
     def _line(self, text: str) -> None:
         with self._lock:  # robot events arrive from the animation thread
-            self.out.write(text + "\n")
-            self.out.flush()
+            try:
+                self.out.write(text + "\n")
+                self.out.flush()
+            except OSError as e:  # stdout on a full disk, a closed pipe: the agent goes on
+                self._unwritable(e)
+                return
+            if self.lost_lines and self._failing:
+                self._failing = False
+                log.warning("writing events again; %d lines were lost", self.lost_lines)
+
+    def _unwritable(self, e: OSError) -> None:
+        """One log line per episode of failed writes (the line is lost; the next one is tried again)."""
+        self.lost_lines += 1
+        if not self._failing:
+            self._failing = True
+            name = getattr(self.out, "name", "the output")
+            code = errno.errorcode.get(e.errno or 0, "?")
+            log.error(
+                "cannot write events to %s: %s (%s); lines are lost until it works again",
+                name,
+                code,
+                e.strerror,
+            )
 
     def note(self, text: str) -> None:
         """A human note (suppressed in JSON mode so stdout stays pure JSON Lines)."""
@@ -169,6 +197,8 @@ class EventPrinter:
         if isinstance(ev, Transcript):
             return f"[turn {ev.turn_id}] you said: {ev.text}"
         if isinstance(ev, TurnDropped):
+            if ev.continued:
+                return f"  [turn {ev.turn_id}] you went on with the same sentence: it is answered whole"
             return f"  [turn {ev.turn_id}] you went on: the reply prepared for this is dropped"
         if isinstance(ev, ToolCall):
             return f"  tool call  {ev.tool}({json.dumps(ev.arguments)})"

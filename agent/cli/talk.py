@@ -98,8 +98,10 @@ def chat(
         core, bus = build_agent(cfg, printer, stopper)
         prompt = (lambda: typer.echo("you> ", nl=False)) if sys.stdin.isatty() and not json_out else None
         sink = WavSink(out) if out is not None else NullSink()
+        if hasattr(sys.stdin, "reconfigure"):  # bytes that are not UTF-8 become U+FFFD, reported per line
+            sys.stdin.reconfigure(errors="replace")
         try:
-            source = TextSource(sys.stdin, prompt)
+            source = TextSource(sys.stdin, prompt, bus.publish)
             run_pipeline(core, bus, source, sink, wait_background, stopper, speak=out is not None)
         finally:
             core.close()

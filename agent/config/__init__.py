@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any, get_args
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
-from agent.config.app import ConsoleConfig, SkillsConfig
+from agent.config.app import ConsoleConfig, SkillsConfig, StateConfig
 from agent.config.live import AudioConfig, LiveConfig
 from agent.config.llm import DEFAULT_SYSTEM_PROMPT, LlamaServerConfig, LLMConfig, OpenAIConfig
 from agent.config.speech import ASRConfig, TTSConfig, TurnConfig, VADConfig
@@ -67,6 +68,7 @@ __all__ = [
     "OpenAIConfig",
     "RobotConfig",
     "SkillsConfig",
+    "StateConfig",
     "StrictModel",
     "TTSConfig",
     "VADConfig",
@@ -97,17 +99,59 @@ class Config(StrictModel):
     camera: CameraConfig = Field(default_factory=CameraConfig)
     vision: AgentVisionConfig = Field(default_factory=AgentVisionConfig)
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
     source: Path | None = Field(None, exclude=True, description="file this config was read from")
 
 
+def _section_model(loc: tuple) -> type[BaseModel] | None:
+    """The model of the section that holds the key at ``loc`` (list indices skipped)."""
+    model: type[BaseModel] = Config
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        found = _model_in(field.annotation) if field is not None else None
+        if found is None:
+            return None
+        model = found
+    return model
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The pydantic model inside an annotation (``X``, ``X | None``, ``list[X]``)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in get_args(annotation):
+        if (found := _model_in(arg)) is not None:
+            return found
+    return None
+
+
 def _describe(err: dict) -> str:
-    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    loc = tuple(err["loc"])
+    key = ".".join(str(p) for p in loc) or "(top level)"
     msg = err["msg"]
     if err["type"] == "extra_forbidden":
+        model = _section_model(loc)
+        known = sorted(k for k, f in model.model_fields.items() if not f.exclude) if model else []
+        if len(loc) == 1 and isinstance(err.get("input"), dict):
+            return f"[{key}]: unknown section (check its spelling; sections: {', '.join(known)})"
         msg = "unknown key (check its spelling and section)"
+        if known:
+            where = f"[{'.'.join(str(p) for p in loc[:-1])}]" if len(loc) > 1 else "the top level"
+            msg = f"unknown key (check its spelling and section: {where} takes {', '.join(known)})"
+    elif err["type"] in ("model_type", "dict_type", "model_attributes_type") and _model_in_loc(loc):
+        msg = f"must be a section ([{key}] table), got {err.get('input')!r}"
     elif "input" in err and not isinstance(err["input"], dict):
         msg = f"{msg} (got {err['input']!r})"
     return f"{key}: {msg}"
+
+
+def _model_in_loc(loc: tuple) -> bool:
+    """Whether the key at ``loc`` is itself a section."""
+    model = _section_model(loc)
+    field = model.model_fields.get(str(loc[-1])) if model is not None and loc else None
+    return field is not None and _model_in(field.annotation) is not None
 
 
 def load_config(path: str | Path | None = None) -> Config:
@@ -146,5 +190,7 @@ def load_config(path: str | Path | None = None) -> Config:
         cfg.robot.reachy_mini.emotions_dir = base / emotions
     if cfg.console.token_file is not None and not cfg.console.token_file.is_absolute():
         cfg.console.token_file = base / cfg.console.token_file
+    if cfg.state.path is not None and not cfg.state.path.expanduser().is_absolute():
+        cfg.state.path = base / cfg.state.path
     cfg.source = p
     return cfg

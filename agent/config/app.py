@@ -1,4 +1,4 @@
-"""``[skills]`` and ``[console]``: where skills come from, and the live web console."""
+"""``[skills]``, ``[console]``, ``[state]``: where skills come from, the web console, what a restart keeps."""
 
 from __future__ import annotations
 
@@ -36,3 +36,17 @@ class ConsoleConfig(StrictModel):
     queue_events: int = Field(256, ge=8, le=100_000, description="messages kept per browser before dropping")
     rate_per_s: float = Field(5.0, gt=0, description="control requests per second per client")
     burst: int = Field(10, ge=1, description="control requests allowed at once per client")
+
+
+class StateConfig(StrictModel):
+    """``[state]``: what ``bolt-agent run`` keeps across restarts (timers, conversation tail, e-stop).
+
+    ``path`` None = ``$STATE_DIRECTORY/state.sqlite3`` under systemd (``StateDirectory=``),
+    else ``$XDG_STATE_HOME/bolt-agent/state.sqlite3`` (``~/.local/state/...``); see
+    :func:`agent.state.keep.state_path`. A relative path is resolved against the config
+    file's folder.
+    """
+
+    enabled: bool = Field(True, description="keep state across restarts (false: every start is fresh)")
+    path: Path | None = Field(None, description="the SQLite file; None = the service's state directory")
+    history_turns: int = Field(6, ge=0, le=100, description="user turns restored at start")

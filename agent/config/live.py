@@ -83,3 +83,10 @@ class LiveConfig(StrictModel):
     clause_chars: int = Field(
         120, ge=20, le=400, description="a sentence longer than this is cut at a clause"
     )
+    stall_limit_s: float = Field(
+        45.0,
+        gt=0,
+        lt=60,
+        description="a pipeline stage stuck this long on one item withholds the systemd watchdog "
+        "pings (below WatchdogSec=60), s",
+    )

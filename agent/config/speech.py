@@ -57,6 +57,14 @@ class TurnConfig(StrictModel):
         "(measured here: 800 keeps 86 % of paused sentences whole instead of 81 %, for about 85 ms "
         "more voice-to-voice at p50)",
     )
+    continue_ms: int = Field(
+        2000,
+        ge=0,
+        le=10000,
+        description="an utterance that starts this soon after the last one ended, with words that only "
+        "finish a sentence ('and then wave', 'to the right'), continues that turn: its reply is cut and "
+        "the whole sentence is answered, ms; 0 = every utterance is a turn of its own",
+    )
     smart_turn_model: str = Field("", description="Smart Turn ONNX path; empty = the one in pipecat-ai")
     smart_turn_threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="complete when p > this (pipecat: 0.5)"

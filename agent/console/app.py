@@ -15,12 +15,19 @@ only loopback ``Host`` names (403); without the right token, 401 (the page gets 
 form with it); a control must be a JSON POST (415 otherwise), from the page's own origin
 when the browser says where it comes from (403), and within the rate limit (429; the
 emergency stop is never rate-limited).
+
+Every refusal is a JSON object ``{"error": "..."}`` saying what was wrong (also an unknown
+path, 404, and a wrong method, 405) and one log line. A control body is read only up to
+:data:`MAX_BODY` bytes (413 past it, also when ``Content-Length`` says so before a byte is
+read) and within :data:`BODY_TIMEOUT_S` (408 for a client that stops sending); it must be
+UTF-8 JSON holding an object (400 otherwise).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,7 +36,8 @@ from urllib.parse import parse_qs, urlsplit
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import Headers
-from starlette.requests import Request
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import (
     FileResponse,
     HTMLResponse,
@@ -47,6 +55,7 @@ from agent.console.controls import ControlError, Controls
 from agent.console.hub import Hub
 
 STATIC = Path(__file__).resolve().parent / "static"
+log = logging.getLogger(__name__)
 
 
 class ConsoleView(Protocol):
@@ -72,6 +81,8 @@ KEEPALIVE_S = 15.0
 """A comment line is sent on an idle stream this often, s (proxies close silent streams)."""
 MAX_BODY = 4096
 """Largest control request body, bytes."""
+BODY_TIMEOUT_S = 10.0
+"""Longest wait for a control request's body, s (a client that stops sending is answered 408)."""
 
 LOGIN_PAGE = """<!doctype html><html><head><meta charset="utf-8"><title>bolt-agent console: log in</title>
 <style>body{{font:16px system-ui,sans-serif;background:#111;color:#eee;
@@ -118,6 +129,19 @@ class Guard:
         client = (scope.get("client") or ("?", 0))[0]
         refusal = self._refusal(headers, path, method, client)
         if refusal is not None:
+            why = (
+                json.loads(refusal.body).get("error", "") if refusal.media_type == "application/json" else ""
+            )
+            # Refused without reading the body; a rate-limited flood is logged quietly.
+            log.log(
+                logging.INFO if refusal.status_code in (401, 429) else logging.WARNING,
+                "console: %s %s from %s refused (%d): %s",
+                method,
+                path,
+                client,
+                refusal.status_code,
+                why or "log in",
+            )
             await refusal(scope, receive, send)
             return
         await self.app(scope, receive, send)
@@ -155,19 +179,62 @@ def _too_many(wait: float) -> Response:
     )
 
 
+async def _read_body(request: Request) -> bytes:
+    """The body, at most :data:`MAX_BODY` bytes, within :data:`BODY_TIMEOUT_S`.
+
+    Raises:
+        ControlError: 413 over the limit (by ``Content-Length`` or by what arrived), 408 when
+            the body does not arrive in time, 400 when the client went away mid-body.
+    """
+    length = request.headers.get("content-length", "")
+    if length.isdigit() and int(length) > MAX_BODY:
+        raise ControlError(413, f"request body of {length} bytes is over the limit of {MAX_BODY} bytes")
+    body = bytearray()
+
+    async def read() -> None:
+        async for chunk in request.stream():
+            body.extend(chunk)
+            if len(body) > MAX_BODY:
+                raise ControlError(413, f"request body over the limit of {MAX_BODY} bytes")
+
+    try:
+        await asyncio.wait_for(read(), BODY_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise ControlError(408, f"the request body did not arrive within {BODY_TIMEOUT_S:g} s") from None
+    except ClientDisconnect:
+        raise ControlError(400, "the client went away before its request body was complete") from None
+    return bytes(body)
+
+
 async def _json_body(request: Request) -> dict[str, Any]:
-    body = await request.body()
-    if len(body) > MAX_BODY:
-        raise ControlError(413, f"request body over {MAX_BODY} bytes")
+    body = await _read_body(request)
     if not body.strip():
         return {}
     try:
-        data = json.loads(body)
-    except ValueError:
-        raise ControlError(400, "the body is not JSON") from None
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ControlError(400, f"the body is not UTF-8 (byte {e.start} is 0x{body[e.start]:02x})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ControlError(400, f"the body is not JSON ({e})") from None
+    except RecursionError:
+        raise ControlError(400, "the body is JSON nested too deep") from None
     if not isinstance(data, dict):
-        raise ControlError(400, "the body must be a JSON object")
+        raise ControlError(400, f"the body must be a JSON object, not {type(data).__name__}")
     return data
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """404 (no such path) and 405 (wrong method) as JSON, with one log line."""
+    assert isinstance(exc, HTTPException)
+    what = {404: "no such console path", 405: "method not allowed on this path"}.get(
+        exc.status_code, exc.detail
+    )
+    log.warning("console: %s %s refused (%d): %s", request.method, request.url.path, exc.status_code, what)
+    return JSONResponse(
+        {"error": f"{what}: {request.method} {request.url.path}"}, exc.status_code, headers=exc.headers
+    )
 
 
 def build_app(console: ConsoleView, access: Access, limiter: RateLimiter) -> ASGIApp:
@@ -188,7 +255,11 @@ def build_app(console: ConsoleView, access: Access, limiter: RateLimiter) -> ASG
         return HTMLResponse(LOGIN_PAGE.format(error=""))
 
     async def login(request: Request) -> Response:
-        body = (await request.body())[:MAX_BODY].decode("utf-8", "replace")
+        try:
+            body = (await _read_body(request)).decode("utf-8", "replace")
+        except ControlError as e:
+            log.warning("console: login refused (%d): %s", e.status, e)
+            return HTMLResponse(LOGIN_PAGE.format(error=str(e)), e.status)
         given = (parse_qs(body).get("token") or [""])[0]
         if not access.check_token(given):
             return HTMLResponse(LOGIN_PAGE.format(error="wrong token"), 401)
@@ -236,6 +307,7 @@ def build_app(console: ConsoleView, access: Access, limiter: RateLimiter) -> ASG
                 args = (data.get(field),) if field else ()
                 return JSONResponse(await run_in_threadpool(fn, *args))
             except ControlError as e:
+                log.warning("console: %s refused (%d): %s", request.url.path, e.status, e)
                 return JSONResponse({"error": str(e)}, e.status)
 
         return endpoint
@@ -254,4 +326,5 @@ def build_app(console: ConsoleView, access: Access, limiter: RateLimiter) -> ASG
         Route("/api/clear", control("clear", None), methods=["POST"]),
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    return Guard(Starlette(routes=routes), access, limiter)
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    return Guard(app, access, limiter)

@@ -13,6 +13,7 @@ rate-limited per client address with a token bucket (:class:`RateLimiter`).
 
 from __future__ import annotations
 
+import errno
 import hmac
 import ipaddress
 import logging
@@ -36,6 +37,10 @@ def default_token_path() -> Path:
     return Path(base) / "bolt-agent" / "console-token"
 
 
+MAX_TOKEN_FILE = 4096
+"""Most characters read from a token file (a token is 43)."""
+
+
 def ensure_token(path: Path) -> tuple[str, bool]:
     """Read the console token from ``path``, or make one and store it there with mode 0600.
 
@@ -49,20 +54,28 @@ def ensure_token(path: Path) -> tuple[str, bool]:
         OSError: the file cannot be read or written.
     """
     try:
-        token = path.read_text(encoding="utf-8").strip()
+        with path.open(encoding="utf-8", errors="replace") as f:
+            token = f.read(MAX_TOKEN_FILE).strip()  # bounded: the path may be a device or a huge file
     except FileNotFoundError:
         token = ""
+    if token and not token.isprintable():
+        log.warning("console token file %s holds no usable token; making a new one", path)
+        token = ""
     if token:
-        if stat.S_IMODE(path.stat().st_mode) & 0o077:
+        if path.is_file() and stat.S_IMODE(path.stat().st_mode) & 0o077:
             log.warning("console token file %s was readable by others; now mode 0600", path)
             path.chmod(0o600)
         return token, False
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(token + "\n")
-    path.chmod(0o600)  # O_CREAT's mode does not change an existing (empty) file
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(token + "\n")
+        path.chmod(0o600)  # O_CREAT's mode does not change an existing (empty) file
+    except OSError as e:  # a full disk, a read-only folder: name the file and the errno
+        code = errno.errorcode.get(e.errno or 0, "?")
+        raise OSError(e.errno, f"cannot write the console token file {path}: {code} ({e.strerror})") from None
     return token, True
 
 

@@ -20,6 +20,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from agent.events import Notice
+from agent.pipeline.sources import clean_typed
 
 if TYPE_CHECKING:
     from agent.pipeline import AgentCore, Bus, Pipeline
@@ -65,11 +66,18 @@ class Controls:
             ControlError: not a non-empty string of at most :data:`MAX_TEXT` characters.
         """
         if not isinstance(text, str) or not text.strip():
-            raise ControlError(400, "say needs a non-empty 'text'")
+            got = "an empty string" if isinstance(text, str) else type(text).__name__
+            raise ControlError(400, f"say needs a non-empty 'text' string, got {got}")
         if len(text) > MAX_TEXT:
-            raise ControlError(400, f"text is longer than {MAX_TEXT} characters")
-        self.pipeline.submit_text(text)
-        return {"ok": True}
+            raise ControlError(400, f"text has {len(text)} characters, more than the {MAX_TEXT} allowed")
+        clean, problems = clean_typed(text, MAX_TEXT)
+        if not clean:
+            raise ControlError(400, "text has nothing printable (only control characters)")
+        if problems:
+            log.warning("console: typed text: %s", "; ".join(problems))
+            self._notice(f"typed text: {'; '.join(problems)}")
+        self.pipeline.submit_text(clean)
+        return {"ok": True, "note": "; ".join(problems)} if problems else {"ok": True}
 
     def mute(self, muted: object) -> dict[str, Any]:
         """Mute (True) or unmute (False) the microphone.
@@ -78,7 +86,7 @@ class Controls:
             ControlError: ``muted`` is not a boolean, or the pipeline has no microphone.
         """
         if not isinstance(muted, bool):
-            raise ControlError(400, "mute needs 'muted': true or false")
+            raise ControlError(400, f"mute needs 'muted': true or false, got {type(muted).__name__}")
         if not self.pipeline.set_muted(muted):
             raise ControlError(409, "this pipeline has no microphone to mute")
         self._notice("microphone muted" if muted else "microphone on")
@@ -91,7 +99,7 @@ class Controls:
             ControlError: unknown name (404) or an e-stop is latched (409).
         """
         if not isinstance(name, str) or not name:
-            raise ControlError(400, "animate needs a 'name'")
+            raise ControlError(400, f"animate needs a 'name' string, got {type(name).__name__}")
         robot = self.core.robot
         gesture = next((lib[name] for lib in robot.libraries.values() if name in lib), None)
         try:

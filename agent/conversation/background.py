@@ -28,10 +28,14 @@ class BackgroundCalls:
         self._lock = threading.Lock()
         self.running = 0
 
-    def callback(self, name: str, call_id: str) -> Callable[[ToolOutcome], None] | None:
-        """The completion callback for a call of ``name`` (None: not a background skill)."""
+    def callback(self, name: str, call_id: str, always: bool = False) -> Callable[[ToolOutcome], None] | None:
+        """The completion callback for a call of ``name`` (None: not a background skill).
+
+        ``always``: make one even when ``name`` is not a loaded background skill (a timer
+        restored from the state store reports as ``set_timer`` whatever the skills are now).
+        """
         sk = self.registry.skills.get(name)
-        if sk is None or not sk.background:
+        if not always and (sk is None or not sk.background):
             return None
         with self._lock:
             self.running += 1

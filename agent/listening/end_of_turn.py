@@ -42,7 +42,10 @@ pauses after a complete clause ("Turn your head to the left, [0.6 s] and then wa
 Smart Turn 0.43; the other seven 0.70-0.99): on synthetic voices it costs plain commands a long
 wait without keeping those sentences whole, so the text still decides first. Those 8 pauses
 scored -0.48 … -1.27 on the words, inside the plain commands' -0.10 … -0.96: nothing heard at a
-200 ms pause separates them; they are the ``not_whole`` rows of the bench.
+200 ms pause separates them; they are the ``not_whole`` rows of the bench. What does is the
+words after the pause: an utterance that starts with "and then", "to the", "if"
+(:func:`starts_as_continuation`) soon after a turn ended continues that turn (``[turn]
+continue_ms``, :mod:`agent.pipeline.asr_stage`), which is then answered whole.
 
 Without the text model rules 3-4 become "Smart Turn says complete"; without Smart Turn rule 4
 is dropped; without both, endpointing is silence only (``[vad] min_silence_ms``) with a notice.
@@ -72,6 +75,16 @@ CONTINUATIONS = frozenset(
 )
 """Last words after which an English sentence is not over (conjunctions, articles, prepositions,
 possessives, fillers)."""
+
+CONTINUATION_STARTS: tuple[tuple[str, ...], ...] = tuple(
+    tuple(p.split())
+    for p in (
+        "and", "or", "but", "then", "because", "if", "unless", "with", "without", "to", "into",
+        "onto", "for", "from", "by", "while", "until", "than", "a little", "little bit",
+    )
+)  # fmt: skip
+"""First words that cannot begin a new request: what follows them finishes the last sentence
+("Turn your head to the left, [1 s] and then wave", "Turn thirty degrees [1 s] to the right")."""
 
 HESITATION_WORDS = frozenset("um uh uhm umm hmm hm mm mmm em er erm ah eh oh well so like".split())
 """Words that alone say only "I am still thinking" (fillers, not answers: "okay" and "yes" are answers)."""
@@ -135,6 +148,20 @@ def ends_in_continuation(text: str) -> bool:
         return True
     said = words(t)
     return bool(said) and said[-1] in CONTINUATIONS
+
+
+def starts_as_continuation(text: str) -> bool:
+    """Whether ``text`` begins where only a sentence already under way can go on.
+
+    Args:
+        text: A transcript (any case, any punctuation).
+
+    Returns:
+        True when its first words are one of :data:`CONTINUATION_STARTS` ("and then wave",
+        "to the right", "if you can hear me"); False for "" and for a request of its own.
+    """
+    said = words(text)
+    return any(tuple(said[: len(p)]) == p for p in CONTINUATION_STARTS)
 
 
 def is_hesitation(text: str) -> bool:

@@ -10,6 +10,13 @@ the robot's own echo (the transcript matches what it said in the last 30 s, only
 speaker can be heard), drop speech not addressed to the robot (wake phrase), and otherwise
 start a turn: a new turn id, a ``transcript`` message and a :class:`~agent.events.UserTurn` for
 the turn driver. Typed lines (``TextIn``) skip the audio checks.
+
+An utterance that starts within ``[turn] continue_ms`` of the last turn's utterance, with words
+that only finish a sentence ("and then wave", "to the right":
+:func:`~agent.listening.end_of_turn.starts_as_continuation`), continues that turn: its user turn
+carries both parts and names the turn it finishes (``UserTurn.continues``), which the driver drops.
+A pause after a complete clause sounds like an end to both signals ("Turn your head to the left,
+[1 s] and then wave": text -0.48); the words after it are what tells.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -36,7 +44,7 @@ from agent.events import (
     UserTurn,
     Utterance,
 )
-from agent.listening.end_of_turn import is_hesitation
+from agent.listening.end_of_turn import is_hesitation, starts_as_continuation
 from agent.listening.turns import Attention, is_echo, stop_command
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
 from agent.pipeline.turnbook import TurnBook
@@ -50,6 +58,16 @@ ECHO_WINDOW_S = 30.0
 """Transcripts are compared with what the robot said this recently, s."""
 PAUSE_PAD = 6400
 """Zeros (400 ms at 16 kHz) appended to a pause's audio before it is transcribed."""
+
+
+@dataclass(frozen=True)
+class _Said:
+    """The last turn started from speech: what a continuation would finish."""
+
+    turn_id: int
+    text: str
+    source: str
+    end_ms: float
 
 
 class ASRStage:
@@ -74,6 +92,8 @@ class ASRStage:
         early_pad_ms: Silence an early transcript (``PauseCheck.early``) lacks against one made at
             the judgement (``[turn] short_silence_ms - early_asr_ms``), ms: added as zeros, so
             both end in the same silence.
+        continue_ms: ``[turn] continue_ms``: longest gap after which an utterance may continue the
+            last turn, ms (0: never).
     """
 
     def __init__(
@@ -93,6 +113,7 @@ class ASRStage:
         bias: bool = True,
         echo_guard: bool = True,
         early_pad_ms: int = 0,
+        continue_ms: int = 0,
     ) -> None:
         self.asr, self.live, self.inbox, self.driver_inbox = asr, live, inbox, driver_inbox
         self.turn_taking, self.gate, self.publish, self.work, self.book = (
@@ -106,6 +127,8 @@ class ASRStage:
         self.echo_guard = echo_guard and live.echo_guard
         self.attention = Attention(live)
         self.early_pad = early_pad_ms * SAMPLE_RATE // 1000  # samples
+        self.continue_ms = continue_ms
+        self._said: _Said | None = None
 
     def run(self) -> None:
         """Process utterances until ``Shutdown``."""
@@ -129,6 +152,7 @@ class ASRStage:
     def _handle(self, msg: Event) -> bool:
         if isinstance(msg, TextIn):
             now = time.perf_counter()
+            self._said = None  # typed words never finish a spoken sentence
             self._start(msg.text, now, now, now, 0.0)
             return True
         if not isinstance(msg, Utterance) or msg.audio is None:
@@ -150,6 +174,7 @@ class ASRStage:
         # A stop phrase is obeyed before the echo check: a "stop" that sounds like the robot's own
         # words must still stop it (stopping is always safe; ignoring a real stop is not).
         if stop_command(res.text, self.live.stop_phrases, self.live.stop_max_words):
+            self._said = None
             self._stop_fast(res.text)
             return False
         if self.echo_guard and is_echo(
@@ -166,7 +191,28 @@ class ASRStage:
                 Skipped(-1, f"not addressed to the robot (no wake phrase): {res.text!r}", msg.source)
             )
             return False
-        self._start(text, msg.t_speech_end, msg.t_endpoint, t_asr, res.duration_ms, msg.end_rule, msg.release)
+        said = self._said
+        continues = -1
+        if (
+            said is not None
+            and self.continue_ms > 0
+            and said.source == msg.source
+            and msg.start_ms - said.end_ms <= self.continue_ms
+            and starts_as_continuation(text)
+        ):
+            log.info("%r finishes the last turn's %r: answered as one sentence", text, said.text)
+            text, continues = f"{said.text} {text}", said.turn_id
+        tid = self._start(
+            text,
+            msg.t_speech_end,
+            msg.t_endpoint,
+            t_asr,
+            res.duration_ms,
+            msg.end_rule,
+            msg.release,
+            continues,
+        )
+        self._said = _Said(tid, text, msg.source, msg.end_ms)
         return True
 
     def _pause(self, msg: PauseCheck) -> None:
@@ -195,12 +241,17 @@ class ASRStage:
         asr_ms: float,
         rule: str = "typed",
         release: ReleaseGate | None = None,
-    ) -> None:
+        continues: int = -1,
+    ) -> int:
+        """Start a user turn; returns its id."""
         if self.realtime:
             self.publish(Interrupt(-1, "new_turn"))
         tid = self.gate.new_turn()
         self.publish(Transcript(tid, text))
-        self.driver_inbox.put(UserTurn(tid, text, t_speech_end, t_endpoint, t_asr, asr_ms, rule, release))
+        self.driver_inbox.put(
+            UserTurn(tid, text, t_speech_end, t_endpoint, t_asr, asr_ms, rule, release, continues)
+        )
+        return tid
 
     def _stop_fast(self, text: str) -> None:
         """A stop phrase: silence and stop the robot now, without asking the model."""

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agent.config import Config
 from agent.control import CpuArbiter
@@ -23,6 +24,7 @@ from agent.engines import ChatEngine, make_chat_model
 from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked, SceneDescribed
 from agent.listening.end_of_turn import EndOfTurnJudge
 from agent.models import resolve_model
+from agent.pipeline.camera_news import CameraNews
 from agent.pipeline.queues import TurnGate
 from agent.skills import SkillContext, SkillRegistry, load_registry
 from agent.speech.asr import WhisperASR
@@ -32,6 +34,9 @@ from agent.vision.narrator import SceneNarrator
 from hardware.factory import build_robot
 from hardware.robot import Robot
 from hardware.vision import SceneChange, Vision, build_vision
+
+if TYPE_CHECKING:
+    from agent.state.keep import AgentState
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +63,7 @@ class AgentCore:
         end_of_turn: The semantic end-of-turn judge, or None (silence-only endpointing).
         arbiter: Shares the CPU between speech synthesis and the chat model's decoding.
         narrator: The vision-language layer (descriptions in words), or None.
+        state: What is kept across restarts (:mod:`agent.state`), or None (``build_core(state=False)``).
     """
 
     cfg: Config
@@ -77,6 +83,7 @@ class AgentCore:
     end_of_turn: EndOfTurnJudge | None = None
     arbiter: CpuArbiter = field(default_factory=CpuArbiter)
     narrator: SceneNarrator | None = None
+    state: AgentState | None = None
 
     def warmup(self) -> None:
         """Warm ASR, LLM (static prompt prefix into the KV cache) and TTS; emits ``ready``."""
@@ -107,8 +114,16 @@ class AgentCore:
         if self.narrator is not None:
             self.narrator.start(idle)
 
+    def keep_history(self) -> None:
+        """Save the conversation's tail to the state store (no-op without one); from the driver thread."""
+        if self.state is not None:
+            self.state.keep_history(self.conversation.history)
+
     def close(self) -> None:
-        """Stop background skills and the camera, park the robot at neutral and switch torque off."""
+        """Stop background skills and the camera, park the robot at neutral and switch torque off.
+
+        Pending timers stay in the state store (a shutdown is no cancellation); it is closed last.
+        """
         self.ctx.shutdown.set()
         if self.narrator is not None:
             self.narrator.close()
@@ -118,6 +133,8 @@ class AgentCore:
         if self.end_of_turn is not None:
             self.end_of_turn.close()
         self.emit(RobotParked(-1, self.robot.positions(), self.robot.torque_on))
+        if self.state is not None:
+            self.state.close()
 
 
 def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> list[str]:
@@ -137,7 +154,10 @@ def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> lis
 
 
 def build_core(
-    cfg: Config, emit: Callable[[Event], None], on_robot: Callable[[Robot], None] | None = None
+    cfg: Config,
+    emit: Callable[[Event], None],
+    on_robot: Callable[[Robot], None] | None = None,
+    state: bool = False,
 ) -> AgentCore:
     """Load every part named by ``cfg``; problems that leave the agent usable become events.
 
@@ -150,6 +170,8 @@ def build_core(
         emit: Receives ``error``/``notice`` messages and every joint command (``robot``).
         on_robot: Called with the robot as soon as it exists, before any model loads (the
             entry point's signal handling parks it from then on).
+        state: Open the state store of ``[state]`` and restore from it (``bolt-agent run``);
+            one-off commands and tests leave it off.
 
     Raises:
         agent.models.ModelNotFoundError: a model reference points at nothing.
@@ -201,9 +223,15 @@ def build_core(
         model, mmproj = load_chat_model(cfg, arbiter, emit)
         tts = PiperTTS(resolve_model(cfg.tts.voice, "voice"), cfg.tts.length_scale, cfg.tts.speaker_id)
         scene_changes: queue.Queue[SceneChange] = queue.Queue()
+        camera_news = CameraNews(emit)
         vision, vision_msgs = build_vision(
-            cfg.camera, cfg.vision, on_change=scene_changes.put, reachy=cfg.robot.reachy_mini
+            cfg.camera,
+            cfg.vision,
+            on_change=scene_changes.put,
+            reachy=cfg.robot.reachy_mini,
+            on_status=camera_news,
         )
+        camera_news.started = True
         for msg in vision_msgs:
             emit(Notice(-1, msg))
         ctx = SkillContext(robot=robot, scene=vision)
@@ -241,6 +269,10 @@ def build_core(
             narrator=narrator,
         )
         core.end_of_turn = build_end_of_turn(cfg, emit)
+        if state:
+            from agent.pipeline.state import open_state
+
+            core.state = open_state(cfg.state, conversation, ctx, emit)
     except BaseException:  # a model that fails to load, or a signal: never leave the robot holding torque
         _park(robot, vision, emit)
         raise

@@ -76,6 +76,8 @@ class TurnDriver:
         self.core, self.inbox, self.speech, self.gate, self.publish = core, inbox, speech, gate, publish
         self.work = work
         self.arbiter = arbiter if arbiter is not None else CpuArbiter()
+        # The newest turn: (turn id, history length before it, its text) — what a continuation drops.
+        self._last: tuple[int, int, str] | None = None
 
     def run(self) -> None:
         """Run turns until ``Shutdown``."""
@@ -83,11 +85,17 @@ class TurnDriver:
             msg = self.inbox.get(timeout=0.1)
             if isinstance(msg, Shutdown):
                 return
+            clock = self.inbox.clock  # each item is watched: a silent model server stalls it
             try:
                 if msg is None:
                     if self.work.quiet():
+                        if clock is not None:
+                            clock.begin("background")
                         self._speak_up()
-                elif isinstance(msg, CutHistory):
+                    continue
+                if clock is not None:
+                    clock.begin(msg.name)
+                if isinstance(msg, CutHistory):
                     self._cut_history(msg)
                 elif isinstance(msg, UserTurn):
                     self._run(msg, msg.text, state=self.core.state_line())
@@ -95,6 +103,8 @@ class TurnDriver:
                 log.exception("turn driver failed")
                 self.publish(Error(msg.turn_id if msg else -1, f"turn failed: {e.__class__.__name__}: {e}"))
             finally:
+                if clock is not None:
+                    clock.end()
                 if msg is not None:
                     self.inbox.done()
 
@@ -121,16 +131,28 @@ class TurnDriver:
         self.publish(turn)  # the turn book opens the turn's latency record
         self.work.turn_started(tid)
 
+        clock = self.inbox.clock
+
         def on_text(delta: str) -> None:
+            if clock is not None:
+                clock.progress()  # the reply moves: a long one is not a stall
             self.speech.put(ReplyDelta(tid, delta))
 
         def on_pause() -> None:  # a whole utterance (or round) was said: speak it now
+            if clock is not None:
+                clock.progress()
             self.arbiter.claim_for_speech()
             self.speech.put(ReplyDelta(tid, "", flush=True))
 
         t0 = time.perf_counter()
         conv = self.core.conversation
+        last, self._last = self._last, None
+        if last is not None and background is None and turn.continues == last[0]:
+            conv.forget_since(last[1])  # the sentence it answered is answered whole now
+            self.publish(TurnDropped(last[0], last[2], continued=True))
         kept = len(conv.history)  # a dropped turn leaves no trace in the history
+        if background is None:
+            self._last = (tid, kept, text)
         result: TurnResult | None
         try:
             if background is not None:
@@ -175,6 +197,7 @@ class TurnDriver:
                 result.rounds if result else 0,
             )
         )
+        self.core.keep_history()  # the state store keeps the tail across a restart
 
     def _speak_up(self) -> None:
         """One background result or greeting, if there is one: an item of work until its turn is over."""
@@ -215,5 +238,6 @@ class TurnDriver:
         full = conv.last_reply()
         kept = " ".join(p for p in msg.heard if normalize(p) and normalize(p) in normalize(full))
         conv.truncate_last_reply(kept)
+        self.core.keep_history()
         dropped = " ".join(p for p in msg.generated if p not in msg.heard)
         self.publish(HistoryCut(msg.turn_id, kept, dropped))

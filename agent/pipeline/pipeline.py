@@ -43,6 +43,7 @@ from agent.events import (
     Error,
     Event,
     Interrupt,
+    Notice,
     PlaybackStarted,
     Shutdown,
     TextIn,
@@ -54,6 +55,7 @@ from agent.pipeline.bus import Bus
 from agent.pipeline.core import AgentCore
 from agent.pipeline.driver import TurnDriver
 from agent.pipeline.listener import Listener, Source
+from agent.pipeline.liveness import Liveness
 from agent.pipeline.posture import Postures
 from agent.pipeline.queues import StageQueue
 from agent.pipeline.sources import MicSource
@@ -78,7 +80,8 @@ class Pipeline:
         streaming: False for the sequential baseline (whole reply, then whole synthesis).
         speak: False: no speech synthesis at all.
         asr_bias: Bias ASR toward skill names (when ``[asr] bias_with_skills``).
-        heartbeat: Called on every listener loop iteration (the systemd watchdog).
+        heartbeat: Called on every listener loop iteration while no stage is stuck on one item
+            longer than ``[live] stall_limit_s`` (the systemd watchdog; :mod:`.liveness`).
     """
 
     def __init__(
@@ -99,18 +102,23 @@ class Pipeline:
         core.arbiter.attach(sink if streaming and speak else None)
         self.work = WorkTracker(sink)
         self.gate = core.gate  # shared by successive pipelines on one core: turn ids stay unique
+        # Each stage reports the item it works on; the watchdog pings only while none is stuck.
+        self.liveness = Liveness(cfg.live.stall_limit_s, bus.publish)
         self.turn_q, self.asr_q, self.speech_q = (
-            StageQueue(self.gate),
-            StageQueue(self.gate),
-            StageQueue(self.gate),
+            StageQueue(self.gate, clock=self.liveness.stage("turn-taking")),
+            StageQueue(self.gate, clock=self.liveness.stage("asr")),
+            StageQueue(self.gate, clock=self.liveness.stage("speech")),
         )
-        self.driver_q = StageQueue(self.gate, on_drop=lambda msg: self.work.finished())
+        self.driver_q = StageQueue(
+            self.gate, on_drop=lambda msg: self.work.finished(), clock=self.liveness.stage("driver")
+        )
         realtime = source.realtime
         robot = core.robot
         # Motor noise reaches the microphones: while the body moves, speech must be clearer.
         moving = (lambda: robot.moving) if realtime and cfg.robot.motion_vad_weight < 1.0 else None
+        ping = self.liveness.gate(heartbeat)
         self.listener = Listener(
-            cfg, source, sink, self.turn_q, self.asr_q, bus.publish, self.work, heartbeat, moving
+            cfg, source, sink, self.turn_q, self.asr_q, bus.publish, self.work, ping, moving
         )
         self.postures = Postures(robot)
         self.early_start = EarlyStart(self._prefill, self.work)
@@ -144,6 +152,7 @@ class Pipeline:
             bias=asr_bias,
             echo_guard=realtime and sink.realtime,
             early_pad_ms=turn.short_silence_ms - turn.early_asr_ms if turn.early_asr_ms else 0,
+            continue_ms=turn.continue_ms if turn.end_of_turn == "semantic" else 0,
         )
         self.speech = SpeechStage(
             core.tts,
@@ -240,6 +249,13 @@ class Pipeline:
             running = self.core.conversation.background_running
             busy = self.driver.has_news() or self.work.busy()
             if not busy and (not running or time.monotonic() >= deadline):
+                if running:  # a hung background skill is a daemon thread: it never holds the exit
+                    msg = (
+                        f"{running} background tool calls still running after "
+                        f"{wait_background_s:g} s; not waited for"
+                    )
+                    log.warning("%s", msg)
+                    self.bus.publish(Notice(-1, msg))
                 return self._last_gesture()
         return False
 
@@ -342,6 +358,8 @@ class Pipeline:
 
     def _turn_dropped(self, msg: Event) -> None:
         """A prepared turn the user talked on through: over, and never heard (no reply to wait for)."""
+        if isinstance(msg, TurnDropped) and msg.continued:
+            return  # answered and over already; the turn that continues it is the work now
         self.work.turn_over(msg.turn_id)
         self.work.finished()
 

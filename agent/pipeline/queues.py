@@ -20,6 +20,7 @@ from collections.abc import Callable
 
 from agent.control import ReleaseGate, StopSignal
 from agent.events import Event
+from agent.pipeline.liveness import StageClock
 
 
 class TurnGate:
@@ -73,11 +74,19 @@ class StageQueue:
     Args:
         gate: The pipeline's turn generation.
         on_drop: Called with each stale data message dropped (bookkeeping of work in flight).
+        clock: The consuming stage's liveness clock (:mod:`.liveness`): :func:`run_stage`
+            reports each message it handles on it. None: not watched.
     """
 
-    def __init__(self, gate: TurnGate, on_drop: Callable[[Event], None] | None = None) -> None:
+    def __init__(
+        self,
+        gate: TurnGate,
+        on_drop: Callable[[Event], None] | None = None,
+        clock: StageClock | None = None,
+    ) -> None:
         self.gate = gate
         self.on_drop = on_drop
+        self.clock = clock
         self._items: collections.deque[Event] = collections.deque()
         self._cv = threading.Condition()
         self._unfinished = 0  # put and not yet done (or dropped as stale)
@@ -147,7 +156,9 @@ def run_stage(
     """The loop of a stage thread: take messages from ``inbox`` until ``Shutdown``.
 
     A message that makes ``handle`` raise goes to ``on_error`` (which reports it) and the stage
-    goes on with the next one: a failing stage never stops the agent.
+    goes on with the next one: a failing stage never stops the agent. Each message is an item
+    on the inbox's liveness clock, when it has one (a hang in ``handle`` withholds the
+    systemd watchdog's pings).
 
     Args:
         inbox: The stage's queue.
@@ -160,9 +171,13 @@ def run_stage(
         msg = inbox.get()
         if msg is None or isinstance(msg, Shutdown):
             return
+        if inbox.clock is not None:
+            inbox.clock.begin(msg.name)
         try:
             handle(msg)
         except Exception as e:  # a failing stage reports and goes on
             on_error(msg, e)
         finally:
+            if inbox.clock is not None:
+                inbox.clock.end()
             inbox.done()

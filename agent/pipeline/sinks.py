@@ -9,12 +9,16 @@ done) and, for the speaker, ``PlayedBlock`` (the echo guard's reference).
   in real time, can be cleared at once (barge-in), drives head motion from the speech
   envelope while a sentence plays.
 * :class:`WavSink` — writes each turn's reply to ``out_dir/reply_NNN.wav`` (16-bit mono
-  at the voice's rate) when the turn's audio ends.
+  at the voice's rate) when the turn's audio ends. A write that fails (disk full, read-only
+  folder) is one ``error`` naming the file and the errno; the reply is kept in memory
+  (:data:`MAX_UNWRITTEN` turns) and written with the next reply once writing works again.
 * :class:`NullSink` — plays nothing; reports each sentence as spoken at once.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import queue
 import threading
 import time
@@ -26,8 +30,14 @@ import numpy as np
 import soxr
 
 from agent.audio_io.speaker import BlockPlayed, ItemStarted, PlayItem, Speaker
-from agent.events import AudioOut, Event, PlaybackStarted, PlayedBlock, Spoken, TurnPlayed
+from agent.events import AudioOut, Error, Event, Notice, PlaybackStarted, PlayedBlock, Spoken, TurnPlayed
 from agent.speech.audio import SAMPLE_RATE
+
+log = logging.getLogger(__name__)
+
+MAX_UNWRITTEN = 20
+"""Replies kept in memory while their WAVs cannot be written, turns (~100 KB per second of
+speech at 22 050 Hz 16-bit); older ones are dropped with a log line."""
 
 
 def _drain(q: queue.Queue[Event]) -> list[Event]:
@@ -121,6 +131,8 @@ class WavSink:
 
     def __init__(self, out_dir: Path) -> None:
         self.out_dir = Path(out_dir)
+        self._unwritten: list[tuple[int, list[AudioOut]]] = []
+        self._failing = False
         self._audio: dict[int, list[AudioOut]] = {}
         self._reports: queue.Queue[Event] = queue.Queue()
         self._lock = threading.Lock()
@@ -134,22 +146,55 @@ class WavSink:
             self._reports.put(PlaybackStarted(msg.turn_id, msg.text, time.perf_counter()))
 
     def end(self, turn_id: int) -> None:
-        """Write the turn's WAV (nothing when it had no audio) and report it played."""
+        """Write the turn's WAV (nothing when it had no audio) and report it played.
+
+        Replies whose WAVs could not be written before are written first. A failed write
+        reports one ``error`` (file, errno) until a write succeeds again, then one ``notice``;
+        the turn is reported played either way (with no file: ``TurnPlayed.audio`` None).
+        """
         with self._lock:
             parts = self._audio.pop(turn_id, [])
         path = None
         if parts:
-            path = self.out_dir / f"reply_{turn_id:03d}.wav"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with wave.open(str(path), "wb") as wav:
-                wav.setnchannels(1)
-                wav.setsampwidth(2)
-                wav.setframerate(parts[0].sample_rate)
-                for p in parts:
-                    wav.writeframes(np.asarray(p.audio, dtype="<i2").tobytes())
+            self._unwritten.append((turn_id, parts))
+            if len(self._unwritten) > MAX_UNWRITTEN:
+                lost, _ = self._unwritten.pop(0)
+                log.error(
+                    "reply WAV of turn %d dropped: %d unwritten replies kept at most", lost, MAX_UNWRITTEN
+                )
+            written = self._write_unwritten()
+            path = written.get(turn_id)
         for p in parts:
             self._reports.put(Spoken(turn_id, p.text, True, p.piece, p.last_of_piece))
         self._reports.put(TurnPlayed(turn_id, str(path) if path else None))
+
+    def _write_unwritten(self) -> dict[int, Path]:
+        """Write the kept replies, oldest first, up to the first failure; the paths written."""
+        written: dict[int, Path] = {}
+        while self._unwritten:
+            tid, parts = self._unwritten[0]
+            path = self.out_dir / f"reply_{tid:03d}.wav"
+            try:
+                _write_wav(path, parts)
+            except OSError as e:
+                if not self._failing:  # one error per episode, not one per reply
+                    self._failing = True
+                    code = errno.errorcode.get(e.errno or 0, "?")
+                    msg = (
+                        f"cannot write reply WAV {path}: {code} ({e.strerror or e}); "
+                        f"kept in memory and retried with the next reply"
+                    )
+                    log.error("%s", msg)
+                    self._reports.put(Error(tid, msg))
+                return written
+            self._unwritten.pop(0)
+            written[tid] = path
+        if self._failing:
+            self._failing = False
+            msg = f"reply WAVs are written again in {self.out_dir} ({len(written)} kept replies written now)"
+            log.info("%s", msg)
+            self._reports.put(Notice(-1, msg))
+        return written
 
     def clear(self) -> list[Spoken]:
         """Forget collected audio (nothing was played)."""
@@ -165,6 +210,26 @@ class WavSink:
     def poll(self) -> list[Event]:
         """Reports since the last call."""
         return _drain(self._reports)
+
+
+def _write_wav(path: Path, parts: list[AudioOut]) -> None:
+    """One reply as a 16-bit mono WAV at its voice's rate; a half-written regular file is removed.
+
+    Raises:
+        OSError: the folder or file cannot be made or written (ENOSPC, EACCES, EROFS...).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with wave.open(str(path), "wb") as wav:
+            wav.setnchannels(1)
+            wav.setsampwidth(2)
+            wav.setframerate(parts[0].sample_rate)
+            for p in parts:
+                wav.writeframes(np.asarray(p.audio, dtype="<i2").tobytes())
+    except OSError:
+        if not path.is_symlink() and path.is_file():
+            path.unlink(missing_ok=True)
+        raise
 
 
 class NullSink(WavSink):

@@ -11,12 +11,16 @@ or may wait for each turn to finish (files as fast as possible for ``listen``, t
   with backoff) and one warning for a mic that delivers only digital silence.
 * :class:`FileSource` — decoded files (PyAV + soxr), each followed by enough silence to
   close its last utterance; unreadable files become ``error`` messages and are skipped.
-* :class:`TextSource` — lines from any iterable (stdin for ``chat``), read in a thread.
+* :class:`TextSource` — lines from any iterable (stdin for ``chat``), read in a thread;
+  each line cleaned by :func:`clean_typed` (control characters dropped, cut to
+  :data:`MAX_TYPED` characters) with one ``notice`` saying what was changed.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
+import re
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,7 +30,7 @@ import numpy as np
 
 from agent.audio_io.supervisor import Devices
 from agent.config import AudioConfig
-from agent.events import AudioIn, Error, Event, InputEnded, InputStarted, TextIn
+from agent.events import AudioIn, Error, Event, InputEnded, InputStarted, Notice, TextIn
 from agent.speech.audio import SAMPLE_RATE, AudioError, decode_file
 
 BLOCK = 512
@@ -35,6 +39,43 @@ TAIL_S = 1.2
 """Silence appended to each file so its last utterance reaches the endpoint, s."""
 ZERO_WARN_S = 10.0
 """A mic that delivers exact zeros this long gets one warning, s."""
+MAX_TYPED = 2000
+"""Longest typed line kept, characters (~500 tokens: a quarter of SmolLM2's 2048-token context,
+and far more than a spoken turn); the rest is cut with a notice."""
+
+log = logging.getLogger(__name__)
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+_REPORTED = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # tabs and line ends are no news
+
+
+def clean_typed(text: str, limit: int = MAX_TYPED) -> tuple[str, list[str]]:
+    """A typed line as the model should get it, and what was changed.
+
+    Control characters (C0, DEL, C1: NUL, escape sequences, tabs, stray newlines) become
+    spaces, runs of spaces one, the ends are stripped; over ``limit`` characters the line
+    is cut at the last space before it. U+FFFD (what a decoder with ``errors="replace"``
+    puts for bytes that are not UTF-8) is counted and reported.
+
+    Args:
+        text: The line as typed.
+        limit: Longest result, characters.
+
+    Returns:
+        ``(clean text, problems)``: ``problems`` is a list of short phrases for people
+        (empty when the line was fine); the text is ``""`` when nothing printable was left.
+    """
+    problems: list[str] = []
+    if (bad := text.count("\ufffd")) > 0:
+        problems.append(f"{bad} invalid UTF-8 sequences replaced by U+FFFD")
+    if (ctrl := len(_REPORTED.findall(text))) > 0:
+        problems.append(f"{ctrl} control characters removed")
+    clean = " ".join(_CONTROL.sub(" ", text).split())
+    if len(clean) > limit:
+        problems.append(f"cut from {len(clean)} to {limit} characters")
+        cut = clean[:limit]
+        clean = cut.rsplit(" ", 1)[0] if " " in cut[limit // 2 :] else cut
+    return clean, problems
 
 
 class MicSource:
@@ -184,17 +225,28 @@ class FileSource:
 class TextSource:
     """Typed lines, one user turn each; empty lines are ignored.
 
+    Each line is cleaned with :func:`clean_typed`; what was changed (control characters,
+    invalid UTF-8, a line cut to :data:`MAX_TYPED`) is one ``notice`` and one log line, and a
+    line with nothing printable left is ignored with a notice.
+
     Args:
         lines: Where lines come from (e.g. ``sys.stdin``); read in a daemon thread.
         prompt: Called before each line is read (e.g. print ``you>``), or None.
+        publish: Receives the ``notice`` messages; None: logged only.
     """
 
     realtime = False
 
-    def __init__(self, lines: Iterable[str], prompt: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        lines: Iterable[str],
+        prompt: Callable[[], None] | None = None,
+        publish: Callable[[Event], None] | None = None,
+    ) -> None:
         self.name = "keyboard"
         self._lines = lines
         self._prompt = prompt
+        self._publish = publish
         self._q: queue.Queue[Event] = queue.Queue()
         self._thread = threading.Thread(target=self._read, name="text-source", daemon=True)
         self.unreadable = 0
@@ -207,6 +259,7 @@ class TextSource:
 
     def _read(self) -> None:
         it = iter(self._lines)
+        n = 0
         while True:
             self.turn_done.wait()
             if self._prompt is not None:
@@ -215,10 +268,21 @@ class TextSource:
                 line = next(it)
             except (StopIteration, ValueError, OSError):  # end of input or a closed stream
                 break
-            if line.strip():
+            n += 1
+            text, problems = clean_typed(line)
+            if problems or (line.strip() and not text):
+                self._notice(n, problems, text)
+            if text:
                 self.turn_done.clear()
-                self._q.put(TextIn(-1, line.strip()))
+                self._q.put(TextIn(-1, text))
         self._q.put(InputEnded(-1, self.name, True))
+
+    def _notice(self, n: int, problems: list[str], text: str) -> None:
+        what = "; ".join(problems) or "only spaces and control characters"
+        msg = f"typed line {n}: {what}" + ("" if text else "; nothing left to answer, ignored")
+        log.warning("%s", msg)
+        if self._publish is not None:
+            self._publish(Notice(-1, msg))
 
     def read(self, timeout: float) -> Event | None:
         """The next line (``TextIn``), ``InputEnded`` at the end, or None."""

@@ -156,7 +156,13 @@ class SpeechStage:
         texts: list[str] = []
         t0, total = time.perf_counter(), 0.0
         rate = self.tts.sample_rate
-        for chunk in self.tts.synthesize(piece):  # lazy: one sentence per step
+
+        def failed(sentence: str, e: Exception) -> None:  # piper logged it; the event says it once
+            self.publish(
+                Error(tid, f"speech synthesis failed on {sentence!r} ({e.__class__.__name__}: {e}); skipped")
+            )
+
+        for chunk in self.tts.synthesize(piece, on_error=failed):  # lazy: one sentence per step
             ms = (time.perf_counter() - t0) * 1000
             total += ms
             if self.gate.stale(tid):

@@ -2,10 +2,13 @@
 
 :class:`SkillRegistry` holds the built skills, gives the chat template their tool schemas,
 and runs a call: unknown tool → an error listing the valid ones; arguments validated with
-pydantic (clamped first for ``clamp=True`` skills); a foreground skill runs on a small
-thread pool with a timeout (``[skills] timeout_s``); a background skill runs on its own
-thread and reports through a callback. A validation error, an unknown tool, a timeout or an
-exception in the skill becomes a failed :class:`ToolOutcome` whose message the model sees —
+pydantic (clamped first for ``clamp=True`` skills); a foreground skill runs on a daemon
+thread of its own with a timeout (``[skills] timeout_s``: past it the call fails and the
+thread is left to finish; while :data:`STUCK_MAX` calls of one skill are stuck, new ones are
+refused at once); a background skill runs on its own thread and reports through a callback.
+Results are made JSON data and cut to :data:`MAX_RESULT_CHARS` (:func:`plain_result`). A
+validation error, an unknown tool, a timeout or an exception in the skill (even
+``sys.exit``) becomes a failed :class:`ToolOutcome` whose message the model sees —
 :meth:`SkillRegistry.call` never raises.
 
 The registry also holds the name lists that :class:`~agent.skills.skill.Choices`
@@ -21,6 +24,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import inspect
+import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -35,8 +39,12 @@ from agent.skills.skill import Skill, SkillContext, SkillError, ToolOutcome, bui
 log = logging.getLogger(__name__)
 
 
-def _new_pool() -> concurrent.futures.ThreadPoolExecutor:
-    return concurrent.futures.ThreadPoolExecutor(4, thread_name_prefix="skill")
+STUCK_MAX = 2
+"""Calls of one skill still running past their timeout; while this many are stuck, new calls
+of that skill are refused at once (a skill that hangs on every call cannot pile up threads)."""
+MAX_RESULT_CHARS = 2000
+"""Longest tool result handed to the model, characters of its JSON text (~500 tokens: a
+quarter of SmolLM2's 2048-token context); a longer one is cut with a note."""
 
 
 @dataclass
@@ -60,7 +68,9 @@ class SkillRegistry:
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     joints: frozenset[str] | None = None
     left_out: dict[str, str] = field(default_factory=dict)
-    _pool: concurrent.futures.ThreadPoolExecutor = field(default_factory=_new_pool, repr=False)
+    stuck: dict[str, int] = field(default_factory=dict)
+    """Calls still running past their timeout, by skill name."""
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def register(self, fn: Callable, source: str = "") -> Skill | None:
         """Register one function (marked or not) and return its :class:`Skill`.
@@ -175,28 +185,50 @@ class SkillRegistry:
         call = (lambda: sk.fn(ctx, **kwargs)) if sk.wants_context else (lambda: sk.fn(**kwargs))
         if sk.background:
             return self._start_background(sk, call, on_background_done)
-        fut = self._pool.submit(call)
         limit = max(sk.timeout_s or 0.0, self.timeout_s)
+        with self._lock:
+            stuck = self.stuck.get(name, 0)
+        if stuck >= STUCK_MAX:
+            log.warning("skill %s not started: %d earlier calls are still stuck", name, stuck)
+            return ToolOutcome(
+                False, f"{name} is still stuck in {stuck} earlier calls (over {limit:g} s); not started again"
+            )
+        fut = _start(call, f"skill-{name}")
         try:
             result = fut.result(timeout=limit)
         except concurrent.futures.TimeoutError:
+            self._stuck(name, fut, limit)
             return ToolOutcome(False, f"{name} did not finish within {limit:g} s")
-        except Exception as e:  # the skill's own failure goes back to the model
+        except BaseException as e:  # noqa: BLE001 - the skill's own failure (even sys.exit) goes to the model
             log.warning("skill %s raised %s: %s", name, type(e).__name__, e)
             return ToolOutcome(False, f"{name} failed: {type(e).__name__}: {e}")
         if dataclasses.is_dataclass(result) and not isinstance(result, type):
             result = dataclasses.asdict(result)
+        result = plain_result(name, result)
         if notes:
             result = {"result": result, "note": "; ".join(notes)}
         return ToolOutcome(True, result)
+
+    def _stuck(self, name: str, fut: concurrent.futures.Future, limit: float) -> None:
+        """Count a call that outlived its timeout until its thread ends (a daemon: exit never waits)."""
+        with self._lock:
+            self.stuck[name] = self.stuck.get(name, 0) + 1
+        log.warning("skill %s did not finish within %g s; its thread is left running", name, limit)
+
+        def unstuck(_: concurrent.futures.Future) -> None:
+            with self._lock:
+                self.stuck[name] -= 1
+            log.info("skill %s finished after its timeout; its result was dropped", name)
+
+        fut.add_done_callback(unstuck)
 
     def _start_background(
         self, sk: Skill, call: Callable[[], Any], done: Callable[[ToolOutcome], None] | None
     ) -> ToolOutcome:
         def run() -> None:
             try:
-                outcome = ToolOutcome(True, call())
-            except Exception as e:  # reported to the model like any failed call
+                outcome = ToolOutcome(True, plain_result(sk.name, call()))
+            except BaseException as e:  # noqa: BLE001 - reported to the model like any failed call
                 log.warning("background skill %s raised %s: %s", sk.name, type(e).__name__, e)
                 outcome = ToolOutcome(False, f"{sk.name} failed: {type(e).__name__}: {e}")
             if done is not None:
@@ -206,6 +238,52 @@ class SkillRegistry:
         return ToolOutcome(
             True, {"status": "started", "note": "Okay, it is running. I will tell you when it is done."}
         )
+
+
+def _start(call: Callable[[], Any], name: str) -> concurrent.futures.Future:
+    """Run ``call`` on a new daemon thread; its outcome comes back through the future.
+
+    A skill that never returns holds only its own thread (a shared pool would be used up by a
+    few hung calls, and its threads are joined forever at exit).
+    """
+    fut: concurrent.futures.Future = concurrent.futures.Future()
+
+    def run() -> None:
+        fut.set_running_or_notify_cancel()
+        try:
+            fut.set_result(call())
+        except BaseException as e:  # noqa: BLE001 - handed to the caller through the future
+            fut.set_exception(e)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return fut
+
+
+def plain_result(name: str, result: Any) -> Any:
+    """A skill's return value as JSON data the model can read, cut to :data:`MAX_RESULT_CHARS`.
+
+    Values JSON cannot hold become their ``str()`` (a set, a path, an object); a result that
+    cannot be rendered at all becomes a short description. A result whose JSON text is longer
+    than the limit is cut: ``{"result": first characters, "note": "cut from N characters"}``,
+    with one log line.
+
+    Args:
+        name: The skill, for the log line.
+        result: What the skill returned.
+    """
+    try:
+        text = result if isinstance(result, str) else json.dumps(result, default=str)
+        value = result if isinstance(result, str) else json.loads(text)
+    except Exception as e:  # noqa: BLE001 - any failure to render it, even a __str__ that raises
+        log.warning("skill %s returned a %s that is not JSON data (%s)", name, type(result).__name__, e)
+        text = value = f"<{type(result).__name__} that cannot be shown: {e}>"
+    if len(text) <= MAX_RESULT_CHARS:
+        return value
+    log.warning("skill %s returned %d characters; cut to %d", name, len(text), MAX_RESULT_CHARS)
+    return {
+        "result": text[:MAX_RESULT_CHARS],
+        "note": f"cut: the result had {len(text)} characters, only the first {MAX_RESULT_CHARS} are shown",
+    }
 
 
 def _where(fn: Callable) -> str:

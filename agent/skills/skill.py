@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from pydantic.fields import FieldInfo
 
 if TYPE_CHECKING:
+    from agent.state.timers import TimerBook
     from hardware.robot import Robot
     from hardware.vision import Vision
 
@@ -52,6 +53,8 @@ class SkillContext:
         narrator: The vision-language layer (``describe_now(timeout_s)`` returns a description
             with ``.text``; :class:`agent.vision.narrator.SceneNarrator`), or None when
             ``[vision] describer = "opencv"`` or it could not start.
+        timers: Pending timers kept across restarts (:class:`agent.state.timers.TimerBook`),
+            or None when the agent runs without a state store (timers end with the process).
 
     """
 
@@ -60,6 +63,7 @@ class SkillContext:
     shutdown: threading.Event = field(default_factory=threading.Event)
     scene: Vision | None = None
     narrator: Any = None
+    timers: TimerBook | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import logging
 import threading
 import time
 import wave
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -110,8 +110,13 @@ class TextToSpeech(Protocol):
         """Run one short synthesis so the first reply is fast; return its time in ms."""
         ...
 
-    def synthesize(self, text: str) -> Iterator[SpeechChunk]:
-        """Yield one chunk per sentence of ``text`` (raw model output); nothing if unspeakable."""
+    def synthesize(
+        self, text: str, on_error: Callable[[str, Exception], None] | None = None
+    ) -> Iterator[SpeechChunk]:
+        """Yield one chunk per sentence of ``text`` (raw model output); nothing if unspeakable.
+
+        A sentence that fails is skipped and passed to ``on_error`` with the exception.
+        """
         ...
 
 
@@ -215,11 +220,15 @@ class PiperTTS:
             return np.zeros(0, dtype=np.int16)
         return np.ascontiguousarray(np.concatenate(parts), dtype=np.int16).reshape(-1)
 
-    def synthesize(self, text: str) -> Iterator[SpeechChunk]:
+    def synthesize(
+        self, text: str, on_error: Callable[[str, Exception], None] | None = None
+    ) -> Iterator[SpeechChunk]:
         """Speak ``text``: yield one :class:`SpeechChunk` per sentence, computed lazily.
 
         Args:
             text: Raw reply text; it is cleaned with :func:`clean_for_speech` first.
+            on_error: Called with a sentence piper failed on and the exception (after the log
+                line), so the caller can report it; the other sentences are still spoken.
 
         Yields:
             Chunks in order, ``audio`` int16 mono at :attr:`sample_rate`. Nothing when the
@@ -238,6 +247,8 @@ class PiperTTS:
                     e,
                     exc_info=True,
                 )
+                if on_error is not None:
+                    on_error(sentence, e)
                 continue
             if audio.size == 0:
                 logger.debug("TTS produced no audio for %r; skipped", sentence)

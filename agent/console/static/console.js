@@ -73,10 +73,12 @@ const handlers = {
     m.appendChild(el("span", "text", ev.text));
     append(m);
   },
-  turn_dropped(ev) {  // a turn prepared before the silence confirmed it: the user went on
+  turn_dropped(ev) {  // the user went on: before the silence confirmed the turn, or after its answer
     const m = document.querySelector(`.msg.you[data-turn="${ev.turn_id}"]`);
     if (m) m.classList.add("dropped");
-    append(el("div", "note", `turn ${ev.turn_id}: you went on, its reply was dropped`));
+    append(el("div", "note", ev.continued
+      ? `turn ${ev.turn_id}: you went on with the same sentence; it is answered whole next`
+      : `turn ${ev.turn_id}: you went on, its reply was dropped`));
   },
   end_of_turn_check(ev) {  // the transcript so far, at a pause of the user's speech
     $("partial").textContent = ev.text ? `hearing: ${ev.text}${ev.complete ? "" : " …"}` : "";

@@ -1,0 +1,72 @@
+"""``bolt-agent state show`` and ``bolt-agent state clear``: what ``run`` keeps across restarts.
+
+The file is the one ``run`` uses (:func:`agent.state.keep.state_path`: ``[state] path``, else
+``$STATE_DIRECTORY``, else ``$XDG_STATE_HOME/bolt-agent``). Under systemd the service's
+environment is not the shell's: ``sudo -u bolt STATE_DIRECTORY=/var/lib/bolt-agent bolt-agent
+state show`` (or ``--path``) reads the service's file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from agent.cli.common import ConfigOpt, JsonOpt, load_or_exit
+
+state_app = typer.Typer(no_args_is_help=True, help="Show or clear what `run` keeps across restarts.")
+
+PathOpt = Annotated[
+    Optional[Path], typer.Option("--path", help="the state file (default: the one `run` uses)")
+]
+
+
+def _path(config: Path | None, path: Path | None) -> Path:
+    from agent.state.keep import state_path
+
+    return path if path is not None else state_path(load_or_exit(config).state.path, os.environ)
+
+
+@state_app.command("show")
+def state_show(config: ConfigOpt = None, path: PathOpt = None, json_out: JsonOpt = False) -> None:
+    """Print the pending timers, the kept conversation and whether the e-stop is latched."""
+    from agent.state import StateStore
+
+    file = _path(config, path)
+    if not file.is_file():
+        typer.echo(f"{file}: no saved state")
+        return
+    store = StateStore.open(file, lambda message: typer.echo(f"warning: {message}", err=True))
+    snap = store.snapshot()
+    store.close()
+    if json_out:
+        typer.echo(json.dumps({**asdict(snap), "path": str(snap.path)}))
+        return
+    now = time.time()
+    typer.echo(f"{snap.path}")
+    latched = "clear" if snap.estop_since_utc is None else f"LATCHED since {time.ctime(snap.estop_since_utc)}"
+    typer.echo(f"  e-stop: {latched}")
+    typer.echo(f"  conversation: {snap.turns} user turns ({snap.messages} messages)")
+    typer.echo(f"  timers: {len(snap.timers) or 'none'}")
+    for t in snap.timers:
+        left = t.due_utc - now
+        when = f"in {left:.0f} s" if left > 0 else f"{-left:.0f} s overdue (announced at the next start)"
+        typer.echo(f"    {t.label}, {t.seconds:g} s: due {when}")
+
+
+@state_app.command("clear")
+def state_clear(config: ConfigOpt = None, path: PathOpt = None) -> None:
+    """Delete the state file: the next start forgets timers, the conversation and a latched e-stop.
+
+    Stop the service first (``sudo systemctl stop bolt-agent``): a running agent keeps writing.
+    """
+    file = _path(config, path)
+    removed = [p for p in (file, Path(f"{file}-wal"), Path(f"{file}-shm")) if p.exists()]
+    for p in removed:
+        p.unlink()
+    typer.echo(f"{file}: {'removed' if removed else 'no saved state'}")

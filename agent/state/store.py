@@ -1,0 +1,256 @@
+"""The state store: one SQLite file that keeps what must survive a restart.
+
+What it holds (one table each): pending timers (label, length, wall-clock due time in UTC),
+the tail of the conversation (OpenAI-style message dicts as JSON, in order) and flags (the
+latched e-stop). Everything else the agent rebuilds at start-up.
+
+Durability: every write is one ``BEGIN IMMEDIATE … COMMIT`` transaction in WAL mode with
+``synchronous=FULL``. WAL lets ``bolt-agent state show`` read while the service writes, and
+needs one fsync per commit; ``FULL`` makes that fsync happen at every commit, so a timer
+confirmed to the user is on disk even if the power is cut the next moment (with ``NORMAL``
+a WAL commit may be rolled back by a power loss; see https://sqlite.org/pragma.html#pragma_synchronous).
+Writes are rare (a timer, a turn, an e-stop), so the fsync costs nothing that matters.
+
+Faults never stop the agent: a file that is not a database (or fails ``quick_check``) is
+moved aside to ``state.sqlite3.corrupt-<UTC time>`` and a fresh one is started; a directory
+that cannot be written or a database locked by another process turns persistence off. Each
+is reported once through ``on_problem`` (one line naming the file and what happened).
+Calls are safe from any thread (one connection under a lock).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_S = 2.0
+"""How long a write waits for another process's lock before persistence is turned off, s."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS timers (
+    id TEXT PRIMARY KEY, label TEXT NOT NULL, seconds REAL NOT NULL,
+    due_utc REAL NOT NULL, set_utc REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY, message TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS flags (key TEXT PRIMARY KEY, since_utc REAL NOT NULL);
+"""
+
+ESTOP = "estop"
+"""The flag set while the robot's emergency stop is latched."""
+
+
+@dataclass(frozen=True)
+class PendingTimer:
+    """A timer that has been set and has not fired.
+
+    Attributes:
+        id: Unique id (hex).
+        label: What the user called it ("tea timer").
+        seconds: Its length as set, s.
+        due_utc: When it fires, s since the Unix epoch (UTC wall clock: a restart keeps it).
+        set_utc: When it was set, s since the Unix epoch.
+    """
+
+    id: str
+    label: str
+    seconds: float
+    due_utc: float
+    set_utc: float
+
+
+@dataclass(frozen=True)
+class StateSnapshot:
+    """Everything in the store, for ``bolt-agent state show``.
+
+    Attributes:
+        path: The file.
+        timers: Pending timers, soonest first.
+        turns: User turns in the kept conversation tail.
+        messages: Messages in the kept tail.
+        estop_since_utc: When the e-stop was latched (s since the epoch), or None when clear.
+    """
+
+    path: Path
+    timers: list[PendingTimer]
+    turns: int
+    messages: int
+    estop_since_utc: float | None
+
+
+class StateStore:
+    """The SQLite state file; open it with :meth:`open`, which never raises.
+
+    Args:
+        path: The database file (its folder is created).
+        on_problem: Receives one line for each fault (corrupt file moved aside, unwritable,
+            locked); also logged as a warning.
+    """
+
+    def __init__(self, path: Path, on_problem: Callable[[str], None] | None = None) -> None:
+        self.path = path
+        self.on_problem = on_problem if on_problem is not None else (lambda _m: None)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def enabled(self) -> bool:
+        """Whether writes reach the file (False after a fault turned persistence off)."""
+        return self._conn is not None
+
+    @classmethod
+    def open(cls, path: Path, on_problem: Callable[[str], None] | None = None) -> StateStore:
+        """Open (or create) the store at ``path``; a fault is reported and leaves it disabled or fresh.
+
+        Args:
+            path: The database file, e.g. ``/var/lib/bolt-agent/state.sqlite3``.
+            on_problem: Receives one line per fault (see the class).
+
+        Returns:
+            The store; :attr:`enabled` is False when the file cannot be used at all.
+        """
+        store = cls(path, on_problem)
+        try:
+            store._conn = store._connect()
+        except sqlite3.OperationalError as e:  # locked, read-only or no such folder: keep the file
+            store._problem(f"cannot use {path} ({e}); running without saved state")
+        except sqlite3.DatabaseError as e:  # not a database, or a damaged one: keep it aside, start fresh
+            aside = store._move_aside()
+            store._problem(f"{path} is corrupt ({e}); moved it to {aside.name}, starting with no saved state")
+            try:
+                store._conn = store._connect()
+            except sqlite3.DatabaseError as e2:
+                store._problem(f"cannot use {path} ({e2}); running without saved state")
+        except OSError as e:  # the folder cannot be created
+            store._problem(f"cannot use {path} ({e.strerror or e}); running without saved state")
+        return store
+
+    def _connect(self) -> sqlite3.Connection:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # Autocommit mode: each write is the explicit transaction of _write; any thread, under the lock.
+        conn = sqlite3.connect(
+            self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            check = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"quick_check: {check}")
+            # A write at once: finds a read-only folder or another process's lock now, not later.
+            conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _move_aside(self) -> Path:
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = self.path.with_name(f"{self.path.name}.corrupt-{stamp}")
+        self.path.replace(aside)
+        for suffix in ("-wal", "-shm"):  # a stale log must not be replayed into the fresh file
+            self.path.with_name(self.path.name + suffix).unlink(missing_ok=True)
+        return aside
+
+    def _problem(self, message: str) -> None:
+        log.warning("state: %s", message)
+        self.on_problem(message)
+
+    def _write(self, what: str, statements: list[tuple[str, tuple[Any, ...]]]) -> bool:
+        """Run ``statements`` as one transaction; a failure turns persistence off (reported once)."""
+        with self._lock:
+            if self._conn is None:
+                return False
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                for sql, args in statements:
+                    self._conn.execute(sql, args)
+                self._conn.execute("COMMIT")
+                return True
+            except sqlite3.Error as e:
+                err = e
+                conn, self._conn = self._conn, None
+                try:
+                    conn.close()  # an open transaction is rolled back: the file keeps its last state
+                except sqlite3.Error:
+                    pass
+        self._problem(f"cannot save {what} to {self.path} ({err}); saving no more state until restarted")
+        return False
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._lock:
+            if self._conn is None:
+                return []
+            try:
+                return self._conn.execute(sql, args).fetchall()
+            except sqlite3.Error as e:
+                log.warning("state: cannot read %s (%s)", self.path, e)
+                return []
+
+    # --- timers ---------------------------------------------------------------------------
+    def add_timer(self, timer: PendingTimer) -> bool:
+        """Record a timer that was just set; False when it could not be saved."""
+        sql = "INSERT OR REPLACE INTO timers VALUES (?, ?, ?, ?, ?)"
+        row = (timer.id, timer.label, timer.seconds, timer.due_utc, timer.set_utc)
+        return self._write("a timer", [(sql, row)])
+
+    def remove_timer(self, timer_id: str) -> bool:
+        """Forget a timer (it fired, or the user cancelled it)."""
+        return self._write("a finished timer", [("DELETE FROM timers WHERE id = ?", (timer_id,))])
+
+    def timers(self) -> list[PendingTimer]:
+        """Pending timers, soonest first."""
+        rows = self._read("SELECT id, label, seconds, due_utc, set_utc FROM timers ORDER BY due_utc")
+        return [PendingTimer(*row) for row in rows]
+
+    # --- conversation tail ---------------------------------------------------------------
+    def save_history(self, messages: list[dict[str, Any]]) -> bool:
+        """Replace the kept conversation with ``messages`` (JSON-serializable dicts, oldest first)."""
+        sql = "INSERT INTO history (seq, message) VALUES (?, ?)"
+        rows = [(sql, (i, json.dumps(m, default=str))) for i, m in enumerate(messages)]
+        return self._write("the conversation", [("DELETE FROM history", ()), *rows])
+
+    def history(self) -> list[dict[str, Any]]:
+        """The kept conversation, oldest first (rows that are not JSON objects are skipped)."""
+        out = []
+        for (text,) in self._read("SELECT message FROM history ORDER BY seq"):
+            try:
+                msg = json.loads(text)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(msg, dict) and "role" in msg:
+                out.append(msg)
+        return out
+
+    # --- e-stop ------------------------------------------------------------------------------
+    def set_estop(self, latched: bool) -> bool:
+        """Record that the e-stop is latched (True) or cleared (False)."""
+        if latched:
+            sql = "INSERT OR IGNORE INTO flags VALUES (?, ?)"
+            return self._write("the e-stop", [(sql, (ESTOP, time.time()))])
+        return self._write("the e-stop", [("DELETE FROM flags WHERE key = ?", (ESTOP,))])
+
+    def estop_since(self) -> float | None:
+        """When the e-stop was latched, s since the epoch; None when it is clear."""
+        rows = self._read("SELECT since_utc FROM flags WHERE key = ?", (ESTOP,))
+        return rows[0][0] if rows else None
+
+    def snapshot(self) -> StateSnapshot:
+        """Everything in the store (for people: ``bolt-agent state show``)."""
+        history = self.history()
+        turns = sum(m.get("role") == "user" for m in history)
+        return StateSnapshot(self.path, self.timers(), turns, len(history), self.estop_since())
+
+    def close(self) -> None:
+        """Close the file (later writes are dropped silently)."""
+        with self._lock:
+            conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()

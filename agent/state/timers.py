@@ -1,0 +1,144 @@
+"""Timers that outlive the process: set, waited for, fired, and re-armed after a restart.
+
+:class:`TimerBook` is what ``set_timer`` gets through its :class:`~agent.skills.SkillContext`
+(``ctx.timers``): the timer is written to the store when it starts (label, length, due time
+as UTC wall-clock seconds) and removed when it fires or the user cancels it. Shutting down
+removes nothing: the timer waits in the store for the next start.
+
+At start-up :func:`rearm` hands every pending timer to the conversation's background calls,
+the same path a ``set_timer`` result takes: one still running fires at its original due
+time; one that came due while the agent was down is announced once ("While I was restarting,
+your 5 minute timer finished.") and removed as it is queued, so no restart announces it again.
+Waiting follows the wall clock in steps of at most :data:`STEP_S`, so a clock set by NTP
+after boot moves the due time with it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+
+from agent.state.store import PendingTimer, StateStore
+
+STEP_S = 1.0
+"""Longest single wait, s: the wall clock is read again after each step."""
+
+SKILL = "set_timer"
+"""The background skill whose calls re-armed timers report as."""
+
+
+def spoken_length(seconds: float) -> str:
+    """A timer's length as said before its label: 300 -> "5 minute", 90 -> "90 second", 7200 -> "2 hour"."""
+    for unit, size in (("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            return f"{seconds / size:g} {unit}"
+    return f"{seconds:g} second"
+
+
+def done_message(label: str, seconds: float) -> str:
+    """What a timer that fires on time reports (the model reads it out)."""
+    return f"Time is up: the {label} for {seconds:g} seconds is done."
+
+
+def kept_message(label: str) -> str:
+    """What a timer reports when the agent shuts down first: it is kept, not cancelled."""
+    return f"The {label} is still set and will go on after I restart."
+
+
+def missed_message(timer: PendingTimer) -> str:
+    """The announcement of a timer that came due while the agent was not running."""
+    return f"While I was restarting, your {spoken_length(timer.seconds)} {timer.label} finished."
+
+
+class TimerBook:
+    """Pending timers in the state store.
+
+    Args:
+        store: Where timers are kept (a disabled store keeps nothing: timers then end with
+            the process, as before).
+        clock: UTC wall clock, s since the Unix epoch (``time.time``).
+    """
+
+    def __init__(self, store: StateStore, clock: Callable[[], float] = time.time) -> None:
+        self.store = store
+        self.clock = clock
+
+    def start(self, label: str, seconds: float) -> PendingTimer:
+        """Record a timer of ``seconds`` s starting now and return it."""
+        now = self.clock()
+        timer = PendingTimer(uuid.uuid4().hex[:12], label, float(seconds), now + seconds, now)
+        self.store.add_timer(timer)
+        return timer
+
+    def wait(self, timer: PendingTimer, shutdown: threading.Event) -> bool:
+        """Block until ``timer`` is due (True) or ``shutdown`` is set first (False)."""
+        while True:
+            left = timer.due_utc - self.clock()
+            if left <= 0:
+                return True
+            if shutdown.wait(min(left, STEP_S)):
+                return False
+
+    def fired(self, timer: PendingTimer) -> None:
+        """Forget a timer that went off."""
+        self.store.remove_timer(timer.id)
+
+    def cancelled(self, timer: PendingTimer) -> None:
+        """Forget a timer the user cancelled."""
+        self.store.remove_timer(timer.id)
+
+    def pending(self) -> list[PendingTimer]:
+        """Timers set and not fired, soonest first."""
+        return self.store.timers()
+
+    def run(self, timer: PendingTimer, shutdown: threading.Event) -> str:
+        """Wait for ``timer`` and return its result: done (and forgotten), or kept at shutdown.
+
+        With persistence off (the store could not be written) a shutdown does end the timer,
+        and the result says so rather than promise a restart that will not know it.
+        """
+        if not self.wait(timer, shutdown):
+            if not self.store.enabled:
+                return f"The {timer.label} was cancelled because I am shutting down."
+            return kept_message(timer.label)
+        self.fired(timer)
+        return done_message(timer.label, timer.seconds)
+
+
+def rearm(
+    book: TimerBook,
+    shutdown: threading.Event,
+    callback: Callable[[str, str], Callable[[str], None]],
+) -> tuple[int, int]:
+    """Hand the store's pending timers back to the background calls after a start.
+
+    Args:
+        book: The timers.
+        shutdown: Set when the agent stops (a re-armed timer then stays in the store).
+        callback: ``(skill name, call id) -> report``; ``report(text)`` hands the timer's
+            result to the conversation like a finished background call (the wiring in
+            :mod:`agent.pipeline.state` makes it from
+            :meth:`agent.conversation.background.BackgroundCalls.callback`).
+
+    Returns:
+        ``(announced, re-armed)``: timers that came due while the agent was down (queued
+        once and removed), and timers still running (each on a thread of its own).
+    """
+    now = book.clock()
+    announced = rearmed = 0
+    for timer in book.pending():
+        done = callback(SKILL, f"restored-{timer.id}")
+        if timer.due_utc <= now:
+            book.fired(timer)  # removed as it is queued: never announced twice
+            done(missed_message(timer))
+            announced += 1
+            continue
+
+        def wait(timer: PendingTimer = timer, done: Callable[[str], None] = done) -> None:
+            done(book.run(timer, shutdown))
+
+        threading.Thread(target=wait, name=f"timer-{timer.id}", daemon=True).start()
+        rearmed += 1
+    return announced, rearmed

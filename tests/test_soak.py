@@ -1,0 +1,145 @@
+"""A short soak: 50 turns of ``bolt-agent run`` through the real harness (:mod:`agent.bench.soak`).
+
+Real models, a real PulseAudio server with null sinks (skipped with the reason where it is
+not installed), commands synthesized with the product's piper voice, typed turns through the
+live console, a barge-in, a timer and a camera playing an image folder. The agent must never
+crash, answer every command, keep its threads and open files flat, and its memory must stop
+growing after warm-up (see :data:`GROWTH_PCT` for the bound and where it comes from).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from pulse import missing
+
+from agent.bench.procstat import read_sample
+from agent.bench.soak import SoakOptions, SoakRun, run_soak, soak_config
+from agent.bench.soak_report import build_report, summarize, write_report
+from agent.bench.soak_set import build_soak_set, camera_frames, load_commands
+from agent.config import DEFAULT_CONFIG, load_config
+from agent.models import resolve_model
+
+pytestmark = pytest.mark.audio
+
+TURNS = 50
+WARMUP = 20
+GROWTH_PCT = 15.0
+"""Largest PSS growth from turn 20 to turn 50 (medians of five turns), %.
+
+Measured with this harness on the 2-core development machine under heavy load from other jobs
+(2026-12-02): +9.1 % before the fix of the sim body's joint-command log, +9.6 % after it (the
+20-to-50 window is noisy: PSS moves by +-20 MiB between turns as arenas grow and shrink);
+PSS slope 1.6 MiB/turn. Known bounded parts: the chat model's KV cache (72 MiB at n_ctx 4096,
+touched page by page as the history fills the context) and glibc's per-thread malloc arenas.
+15 % = the measurement plus that noise: it catches a leak of a few MiB per turn, not yet the
+issue's target (<= 3 % after the first 50 of 1,000 turns), which a long ``bolt-agent soak``
+measures.
+"""
+DRIFT = 2
+"""Threads and open descriptors may differ by this many between warm-up and the end
+(a console request or a background skill can hold one for a moment)."""
+
+
+@pytest.fixture(scope="module")
+def soak_report(tmp_path_factory):
+    if not os.environ.get("BOLT_SOAK"):
+        # 50 spoken turns take about 10 min here (a turn waits for its whole reply and a quiet
+        # floor): opt in, as the other long runs are opt-in commands.
+        pytest.skip("the 50-turn soak takes ~10 min: set BOLT_SOAK=1 (or run `bolt-agent soak`)")
+    why = missing()
+    if why:
+        pytest.skip(why)
+    out = tmp_path_factory.mktemp("soak")
+    cfg = load_config(None)
+    clips = build_soak_set(resolve_model(cfg.tts.voice, "voice"))
+    config = soak_config(DEFAULT_CONFIG, out, camera_frames(out / "camera"))
+    run = run_soak(config, clips, out, SoakOptions(turns=TURNS, sample_s=2.0))
+    report = build_report(run, WARMUP, {"test": "test_soak"})
+    write_report(report, out)
+    print(json.dumps(report["summary"], indent=1))  # the figures, with -s
+    return report, out
+
+
+@pytest.mark.timeout(2400)
+def test_soak_50_turns_no_crash_every_command_answered(soak_report):
+    report, out = soak_report
+    s = report["summary"]
+    assert s["turns"] == TURNS, s
+    assert s["crashes"] == 0 and s["restarts"] == 0, report["crashes"]
+    assert s["final_exit_code"] == 0, s  # SIGTERM at the end is a clean stop
+    assert s["unanswered"] == [], [r for r in report["turns"] if not r["answered"]]
+    assert s["kinds"]["typed"] > 0 and s["kinds"]["barge"] > 0 and s["kinds"]["timer"] > 0, s["kinds"]
+    assert (out / "report.json").is_file() and (out / "report.png").stat().st_size > 10_000
+
+
+def test_soak_threads_and_fds_flat(soak_report):
+    report, _ = soak_report
+    rows = [r for r in report["turns"] if "threads" in r]
+    warm = next(r for r in rows if r["turn"] >= WARMUP)
+    last = rows[-1]
+    for key in ("threads", "fds"):
+        assert abs(last[key] - warm[key]) <= DRIFT, (key, [r[key] for r in rows])
+    assert len(report["samples"]) > TURNS  # periodic samples between the per-turn ones
+
+
+def test_soak_memory_flat_after_warmup(soak_report):
+    report, _ = soak_report
+    m = report["summary"]["memory"]
+    assert m["warmup_turns"] == WARMUP
+    assert m["pss_growth_pct"] <= GROWTH_PCT, m
+
+
+def test_read_sample_counts_a_real_process_and_none_once_it_is_gone(tmp_path):
+    # A child that holds 64 MiB of touched memory and an extra open file.
+    code = "import time; b = bytearray(64 << 20); f = open(%r, 'w'); print('up', flush=True); time.sleep(60)"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code % str(tmp_path / "held")], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout.readline().strip() == "up"
+        s = read_sample(proc.pid, time.monotonic(), turn=3)
+        assert s is not None and s.turn == 3
+        assert s.rss_mib >= 64 and s.pss_mib >= 64 and s.anon_mib >= 64
+        assert s.threads == 1 and s.fds >= 4  # stdin, stdout, stderr and the file
+    finally:
+        proc.kill()
+        proc.wait()
+    assert read_sample(proc.pid, time.monotonic()) is None
+
+
+def test_summary_growth_and_latency_windows():
+    rows = [
+        {
+            "turn": i,
+            "kind": "speak",
+            "answered": True,
+            "latency_ms": 1000.0 + i,
+            "pss_mib": 500.0 + (i >= 20) * 10,
+            "rss_mib": 700.0,
+            "threads": 30,
+            "fds": 31,
+        }
+        for i in range(50)
+    ]
+    rows[7]["answered"] = False
+    s = summarize(SoakRun(rows=rows), warmup=20)
+    assert s["unanswered"] == [7] and s["answered"] == 49
+    m = s["memory"]
+    assert m["pss_warm_mib"] == 500.0 and m["pss_end_mib"] == 510.0 and m["pss_growth_pct"] == 2.0
+    assert m["pss_slope_mib_per_100_turns"] == 0.0  # flat after warm-up
+    lat = s["latency_ms"]
+    assert lat["window_turns"] == 10 and lat["first_p50"] < lat["last_p50"]
+    assert s["threads"] == {"first": 30, "last": 30, "max": 30}
+
+
+def test_a_fixtures_commands_folder_is_rotated_without_its_stop_phrase(fixtures_dir):
+    commands = load_commands(fixtures_dir / "commands")
+    names = {c.wav.name for c in commands}
+    assert "stop.wav" not in names and {"wave_right.wav", "timer.wav"} <= names
+    assert all(c.wav.is_file() and c.text for c in commands)
