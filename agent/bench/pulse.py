@@ -7,7 +7,8 @@
 ``parecord --device=spk.monitor`` records the agent's voice. Each server gets its own
 ``XDG_RUNTIME_DIR`` (so it never touches a user's session) and is stopped by its pid.
 Used by ``bolt-agent soak`` (:mod:`agent.bench.soak`) and the tests (``tests/pulse.py``);
-the layout is the one in the shared notes (NOTES.md, "Virtual audio devices").
+the modules are PulseAudio's own (``module-null-sink``, ``module-remap-source``: see
+https://www.freedesktop.org/wiki/Software/PulseAudio/Documentation/User/Modules/).
 """
 
 from __future__ import annotations
