@@ -1,5 +1,6 @@
 """Audio decoding, VAD and ASR on real speech (faster-whisper tiny.en, Silero VAD)."""
 
+import shutil
 import wave
 
 import numpy as np
@@ -123,3 +124,26 @@ def test_biasing_recovers_a_rare_word(fixtures_dir, mode):
     audio = decode_file(fixtures_dir / "audio" / "hotwords.mp3")
     assert "comfyui" in biased.transcribe(audio).text.lower()
     assert "comfyui" not in biased.transcribe(audio, bias=False).text.lower()
+
+
+@pytest.mark.skipif(
+    shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (launch/setup.sh test)"
+)
+def test_a_hum_is_an_unsure_transcript_and_a_short_command_is_not(asr):
+    """espeak-ng's "Hmm." decodes only at Whisper's last fallback temperature, under -1.0 ("them.",
+    "Mm."): flagged unsure. Short commands in the same voices decode at temperature 0."""
+    from agent.bench.turn_set import VOICES, Synthesizer
+
+    syn = Synthesizer(resolve_model("packaged:piper-joe-medium"))
+    espeak = [v for v in VOICES if v.engine == "espeak-ng"]
+    hums = [find_utterances(syn.speak("Hmm.", v), load_config().vad) for v in espeak]
+    heard = [asr.transcribe(u[0].audio) for u in hums if u]
+    assert heard, "no espeak-ng voice's hum started speech"
+    for res in heard:
+        assert not res.text or (res.unsure and res.avg_logprob < -1.0), res
+    for text in ("Look up.", "Wave.", "What time is it?"):
+        for v in [*espeak, VOICES[0]]:
+            utts = find_utterances(syn.speak(text, v), load_config().vad)
+            assert len(utts) == 1, (text, v.name)
+            res = asr.transcribe(utts[0].audio)
+            assert res.text and not res.unsure, (text, v.name, res)

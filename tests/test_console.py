@@ -27,7 +27,7 @@ from agent.bench.latency import EventLog
 from agent.config import ConsoleConfig, load_config
 from agent.console import Console
 from agent.console.hub import dumps
-from agent.events import Timing, ToolCall, ToolResult, Transcript
+from agent.events import PauseVerdict, Timing, ToolCall, ToolResult, Transcript
 from agent.pipeline import Bus, build_core
 from agent.pipeline.pipeline import live_pipeline
 
@@ -66,7 +66,14 @@ def live():
     pipeline.start()
     console.attach(core, bus, pipeline)
     yield SimpleNamespace(
-        console=console, server=server, url=server.url, log=log, core=core, pipeline=pipeline, camera=video
+        console=console,
+        server=server,
+        url=server.url,
+        log=log,
+        bus=bus,
+        core=core,
+        pipeline=pipeline,
+        camera=video,
     )
     console.close()
     pipeline.close()
@@ -206,6 +213,28 @@ def test_page_shows_a_typed_turn_its_tool_call_and_the_joints_moving(live, page,
         until(drv, lambda d: "people" in text_of(d, "#scene"), 20, "no scene summary")
         until(drv, lambda d: d.execute_script("return document.getElementById('frame').naturalWidth") > 0, 10)
     shot(drv, tmp_path, "03-turn-done")
+
+
+def test_page_shows_each_pause_verdict_and_the_signal_that_decided(live, page):
+    """Issue 21 (4): a pause's verdict, its rule and both signals' figures are on the page."""
+    drv = page
+    live.bus.publish(
+        PauseVerdict(-1, 7, "um let me think", False, "hesitation", smart_turn=0.43, text_score=-1.08)
+    )
+    line = (
+        'pause 7: "um let me think" → wait for more (only a hesitation so far; words -1.08, Smart Turn 0.43)'
+    )
+    until(drv, lambda d: text_of(d, "#partial") == line, 10, f"no verdict line: {text_of(drv, '#partial')!r}")
+    live.bus.publish(PauseVerdict(-1, 8, "Wave your right hand.", True, "text", text_score=-0.31))
+    until(
+        drv,
+        lambda d: (
+            text_of(d, "#partial")
+            == 'pause 8: "Wave your right hand." → turn over (the words end a sentence; words -0.31)'
+        ),
+        10,
+        "no second verdict line",
+    )
 
 
 def test_estop_button_latches_the_robot_and_clear_releases_it(live, page, tmp_path):

@@ -297,6 +297,14 @@ def test_a_hesitation_never_ends_a_turn_whatever_the_text_model_says(judge):
     assert judge.text.score("Um, let me think.") >= judge.cfg.text_complete  # what decided before
 
 
+def test_an_unsure_transcript_waits_like_a_hesitation_but_an_unsure_stop_still_stops(judge):
+    silence = np.zeros(16000, np.float32)
+    v = judge.judge(silence, "them.", unsure=True)  # espeak-ng's "Hmm." at Whisper's last fallback
+    assert (v.complete, v.rule) == (False, "unsure")
+    assert judge.judge(silence, "Stop.", unsure=True).rule == "stop"
+    assert judge.judge(silence, "What time is it?").complete
+
+
 def test_a_hesitation_then_a_command_after_a_second_is_one_turn(rig, tmp_path):
     rig.core.conversation.history.clear()
     wav = _spoken(tmp_path / "hesitant.wav", ["Hmmm, let me think.", "Can you nod your head twice?"], 1.0)

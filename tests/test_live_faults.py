@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from rig import AgentRig
+from waiting import wait_until
 
 from agent.audio_io.fake import FakeBackend
 from agent.config import load_config
@@ -59,6 +60,22 @@ def test_answers_on_fake_devices_and_reports_latency(rig, fixtures_dir):
     # rules end it after the short silence, the long-silence rule at the latest (ASR of the
     # pause and the judges add their time on top, more on a loaded machine).
     assert t.endpoint_rule and t.endpoint_ms < load_config().turn.long_silence_ms + 1000
+
+
+def test_lost_mic_blocks_are_reported_once_per_burst_and_the_agent_goes_on(rig, fixtures_dir):
+    live, backend, log, start = rig
+    for _ in range(3):  # PortAudio flags three blocks "input overflow" (the machine was too busy)
+        backend.input_status = "input overflow"
+        assert wait_until(lambda: backend.input_status is None, 2.0)
+    ev = log.wait_for(lambda e: isinstance(e, Error) and "audio block(s) lost" in e.message, start, 20.0)
+    assert ev is not None, log.events[start:]
+    assert ev.message.startswith("microphone ") and "too busy" in ev.message, ev.message
+    backend.input_status = "input overflow"  # within 30 s of the first line: counted, not repeated
+    assert wait_until(lambda: backend.input_status is None, 2.0)
+    evs = say(backend, log, command(fixtures_dir, "time"))
+    assert of(evs, Reply)
+    lost = [e for e in log.events[start:] if isinstance(e, Error) and "block(s) lost" in e.message]
+    assert len(lost) == 1, lost
 
 
 def test_mic_of_zeros_and_clipped_audio(rig, fixtures_dir):

@@ -173,12 +173,13 @@ def test_command_cut_mid_sentence_is_not_complete(model, fixtures_dir, name, sec
 def test_jfk_pauses_before_the_end_are_not_complete(model, fixtures_dir):
     audio = decode_file(fixtures_dir / "audio/jfk.flac")
     ends = ends_of_speech(audio)
-    # "And so my fellow Americans, | ask not | what your country can do for you, | ask what you
+    # "And so my fellow Americans, | ask | not | what your country can do for you, | ask what you
     # can do for your country." The model judges the first pause complete (0.96), not tested.
-    assert [round(e / RATE, 1) for e in ends] == [2.2, 4.3, 7.6, 10.5]
+    # The short "ask" starts speech of its own since the VAD starts with Silero's hysteresis.
+    assert [round(e / RATE, 1) for e in ends] == [2.2, 3.7, 4.3, 7.6, 10.5]
     probs = [model.probability(at_pause(audio, e)) for e in ends]
-    assert probs[1] < 0.5 and probs[2] < 0.5, probs
-    assert probs[3] > 0.5, probs
+    assert all(p < 0.5 for p in probs[1:-1]), probs
+    assert probs[-1] > 0.5, probs
 
 
 def test_real_speech_sentences(model, fixtures_dir):

@@ -49,7 +49,8 @@ class _FakeStream:
             t_next += self.block / self.rate
             if self.kind == "input":
                 data = self.backend._take(self.block, self.rate)
-                self.callback(np.repeat(data[:, None], self.channels, axis=1), self.block, None, None)
+                status, self.backend.input_status = self.backend.input_status, None  # one block's flag
+                self.callback(np.repeat(data[:, None], self.channels, axis=1), self.block, None, status)
             else:
                 out = np.zeros((self.block, self.channels), dtype=np.float32)
                 self.callback(out, self.block, None, None)
@@ -95,6 +96,8 @@ class FakeBackend:
         self._pending = np.zeros(0, dtype=np.float32)
         self._lock = threading.Lock()
         self.played_blocks = 0
+        self.input_status: str | None = None
+        """PortAudio's callback status for the next input block (e.g. ``"input overflow"``)."""
         self.last_sound_t = 0.0
         self.opened: list[tuple[str, int, int]] = []
 

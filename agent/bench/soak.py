@@ -8,15 +8,19 @@ port and a camera that plays an image folder. Each turn is one of (:data:`PLAN`)
   preceded by a noise clip;
 * ``typed`` — a line typed through the console's HTTP API (``POST /api/say``);
 * ``barge`` — a request for a story, then a command played as soon as the robot speaks;
-* ``timer`` — "set a timer for five seconds": answered, then the timer's result announced.
+* ``timer`` — "set a timer for two seconds": answered, then the timer's result announced.
 
 A turn is answered when its :class:`~agent.events.Timing` arrives (the robot replied and
 played it); its voice-to-voice latency is that event's ``first_played_ms`` (end of the user's
 speech → first reply audio handed to the speaker, as in :mod:`agent.bench.latency`). The
 child's memory (RSS, PSS), threads and open descriptors are sampled every ``sample_s`` s and
 after each turn (:mod:`agent.bench.procstat`). A crash is recorded with its exit status and
-the child is restarted (at most ``max_restarts`` times). The report is
-:mod:`agent.bench.soak_report`'s.
+the child is restarted (at most ``max_restarts`` times). The child's state store (``[state]``,
+in a state folder of the soak's own) survives it, as it would a service restart: the timers
+the dead child left pending are read from it, and the restarted child must announce each one
+(:func:`~agent.bench.soak_child.restored_timers`; the crash record lists them).
+``SoakOptions.after_input`` is the hook for injecting such a crash at a chosen moment. The
+report is :mod:`agent.bench.soak_report`'s.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ from typing import Any
 
 from agent.bench.procstat import ProcSample, read_sample
 from agent.bench.pulse import PulseRig
-from agent.bench.soak_child import Child, ChildExited
+from agent.bench.soak_child import Child, ChildExited, restored_timers
 from agent.bench.soak_set import SoakSet
+from agent.config import load_config
+from agent.state.keep import state_path
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -43,8 +49,10 @@ else:  # pragma: no cover - Python 3.10
 
 log = logging.getLogger(__name__)
 
+KINDS = ("speak", "typed", "barge", "timer")
+"""The kinds of turn (see the module docstring)."""
 PLAN = ("speak", "typed", "speak", "barge", "speak", "speak", "typed", "timer", "speak", "speak")
-"""The kinds of turn, in rotation (turn ``i`` is ``PLAN[i % len(PLAN)]``)."""
+"""The default kinds of turn, in rotation (turn ``i`` is ``PLAN[i % len(PLAN)]``)."""
 READY_TIMEOUT_S = 600.0
 """Longest wait for the child's models to load and its devices to open, s."""
 TURN_TIMEOUT_S = 120.0
@@ -65,6 +73,13 @@ class SoakOptions:
         console: Drive typed turns through the live console (needs starlette and uvicorn).
         env: Extra environment of the child (e.g. ``MALLOC_ARENA_MAX``).
         progress: Called with each turn's row as it ends (the CLI prints a line).
+        plan: The kinds of turn in rotation (turn ``i`` is ``plan[i % len(plan)]``), each one
+            of :data:`KINDS`.
+        after_input: Fault injection: called with the turn number, its kind and the child as
+            soon as the turn's input was given (its clip played, its line typed; a barge-in's
+            story request), before the soak waits for the answer. The soak waits for it to
+            return. A test kills the child here (``child.proc.kill()``) to exercise the crash
+            and restart path; None (the default) does nothing.
     """
 
     turns: int = 150
@@ -74,6 +89,8 @@ class SoakOptions:
     console: bool = True
     env: dict[str, str] = field(default_factory=dict)
     progress: Callable[[dict[str, Any]], None] | None = None
+    plan: tuple[str, ...] = PLAN
+    after_input: Callable[[int, str, Child], None] | None = None
 
 
 @dataclass
@@ -129,22 +146,30 @@ class Soak:
         opts: Length and sampling.
 
     Ctrl-C (``KeyboardInterrupt``) ends the loop early; what was gathered is kept.
+
+    Raises:
+        ValueError: ``opts.plan`` is empty or names a kind not in :data:`KINDS`.
+        agent.config.ConfigError: ``config`` is not a valid config.
     """
 
     def __init__(self, config: Path, clips: SoakSet, out: Path, opts: SoakOptions) -> None:
+        if not opts.plan or not set(opts.plan) <= set(KINDS):
+            raise ValueError(f"soak plan {opts.plan!r}: each turn must be one of {KINDS}")
         self.config, self.clips, self.out, self.opts = config, clips, out, opts
         self.run = SoakRun()
         self.pulse = PulseRig()
         self.child: Child | None = None
         self.t0 = time.monotonic()
         self._halt = threading.Event()
+        self._state = load_config(config).state
 
     def _start_child(self) -> Child:
         port = free_port() if self.opts.console else 0
         # A state folder of its own: the soak neither restores nor overwrites the user's saved conversation.
         env = {**self.pulse.env, "XDG_STATE_HOME": str(self.out / "state"), **self.opts.env}
         env.pop("STATE_DIRECTORY", None)
-        child = Child(self.config, env, port, self.out / "agent.log")
+        state_file = state_path(self._state.path, env) if self._state.enabled else None
+        child = Child(self.config, env, port, self.out / "agent.log", state_file)
         t = time.monotonic()
         ready = child.wait(
             lambda e: e["event"] == "device" and e.get("kind") == "output" and e.get("state") == "open",
@@ -197,25 +222,22 @@ class Soak:
 
     def _loop(self) -> None:
         turn = 0
+        plan = self.opts.plan
         while not self._done(turn):
-            kind = PLAN[turn % len(PLAN)]
+            kind = plan[turn % len(plan)]
             if kind == "typed" and not self.opts.console:
                 kind = "speak"
             assert self.child is not None
             child = self.child
             start = child.mark()
+            row: dict[str, Any] | None = None
             try:
                 row = getattr(self, f"_{kind}")(child, turn, start)
                 child.quiet(QUIET_S, 30.0)
             except ChildExited as e:
-                log.error("soak: the agent exited with %s at turn %d", e.code, turn)
-                self.run.crashes.append({"turn": turn, "exit_code": e.code, "stderr": e.tail[-1000:]})
-                row = {"kind": kind, "answered": False, "latency_ms": -1.0}
-                self.run.restarts += 1
-                child.close()
-                self.child = None
-                if self.run.restarts <= self.opts.max_restarts:
-                    self.child = self._start_child()
+                # A turn answered before the crash keeps its answer; either way it is marked.
+                row = {**(row or {"kind": kind, "answered": False, "latency_ms": -1.0}), "crashed": True}
+                self._restart(child, turn, e)
             row.update(turn=turn, t_s=round(time.monotonic() - self.t0, 2))
             sample = read_sample(child.pid, self.t0, turn) if self.child is child else None
             if sample is not None:
@@ -229,7 +251,9 @@ class Soak:
                 )
             heard = [e.get("text", "") for e in child.since(start, "transcript")]
             errors = [e.get("message", "") for e in child.since(start, "error")]
-            row.update(heard=heard, errors=len(errors), error_messages=errors)
+            # Why input gave no turn (echo, hesitation, no speech): the first thing to read on a miss.
+            skipped = [e.get("reason", "") for e in child.since(start, "skipped")]
+            row.update(heard=heard, skipped=skipped, errors=len(errors), error_messages=errors)
             self.run.rows.append(row)
             log.info("soak turn %d %s: %s", turn, kind, row)
             if self.opts.progress is not None:
@@ -238,6 +262,33 @@ class Soak:
             turn += 1
         if self.run.restarts > self.opts.max_restarts:
             self.run.notes.append(f"stopped after {self.run.restarts} crashes")
+
+    def _restart(self, child: Child, turn: int, e: ChildExited) -> None:
+        """Record a crash and start a new child (unless past ``max_restarts``).
+
+        The new child must announce the timers the dead one left in the state store.
+        """
+        log.error("soak: the agent exited with %s at turn %d", e.code, turn)
+        child.close()
+        pending = child.pending_timers()  # the dead child's store, as the new one will find it
+        crash: dict[str, Any] = {
+            "turn": turn,
+            "exit_code": e.code,
+            "stderr": e.tail[-1000:],
+            "pending_timers": len(pending),
+        }
+        self.run.crashes.append(crash)
+        self.run.restarts += 1
+        self.child = None
+        if self.run.restarts <= self.opts.max_restarts:
+            self.child = self._start_child()
+            crash["restored_timers"] = restored_timers(self.child, pending, TURN_TIMEOUT_S)
+            self.child.quiet(QUIET_S, 30.0)
+
+    def _given(self, child: Child, turn: int, kind: str) -> None:
+        """The turn's input was given: run the fault-injection hook, if any."""
+        if self.opts.after_input is not None:
+            self.opts.after_input(turn, kind, child)
 
     # --- the kinds of turn ----------------------------------------------------------------------
 
@@ -262,6 +313,8 @@ class Soak:
             "text": text,
             "answered": timing is not None,
             "latency_ms": float(timing.get("first_played_ms", -1.0)) if timing else -1.0,
+            # End of the user's speech -> whole reply played: with the clip and QUIET_S, a turn's length.
+            "turn_ms": float(timing.get("turn_ms", -1.0)) if timing else -1.0,
             "turn_id": timing["turn_id"] if timing else -1,
             **more,
         }
@@ -272,6 +325,7 @@ class Soak:
         if noise:
             self.pulse.play(self.clips.noise)
         self.pulse.play(cmd.wav)
+        self._given(child, turn, "speak")
         return self._row(
             "speak",
             cmd.text,
@@ -282,12 +336,14 @@ class Soak:
     def _typed(self, child: Child, turn: int, start: int) -> dict[str, Any]:
         text = self.clips.typed[turn % len(self.clips.typed)]
         status = child.say(text)
+        self._given(child, turn, "typed")
         timing = self._answer(child, start, typed=True) if status == 200 else None
         return self._row("typed", text, timing, http_status=status)
 
     def _barge(self, child: Child, turn: int, start: int) -> dict[str, Any]:
         cmd = self.clips.commands[turn % len(self.clips.commands)]
         self.pulse.play(self.clips.story.wav)
+        self._given(child, turn, "barge")
         speaking = child.wait(lambda e: e["event"] == "speaking", start, TURN_TIMEOUT_S)
         if speaking is None:
             return self._row("barge", cmd.text, None, barge_in=False)
@@ -298,6 +354,7 @@ class Soak:
 
     def _timer(self, child: Child, turn: int, start: int) -> dict[str, Any]:
         self.pulse.play(self.clips.timer.wav)
+        self._given(child, turn, "timer")
         timing = self._answer(child, start)
         set_it = any(e.get("name") == "set_timer" for e in child.since(start, "tool_call"))
         done = child.wait(lambda e: e["event"] == "background_done", start, 60.0) if set_it else None

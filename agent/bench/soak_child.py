@@ -5,12 +5,14 @@ the live console on a loopback port (typed turns); its stderr goes to a log file
 thread parses its JSON Lines and keeps the events a soak needs (:data:`KEPT`): robot joint
 commands (50 per second) and per-sentence detail are dropped. Events are addressed by an
 absolute index; :meth:`Child.forget` drops those before an index so a week-long soak does
-not keep them all.
+not keep them all. :func:`read_pending_timers` reads the timers a child has saved in its
+state store (:mod:`agent.state.store`), read-only, while it runs or after it died.
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -20,6 +22,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from agent.state.store import PendingTimer
 
 KEPT = frozenset(
     {
@@ -37,6 +41,33 @@ KEPT = frozenset(
     }
 )
 """Event names the soak reads (see :mod:`agent.events`)."""
+
+
+def read_pending_timers(path: Path) -> list[PendingTimer]:
+    """The timers saved in the state store at ``path`` and not yet fired, soonest first.
+
+    Read-only (``mode=ro``), so a live agent's writes and the file are left alone; the
+    ``timers`` table is :mod:`agent.state.store`'s.
+
+    Returns:
+        The timers; [] when there is no file yet, no table yet (the agent is creating it), or
+        the agent holds the file locked for longer than the 1 s busy timeout.
+    """
+    if not path.is_file():
+        return []
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=1.0)
+    except sqlite3.Error:
+        return []
+    try:
+        rows = conn.execute(
+            "SELECT id, label, seconds, due_utc, set_utc FROM timers ORDER BY due_utc"
+        ).fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+    return [PendingTimer(*row) for row in rows]
 
 
 class ChildExited(RuntimeError):
@@ -60,14 +91,19 @@ class Child:
         env: Its environment (the sound server's).
         port: The console's loopback port (0: no console).
         log: Where its stderr goes (appended).
+        state_file: The state store it uses (``[state]``: :func:`agent.state.keep.state_path`),
+            or None when persistence is off.
     """
 
-    def __init__(self, config: Path, env: dict[str, str], port: int, log: Path) -> None:
+    def __init__(
+        self, config: Path, env: dict[str, str], port: int, log: Path, state_file: Path | None = None
+    ) -> None:
         args = [sys.executable, "-m", "agent", "run", "--json", "--config", str(config)]
         if port:
             args += ["--console", f"127.0.0.1:{port}"]
         self.port = port
         self.log = log
+        self.state_file = state_file
         self._err: IO[bytes] = open(log, "ab")  # noqa: SIM115 - closed in close()
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=self._err, text=True)
         self._events: list[dict[str, Any]] = []
@@ -174,6 +210,10 @@ class Child:
         except OSError:
             return 0
 
+    def pending_timers(self) -> list[PendingTimer]:
+        """The timers the child has saved and not yet fired (:func:`read_pending_timers`)."""
+        return read_pending_timers(self.state_file) if self.state_file is not None else []
+
     def stderr_tail(self, n: int = 2000) -> str:
         """The last ``n`` characters of its log."""
         try:
@@ -193,3 +233,55 @@ class Child:
         self._reader.join(5)
         self._err.close()
         return self.proc.returncode
+
+
+def restored_timers(child: Child, pending: list[PendingTimer], timeout_s: float) -> list[dict[str, Any]]:
+    """Wait for a restarted child to report each timer in ``pending`` and to play that turn.
+
+    The agent re-arms its store's timers at start-up (:func:`agent.state.timers.rearm`) and
+    reports each as the background call ``restored-<timer id>``: one that came due while it
+    was down at once ("While I was restarting, ..."), one still running at its due time
+    (waited for only when that is within ``timeout_s``).
+
+    Args:
+        child: The restarted child (its events are searched from its start).
+        pending: The timers the dead child left (:func:`read_pending_timers`).
+        timeout_s: Longest wait for each report, and then for its reply to be played, s.
+
+    Returns:
+        One record per timer: ``id``, ``label``, ``overdue`` (already due once the new child
+        had opened its devices),
+        ``result`` (what the agent reported; None: nothing) and ``played`` (its turn's reply
+        was played).
+
+    Raises:
+        ChildExited: the child exited meanwhile.
+    """
+    out = []
+    now = time.time()  # the store's due times are UTC wall-clock seconds
+    for timer in pending:
+        rec: dict[str, Any] = {
+            "id": timer.id,
+            "label": timer.label,
+            "overdue": timer.due_utc <= now,
+            "result": None,
+            "played": False,
+        }
+        out.append(rec)
+        due_in = max(0.0, timer.due_utc - now)
+        if due_in > timeout_s:
+            continue  # fires long after the restart: not waited for
+        call_id = f"restored-{timer.id}"
+        done = child.wait(
+            lambda e, c=call_id: e["event"] == "background_done" and e.get("call_id") == c,
+            0,
+            due_in + timeout_s,
+        )
+        if done is None:
+            continue
+        rec["result"] = done.get("result")
+        played = child.wait(
+            lambda e, t=done["turn_id"]: e["event"] == "timing" and e["turn_id"] == t, 0, timeout_s
+        )
+        rec["played"] = played is not None
+    return out

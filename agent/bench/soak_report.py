@@ -5,6 +5,8 @@ Summary figures (:func:`summarize`):
 * ``turns``, ``answered``, ``unanswered`` (turn numbers), ``crashes``, ``restarts``,
   ``final_exit_code`` (of the SIGTERM at the end: 0 is a clean stop), ``errors`` (error events);
   ``barge_ins`` (attempted, interrupted), ``timers`` (asked, set, fired), ``typed``;
+* ``restored_timers``: timers a crashed child left pending in its state store (``pending``)
+  and how many of them the restarted child announced and played (``announced``);
 * ``memory``: PSS and RSS after warm-up (median of the per-turn samples of the five turns up to
   turn ``warmup_turns``) and at the end (median of the last five turns), MiB, and the growth
   between them, %; ``pss_slope_mib_per_100_turns``, the least-squares slope of PSS over the
@@ -98,6 +100,10 @@ def summarize(run: SoakRun, warmup: int) -> dict[str, Any]:
             "set": sum(bool(r.get("timer_set")) for r in kinds["timer"]),
             "fired": sum(bool(r.get("timer_fired")) for r in kinds["timer"]),
         },
+        "restored_timers": {
+            "pending": sum(c.get("pending_timers", 0) for c in run.crashes),
+            "announced": sum(bool(t["played"]) for c in run.crashes for t in c.get("restored_timers", [])),
+        },
         "memory": _memory(rows, warmup),
         "threads": _flat(measured, "threads"),
         "fds": _flat(measured, "fds"),
@@ -175,6 +181,12 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"barge-ins {barge['interrupted']}/{barge['attempted']} interrupted; "
         f"timers set {timers['set']}/{timers['asked']}, fired {timers['fired']}",
     ]
+    if summary["crashes"]:
+        restored = summary["restored_timers"]
+        lines.append(
+            f"timers left pending by crashes {restored['pending']}, announced after the restart "
+            f"{restored['announced']}"
+        )
     if m:
         lines.append(
             f"memory PSS {m['pss_warm_mib']} MiB after {m['warmup_turns']} turns -> {m['pss_end_mib']} MiB "

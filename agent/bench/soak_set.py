@@ -35,8 +35,10 @@ SPOKEN = (
 """The default spoken commands: ``(file, text, intent)``."""
 STORY = ("story.wav", "Tell me a long story about a cat and a robot.", "chat")
 """The barge-in opener: its reply is long enough to talk over."""
-TIMER = ("timer.wav", "Set a timer for five seconds.", "skill")
-"""The timer command; its background result is announced about 5 s later."""
+TIMER = ("timer_2s.wav", "Set a timer for two seconds.", "skill")
+"""The timer command; its background result is announced about 2 s later. Short, because a
+timer turn waits for the announcement and a longer timer adds nothing a soak measures; a
+restart with one pending still finds it due (the agent takes longer than 2 s to start)."""
 TYPED = (
     "What time is it?",
     "Wave your left hand.",

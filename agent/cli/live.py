@@ -3,7 +3,8 @@
 Added to the ``bolt-agent`` app by :mod:`agent.cli.main`. ``run`` checks the input device before
 loading any model (a wrong device name fails in a second with the list of devices), then
 loads and warms every model, opens the devices and listens until Ctrl-C or SIGTERM.
-``bench`` only parses options; the work is in :mod:`agent.bench.latency` and :mod:`agent.bench.accuracy`.
+``bench`` only parses options; the work is in :mod:`agent.bench.latency`, :mod:`agent.bench.accuracy`
+and the other :mod:`agent.bench` modules (``--peer``: :mod:`agent.bench.peer`).
 """
 
 from __future__ import annotations
@@ -192,6 +193,19 @@ def bench(
             "while the user goes on), instead of as fast as possible",
         ),
     ] = False,
+    peer: Annotated[
+        bool,
+        typer.Option(
+            "--peer",
+            help="time the peer framework (pipecat 1.14 with its default Silero VAD + Smart Turn "
+            "v3.2) on the same models and WAVs, in real time, in its own environment "
+            "(~/.cache/bolt-agent/peer-venv, made from PyPI on first use); needs llama-server",
+        ),
+    ] = False,
+    ours: Annotated[
+        Optional[Path],
+        typer.Option(help="--peer: our figures (the JSON of `bolt-agent bench --json`) beside the peer's"),
+    ] = None,
 ) -> None:
     """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
 
@@ -200,7 +214,8 @@ def bench(
     calls match the manifest, and of replies that fit (data passed on, no copy of the
     previous reply, chat answered). With ``--vision``: describe time per frame and the
     voice-to-voice time of a "what do you see" turn (first audio and the answer). With
-    ``--turns``: turn-taking on paused sentences, hesitations and plain commands.
+    ``--turns``: turn-taking on paused sentences, hesitations and plain commands. With
+    ``--peer``: the peer framework's voice-to-voice on the same WAVs, beside ours (``--ours``).
     """
     from agent.bench.accuracy import format_accuracy, run_accuracy
     from agent.bench.latency import format_report, run_bench
@@ -220,6 +235,9 @@ def bench(
     if folder is None or not folder.is_dir():
         typer.echo("error: no fixtures folder; pass --fixtures DIR (a folder of WAV commands)", err=True)
         raise typer.Exit(2)
+    if peer:
+        _bench_peer(cfg, folder, limit, runs, ours, json_out)
+        return
     if accuracy and not (folder / "manifest.json").is_file():
         typer.echo(f"error: {folder} has no manifest.json (file, text, expect_any per command)", err=True)
         raise typer.Exit(2)
@@ -247,6 +265,21 @@ def _bench_turns(cfg: Any, folder: Optional[Path], json_out: bool, realtime: boo
             raise typer.Exit(2) from None
     if report is not None:
         typer.echo(json.dumps(report) if json_out else format_turns(report))
+
+
+def _bench_peer(cfg: Any, folder: Path, limit: int, runs: int, ours: Optional[Path], json_out: bool) -> None:
+    """``bench --peer``: pipecat on the same WAVs (:mod:`agent.bench.peer`), with ours beside it."""
+    from agent.bench.peer import PeerError, format_peer, load_ours, peer_report, run_peer
+    from agent.models import ModelNotFoundError
+
+    try:
+        mine = load_ours(ours) if ours is not None else None  # a bad file fails before the long run
+        raw = run_peer(cfg, folder, limit, runs, note=lambda s: typer.echo(s, err=True))
+    except (PeerError, ModelNotFoundError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    report = peer_report(raw, mine)
+    typer.echo(json.dumps(report) if json_out else format_peer(report))
 
 
 def _bench_vision(cfg: Any, folder: Optional[Path], frames: int, runs: int, json_out: bool) -> None:

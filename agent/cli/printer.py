@@ -70,6 +70,7 @@ def pause_line(v: PauseVerdict) -> str:
         "stop": "a stop phrase",
         "continuation": "ends in a continuation",
         "hesitation": "only a hesitation so far",
+        "unsure": "an unsure guess at a hum or a noise",
         "address": "only the robot's name so far",
         "unfinished": "neither signal says finished",
         "empty": "nothing heard",

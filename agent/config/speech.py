@@ -118,6 +118,14 @@ class ASRConfig(StrictModel):
     compression_ratio_threshold: float = 2.4
     log_prob_threshold: float = -1.0
     no_speech_threshold: float = 0.6
+    unsure_max_s: float = Field(
+        1.5,
+        ge=0.0,
+        le=30.0,
+        description="audio shorter than this, s, whose decode stays under log_prob_threshold at every "
+        "fallback temperature is an unsure transcript (a hum, a noise): not answered unless it is a "
+        "stop phrase; 0 = answer every transcript",
+    )
     hotwords: list[str] = Field(default_factory=list)
     bias_with_skills: bool = True
     bias_mode: Literal["hotwords", "initial_prompt"] = Field(

@@ -27,7 +27,9 @@ every shared case but the misheard turn_then_wave (which waits for the long sile
 2a. a hesitation alone ("um", "hmm", "let me think", "okay so", "well"): unfinished (``hesitation``):
    the text model scores "um let me think" -1.08, a finished sentence, and Smart Turn is not even
    asked then, so "Hmm, let me think. [1 s] Can you nod?" used to become two turns;
-2b. only the robot's name ("Hey robot," before the request): unfinished (``address``): piper's
+2b. an unsure transcript (Whisper's guess at a hum: "Hmm." heard as "them.", see
+   :mod:`agent.speech.asr`): unfinished (``unsure``), the words are still coming;
+2c. only the robot's name ("Hey robot," before the request): unfinished (``address``): piper's
    "Hey robot, wave your right hand." pauses at the comma, and "hey robot" scored -1.12;
 3. text ``>= text_complete`` (-1.2): finished (``text``);
 4. Smart Turn ``> smart_turn_threshold`` (0.5) and text ``>= text_with_audio`` (-1.6): finished
@@ -117,7 +119,7 @@ class Verdict:
 
     Attributes:
         complete: The user has finished their turn.
-        rule: Which rule decided: ``continuation``, ``stop``, ``hesitation``, ``address``,
+        rule: Which rule decided: ``continuation``, ``stop``, ``hesitation``, ``unsure``, ``address``,
             ``text``, ``smart_turn``, ``unfinished`` (no rule said finished) or ``empty``
             (nothing was heard).
         smart_turn: Smart Turn's probability (-1: not run).
@@ -297,12 +299,14 @@ class EndOfTurnJudge:
         self.cfg, self.smart_turn, self.text, self.is_stop = cfg, smart_turn, text, is_stop
         self.names = names
 
-    def judge(self, audio: np.ndarray, transcript: str) -> Verdict:
+    def judge(self, audio: np.ndarray, transcript: str, unsure: bool = False) -> Verdict:
         """Judge one pause.
 
         Args:
             audio: ``(n,)`` float32 16 kHz: the utterance so far, with the pause's first silence.
             transcript: What the recognizer made of ``audio`` ("" when nothing).
+            unsure: The recognizer only guessed ``transcript`` (:attr:`agent.speech.asr.ASRResult.unsure`:
+                a hum or a noise): unfinished like a hesitation, unless it is a stop phrase.
 
         Returns:
             The :class:`Verdict`.
@@ -322,6 +326,8 @@ class EndOfTurnJudge:
             return done(True, "stop")
         if is_hesitation(transcript):
             return done(False, "hesitation")
+        if unsure:
+            return done(False, "unsure")
         if is_address(transcript, self.names):
             return done(False, "address")
         tx = self.text.score(transcript) if self.text is not None else 1.0

@@ -7,8 +7,11 @@ probability. Fed this way it gives the same probabilities as faster-whisper's ba
 
 :class:`Endpointer` turns probabilities into utterances:
 
-* speech **starts** when ``min_speech_ms`` of consecutive frames are over the threshold;
-  the utterance then includes ``speech_pad_ms`` of pre-roll so the first syllable is kept;
+* speech **starts** when a frame is over the threshold and the frames from it stay over
+  ``threshold - 0.15`` for ``min_speech_ms`` (the same hysteresis as the end, as Silero's own
+  ``get_speech_timestamps`` does): a short command whose probability dips once between its words
+  ("Look up.": 0.62 0.79 0.67 0.57 0.41 0.76 0.89 ...) starts like any other; the utterance
+  then includes ``speech_pad_ms`` of pre-roll so the first syllable is kept;
 * it **ends** after ``min_silence_ms`` of frames under ``threshold - 0.15`` (hysteresis);
   the speech end is the end of the last speech frame, and ``speech_pad_ms`` (at most the
   silence) of post-roll is kept;
@@ -197,7 +200,7 @@ class Endpointer:
         thr = self.cfg.threshold
         if not self._speaking:
             self._pre.append(frame)
-            self._run = self._run + 1 if prob >= thr else 0
+            self._run = self._run + 1 if prob >= thr or (self._run and prob >= thr - 0.15) else 0
             if self._run >= self._start_frames:
                 self._speaking = True
                 self._frames = list(self._pre)

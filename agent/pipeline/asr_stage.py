@@ -177,6 +177,16 @@ class ASRStage:
             self._said = None
             self._stop_fast(res.text)
             return False
+        if res.unsure:  # a hum or a noise Whisper guessed at ("Hmm." -> "them."): not a request
+            self.publish(
+                Skipped(
+                    -1,
+                    f"{where}: unsure transcript {res.text!r} (logprob {res.avg_logprob:.2f} at every "
+                    "fallback temperature): not answered",
+                    msg.source,
+                )
+            )
+            return False
         if self.echo_guard and is_echo(
             res.text, self.book.heard_texts(ECHO_WINDOW_S), self.live.echo_text_score
         ):

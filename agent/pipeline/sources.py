@@ -39,6 +39,9 @@ TAIL_S = 1.2
 """Silence appended to each file so its last utterance reaches the endpoint, s."""
 ZERO_WARN_S = 10.0
 """A mic that delivers exact zeros this long gets one warning, s."""
+OVERFLOW_WARN_S = 30.0
+"""Shortest time between two "audio blocks lost" messages of the mic, s (a busy machine loses
+blocks in bursts: one line per burst, with the count)."""
 MAX_TYPED = 2000
 """Longest typed line kept, characters (~500 tokens: a quarter of SmolLM2's 2048-token context,
 and far more than a spoken turn); the rest is cut with a notice."""
@@ -102,6 +105,8 @@ class MicSource:
         self._last_audio = time.perf_counter()
         self._zero_since: float | None = None
         self._zero_warned = False
+        self._overflows_seen = 0
+        self._overflow_said = -OVERFLOW_WARN_S
         self.on_lost: Callable[[], None] = lambda: None
         self.on_recovered: Callable[[], None] = lambda: None
         self.muted = False
@@ -134,6 +139,7 @@ class MicSource:
             return None
         samples, t_end = got
         self._last_audio = now
+        self._report_overflows(mic.overflows, mic.name, now)
         self.devices.retry_speaker(now)
         if self.muted:  # silence keeps the VAD, endpointing and device supervision running as usual
             self._zero_since = None
@@ -152,6 +158,24 @@ class MicSource:
         elif samples.size:
             self._zero_since = None
         return AudioIn(-1, samples, t_end)
+
+    def _report_overflows(self, total: int, name: str, now: float) -> None:
+        """One error per burst of lost input blocks (PortAudio's input overflow, or our queue full).
+
+        A command said while blocks were lost may be heard cut or not at all; without this line a
+        missed command on a busy machine could not be told from a VAD or ASR miss.
+        """
+        lost = total - self._overflows_seen
+        if lost <= 0 or now - self._overflow_said < OVERFLOW_WARN_S:
+            return
+        self._overflows_seen, self._overflow_said = total, now
+        self.publish(
+            Error(
+                -1,
+                f"microphone {name!r}: {lost} audio block(s) lost (input overflow: the audio was not "
+                "read in time, the machine is too busy); speech in them was not heard",
+            )
+        )
 
     def idle(self) -> None:
         """Nothing to do when the pipeline is idle."""

@@ -318,7 +318,7 @@ class TurnTaking:
             if res.text and self.early_start is not None:
                 self.early_start.submit(res.text)  # the model reads it while the pause is judged
             try:
-                v = self.judge.judge(audio, res.text)
+                v = self.judge.judge(audio, res.text, unsure=res.unsure)
             except Exception as e:  # the turn then ends by silence and is transcribed as a whole
                 log.exception("end-of-turn check failed")
                 pause.error = f"{e.__class__.__name__}: {e}"

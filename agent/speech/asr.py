@@ -8,6 +8,13 @@ Guards (all configurable in ``[asr]``):
 * **Repetition loops.** The temperature-fallback tuple and the compression-ratio check
   (2.4) are kept, so a looping decode is retried at a higher temperature; a segment still
   over the ratio afterwards is dropped.
+* **Unsure short decodes are flagged.** When even Whisper's last fallback temperature leaves the
+  mean log-probability under ``log_prob_threshold`` (-1.0) and the audio is shorter than
+  ``unsure_max_s``, the transcript is marked :attr:`ASRResult.unsure`: a hummed "Hmm." came back
+  as "them." or "Mm." (logprob -1.11 … -1.27, decoded at temperature 1.0) and once as
+  "beep beep beep", while short commands decode at temperature 0 with -0.07 … -0.9 (measured on
+  piper and espeak-ng voices, see ``docs/facts.md``). The ASR stage drops such a transcript
+  unless it is a stop phrase, and end-of-turn waits on it as on a hesitation.
 * **Sign-off hallucinations on noise** ("Thanks for watching", "you", ...) are dropped when
   they are the whole transcript and the audio is short or the decode unsure.
 * **Language fixed in config** (no detection on a 1-second command).
@@ -68,12 +75,16 @@ class ASRResult:
         dropped: Why text was dropped (empty when kept).
         avg_logprob: Mean token log-probability over kept segments.
         duration_ms: Decode time, ms.
+        unsure: ``text`` is Whisper's best guess at short audio that no fallback temperature
+            decoded with confidence (mean log-probability under ``[asr] log_prob_threshold``
+            and audio under ``[asr] unsure_max_s``): likely a hum or a noise, not words.
     """
 
     text: str
     dropped: str = ""
     avg_logprob: float = 0.0
     duration_ms: float = 0.0
+    unsure: bool = False
 
 
 class WhisperASR:
@@ -157,4 +168,7 @@ class WhisperASR:
                 return ASRResult("", f"likely hallucination {text!r}", mean_lp, ms)
         if not text:
             return ASRResult("", "; ".join(reasons) or "no words recognised", mean_lp, ms)
-        return ASRResult(text, "", mean_lp, ms)
+        unsure = mean_lp < cfg.log_prob_threshold and audio.size < cfg.unsure_max_s * SAMPLE_RATE
+        if unsure:
+            log.info("unsure transcript %r (logprob %.2f after every fallback)", text, mean_lp)
+        return ASRResult(text, "", mean_lp, ms, unsure)

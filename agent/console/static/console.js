@@ -15,6 +15,19 @@ const fmt = (v) => (typeof v === "string" ? v : JSON.stringify(v));
 
 const state = { joints: {}, history: [], estopped: false, muted: false, driver: "" };
 const UNIT = { deg: "°", mm: " mm" };
+// Why a pause was judged as it was (the same words as `--verbose`, agent/cli/printer.py).
+const PAUSE_RULES = {
+  text: "the words end a sentence",
+  smart_turn: "Smart Turn hears an ending, the words allow it",
+  stop: "a stop phrase",
+  continuation: "ends in a continuation",
+  hesitation: "only a hesitation so far",
+  unsure: "an unsure guess at a hum or a noise",
+  address: "only the robot's name so far",
+  unfinished: "neither signal says finished",
+  empty: "nothing heard",
+  error: "the check failed: waiting for silence",
+};
 
 // --- conversation ----------------------------------------------------------------------------
 function append(node) {
@@ -80,8 +93,13 @@ const handlers = {
       ? `turn ${ev.turn_id}: you went on with the same sentence; it is answered whole next`
       : `turn ${ev.turn_id}: you went on, its reply was dropped`));
   },
-  end_of_turn_check(ev) {  // the transcript so far, at a pause of the user's speech
-    $("partial").textContent = ev.text ? `hearing: ${ev.text}${ev.complete ? "" : " …"}` : "";
+  end_of_turn_check(ev) {  // a pause of the user's speech: what is heard so far, the verdict and why
+    const signals = [];
+    if (ev.text_score <= 0) signals.push(`words ${ev.text_score.toFixed(2)}`);
+    if (ev.smart_turn >= 0) signals.push(`Smart Turn ${ev.smart_turn.toFixed(2)}`);
+    const why = PAUSE_RULES[ev.rule] || ev.rule;
+    $("partial").textContent = `pause ${ev.pause_id}: "${ev.text || ""}" → ` +
+      `${ev.complete ? "turn over" : "wait for more"} (${why}${signals.length ? "; " + signals.join(", ") : ""})`;
   },
   tool_call(ev) { toolEntry(ev); },
   tool_result(ev) { addResult(ev, "result"); },
