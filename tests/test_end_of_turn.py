@@ -284,6 +284,9 @@ def test_a_new_request_after_a_pause_is_a_turn_of_its_own(rig, tmp_path):
         ("Um, wave.", False),
         ("Let me think about it.", False),
         ("Em.", True),  # whisper's spelling of a piper "Hmm." in espeak-ng's voice (the turn set)
+        ("come let me think", True),  # espeak-ng's "Um, let me think." misheard (the turn set)
+        ("Wave, um.", False),  # one word before fillers alone is a request
+        ("Nod your head, let me see.", False),  # more than one word of its own
         ("", False),
     ],
 )

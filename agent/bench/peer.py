@@ -155,6 +155,7 @@ def peer_spec(
         "llm_base_url": llm_url,
         "llm_model": cfg.llm.openai.model_name or Path(cfg.llm.model).name or "local",
         "system_prompt": cfg.llm.system_prompt,
+        "max_tokens": cfg.llm.max_tokens,
         "warmup": str(files[0]) if files else None,
         "files": items * runs,
         "after_s": 5.0,  # past Smart Turn's 3 s stop_secs: a turn it held still ends inside the file

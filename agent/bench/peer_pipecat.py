@@ -252,7 +252,11 @@ def build(spec: dict[str, Any], record: Record) -> tuple[PipelineWorker, LLMCont
     llm = OpenAILLMService(
         api_key="none",  # a local llama-server takes any key
         base_url=spec["llm_base_url"],
-        settings=OpenAILLMService.Settings(model=spec["llm_model"], system_instruction=spec["system_prompt"]),
+        settings=OpenAILLMService.Settings(
+            model=spec["llm_model"],
+            system_instruction=spec["system_prompt"],
+            max_completion_tokens=spec["max_tokens"],  # ours stops at [llm] max_tokens too
+        ),
     )
     tts = PiperTTSService(download_dir=voice.parent, settings=PiperTTSService.Settings(voice=voice.stem))
     context = LLMContext()  # the system prompt is the service's system_instruction (pipecat >= 1.9)

@@ -169,18 +169,35 @@ def starts_as_continuation(text: str) -> bool:
 def is_hesitation(text: str) -> bool:
     """Whether ``text`` holds nothing but hesitation: fillers and thinking-aloud phrases.
 
+    One word before a thinking-aloud phrase counts as a misheard filler: Whisper heard espeak-ng's
+    "Um, let me think." as "come let me think" (``bench --turns``, filler_08).
+
     Args:
         text: A transcript (any case, any punctuation).
 
     Returns:
         True when every word belongs to :data:`HESITATION_WORDS` or a phrase of
-        :data:`HESITATION_PHRASES` ("Hmm, let me think.", "um okay so"); False for "" and for
-        anything with a word of its own ("um, wave", "okay").
+        :data:`HESITATION_PHRASES` ("Hmm, let me think.", "um okay so"), or when only the first
+        word does not and a phrase follows ("come let me think"); False for "" and for anything
+        with a word of its own ("um, wave", "okay", "wave um").
     """
     said = words(text)
+    if _only_hesitation(said):
+        return True
+    rest = said[1:]
+    return _only_hesitation(rest) and any(_phrase_at(rest, i) for i in range(len(rest)))
+
+
+def _phrase_at(said: list[str], i: int) -> tuple[str, ...] | None:
+    """The hesitation phrase that starts at word ``i`` of ``said``, if any."""
+    return next((p for p in HESITATION_PHRASES if tuple(said[i : i + len(p)]) == p), None)
+
+
+def _only_hesitation(said: list[str]) -> bool:
+    """Whether the words ``said`` are all fillers or thinking-aloud phrases (False when empty)."""
     i = 0
     while i < len(said):
-        phrase = next((p for p in HESITATION_PHRASES if tuple(said[i : i + len(p)]) == p), None)
+        phrase = _phrase_at(said, i)
         if phrase is not None:
             i += len(phrase)
         elif said[i] in HESITATION_WORDS:
