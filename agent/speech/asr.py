@@ -12,7 +12,7 @@ Guards (all configurable in ``[asr]``):
   mean log-probability under ``log_prob_threshold`` (-1.0) and the audio is shorter than
   ``unsure_max_s``, the transcript is marked :attr:`ASRResult.unsure`: a hummed "Hmm." came back
   as "them." or "Mm." (logprob -1.11 … -1.27, decoded at temperature 1.0) and once as
-  "beep beep beep", while short commands decode at temperature 0 with -0.07 … -0.9 (measured on
+  "beep beep beep", while short commands decode at temperature 0 with -0.06 … -0.77 (measured on
   piper and espeak-ng voices, see ``docs/facts.md``). The ASR stage drops such a transcript
   unless it is a stop phrase, and end-of-turn waits on it as on a hesitation.
 * **Sign-off hallucinations on noise** ("Thanks for watching", "you", ...) are dropped when

@@ -212,7 +212,7 @@ class PiperTTS:
                 f"speaker_id {speaker_id} is out of range for {voice_path.name}, which has "
                 f"{n_speakers} speaker(s): use 0..{n_speakers - 1} or leave it unset"
             )
-        voice.session = _ShrinkingSession(voice.session)  # a long run's memory stays flat
+        voice.session = _ShrinkingSession(voice.session)  # the arena gives back what a sentence freed
         self._voice = voice
         self._syn_config = SynthesisConfig(
             speaker_id=speaker_id,
