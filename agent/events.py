@@ -117,6 +117,8 @@ class VoiceFrame(Event):
         t_end: Wall-clock time of the frame's last sample (perf_counter s).
         source: File path or device name the audio came from.
         fresh: The first frame after the stream (re)started: drop any utterance in progress.
+        robot_audible: The robot's own speech could be in this frame (it played audible sound
+            within the echo gate's tail, :meth:`agent.listening.echo.EchoGate.active`).
     """
 
     name: ClassVar[str] = "voice_frame"
@@ -126,6 +128,7 @@ class VoiceFrame(Event):
     t_end: float = 0.0
     source: str = ""
     fresh: bool = False
+    robot_audible: bool = False
 
 
 # --- turn-taking → ASR: pauses to transcribe, utterances ---------------------------------------------
@@ -149,6 +152,9 @@ class Utterance(Event):
         release: Set when the utterance ended on a verdict the silence has not confirmed yet:
             its turn is prepared at once and heard only once the gate is released
             (``[turn] confirm_ms``); None: heard at once.
+        robot_audible: The robot's own speech could be in the utterance's audio (some frame of
+            it came while the speaker played, or within the echo gate's tail after): only then
+            can its transcript be an echo.
     """
 
     name: ClassVar[str] = "utterance"
@@ -161,6 +167,7 @@ class Utterance(Event):
     end_rule: str = "silence"
     transcript: ASRResult | None = _no_json(None)
     release: ReleaseGate | None = _no_json(None)
+    robot_audible: bool = _no_json(False)
 
 
 @dataclass(frozen=True)

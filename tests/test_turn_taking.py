@@ -11,6 +11,7 @@ by themselves.
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -118,12 +119,12 @@ class Harness:
         )
         self.t = 0.0
 
-    def frames(self, n: int, prob: float) -> None:
+    def frames(self, n: int, prob: float, audible: bool = False) -> None:
+        """``n`` frames of speech probability ``prob``; ``audible``: the robot could be heard in them."""
         for _ in range(n):
             self.t += FRAME / 16000
-            self.stage._handle(
-                VoiceFrame(-1, np.full(FRAME, 0.1 if prob else 0.0, np.float32), prob, self.t, "mic")
-            )
+            samples = np.full(FRAME, 0.1 if prob else 0.0, np.float32)
+            self.stage._handle(VoiceFrame(-1, samples, prob, self.t, "mic", robot_audible=audible))
 
     def answer(self, check: PauseCheck, text: str) -> None:
         self.stage._handle(PauseTranscript(-1, check.pause_id, ASRResult(text, duration_ms=5.0)))
@@ -166,6 +167,25 @@ def test_a_finished_pause_ends_the_turn_with_its_transcript_at_once():
         utt.source == "mic" and utt.audio.size > 8 * FRAME and utt.end_ms == pytest.approx(512.0)
     )  # 16 frames
     assert h.work.items == 1 and not h.work.user_speaking  # counted as work when handed over
+
+
+def test_an_utterance_holds_the_robots_echo_only_when_the_robot_could_be_heard_in_it():
+    """The ASR stage's text echo check applies only to audio taken while the robot was audible
+    (issue 22's soak: "Set a timer for ten seconds" said after the robot fell silent was dropped
+    as an echo of "... timer for two seconds")."""
+    h = Harness()
+    h.frames(40, SILENCE, audible=True)  # the robot speaks, then falls silent for 1.3 s
+    h.frames(40, SILENCE)
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(PAUSE, SILENCE)
+    h.answer(h.taken()[0], "Stop.")
+    [after] = h.taken()
+    assert isinstance(after, Utterance) and not after.robot_audible
+    h.frames(SPEECH_FRAMES, SPEECH, audible=True)  # the user talks while the robot is heard
+    h.frames(PAUSE, SILENCE)
+    h.answer(h.taken()[0], "Stop.")
+    [over] = h.taken()
+    assert isinstance(over, Utterance) and over.robot_audible
 
 
 def test_an_unfinished_pause_waits_and_a_silent_end_reuses_its_transcript():
@@ -286,3 +306,63 @@ def test_every_pause_is_checked_once(early_asr_ms):
     h.frames(PAUSE, SILENCE)
     checks = h.taken()
     assert len(checks) == 1 and checks[0].early == bool(early_asr_ms)
+
+
+# --- the ASR stage's echo check ------------------------------------------------------------------------
+def _asr_stage_takes(command: str, robot_said: str, audible: bool) -> tuple[list[Skipped], list[Event]]:
+    """What a real ASR stage does with an utterance ``command`` just after the robot said
+    ``robot_said``: (skipped reasons, what it handed the turn driver)."""
+    from datetime import datetime
+
+    from agent.events import PlaybackStarted
+    from agent.pipeline.asr_stage import ASRStage
+    from agent.pipeline.turnbook import TurnBook
+    from agent.skills.registry import SkillRegistry
+    from agent.skills.skill import SkillContext
+
+    cfg = load_config(None)
+    gate = TurnGate()
+    inbox, turn_q, driver_q = StageQueue(gate), StageQueue(gate), StageQueue(gate)
+    published: list[Event] = []
+    book = TurnBook()
+    book.on(PlaybackStarted(7, robot_said, t=time.perf_counter()))
+    stage = ASRStage(
+        None,  # the transcript comes with the utterance: nothing to decode
+        cfg.live,
+        inbox,
+        turn_q,
+        driver_q,
+        gate,
+        published.append,
+        WorkTracker(Speaker()),
+        book,
+        SkillRegistry(),
+        SkillContext(robot=None, now=datetime.now),
+        realtime=True,
+    )
+    said = ASRResult(command, duration_ms=5.0)
+    now = time.perf_counter()
+    audio = np.zeros(16000, np.float32)
+    stage._one(Utterance(-1, "mic", 0.0, 1000.0, audio, now, now, "text", said, robot_audible=audible))
+    return [e for e in published if isinstance(e, Skipped)], [driver_q.get(0) for _ in range(len(driver_q))]
+
+
+ROBOT_SAID = "Your timer for two seconds is done."
+COMMAND = "Set a timer for ten seconds."
+
+
+def test_words_like_the_robots_said_after_it_fell_silent_start_a_turn():
+    """Issue 22's soak: "Set a timer for ten seconds" said a second after the robot's "... timer
+    for two seconds ..." was dropped as an echo; only audio the robot could be heard in holds one."""
+    from agent.events import UserTurn
+
+    skipped, turns = _asr_stage_takes(COMMAND, ROBOT_SAID, audible=False)
+    assert skipped == []
+    [turn] = turns
+    assert isinstance(turn, UserTurn) and turn.text == COMMAND
+
+
+def test_words_like_the_robots_heard_while_it_speaks_are_its_echo():
+    skipped, turns = _asr_stage_takes(COMMAND, ROBOT_SAID, audible=True)
+    assert [s.reason for s in skipped] == [f"echo of the robot's own speech: {COMMAND!r}"]
+    assert turns == []

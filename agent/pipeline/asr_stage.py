@@ -6,10 +6,11 @@ answers the turn-taking stage's :class:`~agent.events.PauseCheck` questions with
 each utterance: transcribe it (unless its pause's transcript came with it; the recognizer
 filters hallucinations), then handle a stop phrase at once without the model (the *stop fast
 path*: interrupt, run the ``stop`` skill; checked first, since stopping is always safe), drop
-the robot's own echo (the transcript matches what it said in the last 30 s, only where a
-speaker can be heard), drop speech not addressed to the robot (wake phrase), and otherwise
-start a turn: a new turn id, a ``transcript`` message and a :class:`~agent.events.UserTurn` for
-the turn driver. Typed lines (``TextIn``) skip the audio checks.
+the robot's own echo (the transcript matches what it said in the last 30 s, only where a speaker
+can be heard and only for audio taken while it was audible), drop speech not addressed to the
+robot (wake phrase), and otherwise start a turn: a new turn id, a ``transcript`` message and a
+:class:`~agent.events.UserTurn` for the turn driver. Typed lines (``TextIn``) skip the audio
+checks.
 
 An utterance that starts within ``[turn] continue_ms`` of the last turn's utterance, with words
 that only finish a sentence ("and then wave", "to the right":
@@ -187,8 +188,13 @@ class ASRStage:
                 )
             )
             return False
-        if self.echo_guard and is_echo(
-            res.text, self.book.heard_texts(ECHO_WINDOW_S), self.live.echo_text_score
+        # Only audio the robot could be heard in holds its echo: a command said after it fell
+        # silent is the user's, however like the robot's last words ("Set a timer for ten
+        # seconds" after "Your two-second timer is done").
+        if (
+            self.echo_guard
+            and msg.robot_audible
+            and is_echo(res.text, self.book.heard_texts(ECHO_WINDOW_S), self.live.echo_text_score)
         ):
             self.publish(Skipped(-1, f"echo of the robot's own speech: {res.text!r}", msg.source))
             return False

@@ -148,7 +148,8 @@ class Listener:
             if live.echo_guard and prob >= thr - 0.15 and self.echo.active(t):
                 if self.echo.user_share(self._recent, t) < live.echo_min_unexplained:
                     prob = 0.0  # the robot hearing itself
-            self._forward(VoiceFrame(-1, frame, prob, t, self.source.name, self._fresh))
+            audible = self.echo.active(t)
+            self._forward(VoiceFrame(-1, frame, prob, t, self.source.name, self._fresh, audible))
             self._fresh = False
 
     def _forward(self, msg: Event) -> None:

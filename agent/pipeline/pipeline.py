@@ -54,6 +54,7 @@ from agent.pipeline.asr_stage import ASRStage
 from agent.pipeline.bus import Bus
 from agent.pipeline.core import AgentCore
 from agent.pipeline.driver import TurnDriver
+from agent.pipeline.heap import HeapTrimmer
 from agent.pipeline.listener import Listener, Source
 from agent.pipeline.liveness import Liveness
 from agent.pipeline.posture import Postures
@@ -168,6 +169,7 @@ class Pipeline:
         self.driver = TurnDriver(
             core, self.driver_q, self.speech_q, self.gate, bus.publish, self.work, core.arbiter
         )
+        self.trim_heap = HeapTrimmer()  # what a turn freed in the models' malloc arenas goes back
         bus.route(Timing, self._turn_done)
         bus.route(TurnDropped, self._turn_dropped)
         bus.route(PlaybackStarted, lambda msg: self.postures.robot_speaking())
@@ -368,6 +370,7 @@ class Pipeline:
         self.work.turn_over(msg.turn_id)
         self.asr.replied()
         self.work.finished()
+        self.trim_heap()
 
 
 def run_to_end(pipeline: Pipeline, wait_background_s: float = 0.0) -> bool:

@@ -170,6 +170,7 @@ class TurnTaking:
         self._undecided: tuple[int, ASRResult] | None = None  # an unfinished verdict's transcript
         self._tentative: _Tentative | None = None  # a finished verdict waiting for its confirmation
         self._t_last = 0.0  # wall time of the newest frame's end (perf_counter s)
+        self._t_audible = -1e9  # end of the newest frame in which the robot could be heard (perf_counter s)
         self._source = ""  # the newest frame's source (file path or device name)
         self._later: list[Event] = []  # taken while waiting for a transcript, handled after it
         self._run_ms = 0.0  # user speech sustained over the robot's, ms
@@ -219,6 +220,8 @@ class TurnTaking:
         if f.fresh:
             self._reset()
         self._t_last, self._source = f.t_end, f.source
+        if f.robot_audible:
+            self._t_audible = f.t_end
         upd = self.endpointer.feed(f.samples, f.prob)
         if self._tentative is not None:
             upd = self._confirm_or_drop(upd)
@@ -415,6 +418,8 @@ class TurnTaking:
         self._drop_pause()
         now = time.perf_counter()
         t_end = self._t_last - (self.endpointer.samples - upd.end_sample) / SAMPLE_RATE
+        # The audio handed over (pre-roll included) began this long before its speech end.
+        audible = self._t_audible >= t_end - upd.audio.size / SAMPLE_RATE
         if not self.realtime:
             t_end = now  # as fast as possible: the utterance is complete now
         end_ms = upd.end_sample / SAMPLE_RATE * 1000
@@ -433,6 +438,7 @@ class TurnTaking:
                 upd.rule or "silence",
                 transcript,
                 release,
+                audible,
             )
         )
         self.work.user_speaking = False  # counted as work now: the turn holds background results back

@@ -1,0 +1,68 @@
+"""The heap trimmer (:mod:`agent.pipeline.heap`): glibc's ``malloc_trim`` after each turn.
+
+The memory test runs in a child process of its own, so its resident set is only what it does:
+a thread allocates 200 MB in 100 kB blocks (under glibc's mmap threshold: they live in the
+thread's malloc arena), frees all but the newest, which pins the arena's top, as a model
+thread's buffers do between turns (``bolt-agent soak``: +1-2 MiB a turn before the trimmer).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agent.pipeline.heap import HeapTrimmer
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = """
+import json, os, threading
+from agent.pipeline.heap import HeapTrimmer
+
+def rss_mib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+kept = []
+def model_thread():
+    blocks = [bytearray(100_000) for _ in range(2000)]
+    kept.append(blocks[-1])
+    del blocks
+
+t = threading.Thread(target=model_thread)
+t.start()
+t.join()
+before = rss_mib()
+trim = HeapTrimmer()
+ran = trim()
+after = rss_mib()
+report = {"available": trim.available, "ran": ran, "before": before, "after": after}
+print(json.dumps({**report, "ms": trim.last_ms}))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="malloc_trim is glibc's (Linux)")
+def test_a_trim_gives_back_what_a_thread_freed_under_a_block_it_still_holds():
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD], cwd=ROOT, capture_output=True, text=True, timeout=120, check=True
+    )
+    r = json.loads(out.stdout)
+    assert r["available"] and r["ran"], r
+    # Measured here: 262 -> 70 MiB in 21 ms.
+    assert r["before"] - r["after"] >= 150, r
+    assert r["ms"] < 1000, r
+
+
+def test_trims_are_at_least_min_interval_apart():
+    now = [100.0]
+    trim = HeapTrimmer(min_interval_s=5.0, clock=lambda: now[0])
+    assert trim.available  # glibc here (Debian/Ubuntu, Jetson L4T)
+    assert trim() and trim.trims == 1
+    now[0] += 4.9
+    assert not trim() and trim.trims == 1  # too soon: skipped
+    now[0] += 0.2
+    assert trim("a bus message is ignored") and trim.trims == 2
