@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ t.start()
 t.join()
 before = rss_mib()
 trim = HeapTrimmer()
-ran = trim()
+ran = trim.trim_now()
 after = rss_mib()
 report = {"available": trim.available, "ran": ran, "before": before, "after": after}
 print(json.dumps({**report, "ms": trim.last_ms}))
@@ -61,8 +62,28 @@ def test_trims_are_at_least_min_interval_apart():
     now = [100.0]
     trim = HeapTrimmer(min_interval_s=5.0, clock=lambda: now[0])
     assert trim.available  # glibc here (Debian/Ubuntu, Jetson L4T)
-    assert trim() and trim.trims == 1
+    assert trim.trim_now() and trim.trims == 1
     now[0] += 4.9
-    assert not trim() and trim.trims == 1  # too soon: skipped
+    assert not trim.trim_now() and trim.trims == 1  # too soon: skipped
     now[0] += 0.2
-    assert trim("a bus message is ignored") and trim.trims == 2
+    assert trim.trim_now() and trim.trims == 2
+
+
+def test_a_request_returns_at_once_and_the_trim_follows_in_its_own_thread():
+    """The pipeline requests a trim from the thread that reports a turn's end (maybe mid barge-in):
+    the request must not wait for the trim."""
+    trim = HeapTrimmer(min_interval_s=0.0, delay_s=0.3)
+    try:
+        t0 = time.perf_counter()
+        trim.request("a Timing message")
+        assert time.perf_counter() - t0 < 0.05 and trim.trims == 0
+        deadline = time.monotonic() + 5.0
+        while trim.trims == 0 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert trim.trims == 1 and time.perf_counter() - t0 >= 0.3
+    finally:
+        trim.close()
+    assert not trim._thread.is_alive()
+    trim.request()  # closed: nothing more
+    time.sleep(0.4)
+    assert trim.trims == 1

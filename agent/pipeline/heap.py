@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import threading
 import time
 from collections.abc import Callable
 
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 
 MIN_INTERVAL_S = 5.0
 """Shortest time between two trims, s: a trim walks every arena's free chunks under its lock."""
+DELAY_S = 0.5
+"""Wait between a turn's end and its trim, s: the events that end a turn go out first."""
 
 
 def _glibc_trim() -> Callable[[int], int] | None:
@@ -40,10 +43,15 @@ def _glibc_trim() -> Callable[[int], int] | None:
 
 
 class HeapTrimmer:
-    """Calls ``malloc_trim(0)`` when a turn ends, at most every ``min_interval_s`` seconds.
+    """Runs ``malloc_trim(0)`` in a thread of its own, ``delay_s`` after a turn ends.
+
+    The trim takes milliseconds to tens of milliseconds (it holds each arena's lock in turn), so
+    it never runs on the thread that reports a turn's end: that thread may be in the middle of a
+    barge-in, publishing what was cut. Trims are at least ``min_interval_s`` apart.
 
     Args:
         min_interval_s: Shortest time between two trims, s (:data:`MIN_INTERVAL_S`).
+        delay_s: Wait after :meth:`request` before trimming, s (:data:`DELAY_S`).
         clock: Monotonic clock, s.
 
     Attributes:
@@ -53,19 +61,34 @@ class HeapTrimmer:
     """
 
     def __init__(
-        self, min_interval_s: float = MIN_INTERVAL_S, clock: Callable[[], float] = time.monotonic
+        self,
+        min_interval_s: float = MIN_INTERVAL_S,
+        delay_s: float = DELAY_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._trim = _glibc_trim()
         self.available = self._trim is not None
-        self.min_interval_s, self._clock = min_interval_s, clock
+        self.min_interval_s, self.delay_s, self._clock = min_interval_s, delay_s, clock
         self._last = -float("inf")
         self.trims = 0
         self.last_ms = 0.0
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
 
-    def __call__(self, *_: object) -> bool:
+    def request(self, *_: object) -> None:
+        """Ask for a trim soon; returns at once (arguments are ignored: it is routed a bus message)."""
+        if self._trim is None or self._closed.is_set():
+            return
+        with self._lock:
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="heap-trim", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def trim_now(self) -> bool:
         """Trim now, unless the last trim was less than ``min_interval_s`` ago.
-
-        Arguments are ignored (the pipeline calls it when a turn's timing is published).
 
         Returns:
             True when a trim ran.
@@ -84,3 +107,18 @@ class HeapTrimmer:
             self.last_ms,
         )
         return True
+
+    def close(self, timeout: float = 1.0) -> None:
+        """Stop the trim thread (a trim under way finishes first)."""
+        self._closed.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            if self._closed.wait(self.delay_s):
+                return
+            self._wake.clear()
+            self.trim_now()

@@ -228,6 +228,7 @@ class Pipeline:
                 t.join(max(0.0, deadline - time.monotonic()))
         self.source.close()
         self.early_start.close()
+        self.trim_heap.close()
         self.core.arbiter.attach(None)
 
     def finish(self, wait_background_s: float = 0.0) -> bool:
@@ -370,7 +371,7 @@ class Pipeline:
         self.work.turn_over(msg.turn_id)
         self.asr.replied()
         self.work.finished()
-        self.trim_heap()
+        self.trim_heap.request()
 
 
 def run_to_end(pipeline: Pipeline, wait_background_s: float = 0.0) -> bool:
