@@ -17,7 +17,19 @@ from rig import AgentRig
 
 from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
-from agent.events import Notice, PauseVerdict, Reply, Skipped, Timing, ToolCall, Transcript, TurnDropped
+from agent.events import (
+    Notice,
+    PauseVerdict,
+    Reply,
+    Shutdown,
+    Skipped,
+    Timing,
+    ToolCall,
+    Transcript,
+    TurnDropped,
+    TurnGenerated,
+    UserTurn,
+)
 from agent.listening.end_of_turn import (
     EndOfTurnJudge,
     TextEndOfTurn,
@@ -31,6 +43,10 @@ from agent.listening.smart_turn import SmartTurn
 from agent.listening.turns import stop_command
 from agent.models import resolve_model
 from agent.pipeline.core import build_end_of_turn
+from agent.pipeline.driver import TurnDriver
+from agent.pipeline.queues import StageQueue
+from agent.pipeline.work import WorkTracker
+from agent.skills import ToolOutcome
 from agent.speech.audio import decode_file
 
 JFK = (
@@ -261,6 +277,64 @@ def test_a_sentence_continued_after_its_answer_is_answered_whole(rig, tmp_path):
     said = [u for u in users if "left" in u]  # not a background result (an earlier test's timer)
     assert len(said) == 1 and "wave" in said[0], users
     assert "wave" in {c.tool for c in evs.of(ToolCall, heard[1].turn_id)}
+
+
+def test_a_background_result_spoken_between_a_sentence_and_its_continuation(rig):
+    """A timer announced in the pause leaves the continued turn dropped and the announcement kept.
+
+    The turn driver's own thread, fed as the ASR stage feeds it: the first part, a background
+    result spoken while the floor is free, then the whole sentence naming the turn it finishes.
+    (A suite run lost the continuation this way: the announcement had replaced the newest turn.)
+    """
+    core = rig.core
+    core.conversation.history.clear()
+    seen: list = []
+    generated = threading.Condition()
+
+    def publish(ev):
+        with generated:
+            seen.append(ev)
+            generated.notify_all()
+
+    def wait_generated(n: int) -> None:
+        with generated:
+            assert generated.wait_for(
+                lambda: len([e for e in seen if isinstance(e, TurnGenerated)]) >= n, 120
+            )
+
+    work = WorkTracker()
+    inbox = StageQueue(core.gate)
+    driver = TurnDriver(core, inbox, StageQueue(core.gate), core.gate, publish, work, core.arbiter)
+    thread = threading.Thread(target=driver.run, daemon=True)
+    thread.start()
+    try:
+        first = core.gate.new_turn()
+        work.started()
+        inbox.put(UserTurn(first, "Turn your head to the left."))
+        wait_generated(1)
+        work.turn_over(first)  # as the speech stage reports the reply spoken
+        work.finished()
+        done = core.conversation.background_callback("set_timer", "t-between")
+        assert done is not None
+        done(ToolOutcome(True, "Timer 'tea' done after 10 s."))
+        wait_generated(2)  # spoken while the floor was free
+        whole = core.gate.new_turn()
+        work.started()
+        inbox.put(
+            UserTurn(
+                whole, "Turn your head to the left. And then wave with your right hand.", continues=first
+            )
+        )
+        wait_generated(3)
+    finally:
+        inbox.put(Shutdown(-1))
+        thread.join(30)
+    dropped = [e for e in seen if isinstance(e, TurnDropped)]
+    assert [(d.turn_id, d.continued) for d in dropped] == [(first, True)], seen
+    users = [m["content"] for m in core.conversation.history if m["role"] == "user"]
+    assert not any(u.startswith("Turn your head to the left.") and "wave" not in u for u in users), users
+    assert any("tea" in u for u in users), users  # the announcement stays in the history
+    assert any("wave" in u for u in users), users
 
 
 def test_a_new_request_after_a_pause_is_a_turn_of_its_own(rig, tmp_path):

@@ -525,6 +525,15 @@ class Conversation:
         """Drop every history message after the first ``length`` (a dropped turn leaves no trace)."""
         del self.history[length:]
 
+    def forget(self, messages: list[dict[str, Any]]) -> None:
+        """Drop ``messages`` (by identity) from the history, wherever they are now.
+
+        A turn the user continued leaves no trace, while what came after it (a background
+        result spoken between the two parts) stays; messages compaction already dropped are skipped.
+        """
+        gone = {id(m) for m in messages}
+        self.history[:] = [m for m in self.history if id(m) not in gone]
+
     def truncate_last_reply(self, heard: str) -> None:
         """Keep only ``heard`` of the newest assistant message (barge-in: the rest was never played)."""
         hist.truncate_last_reply(self.history, heard)

@@ -23,6 +23,8 @@ import logging
 import queue
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from agent.control import CpuArbiter
 from agent.conversation import SORRY, TurnResult
@@ -47,6 +49,15 @@ from agent.pipeline.work import WorkTracker
 from agent.speech.words import normalize
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _LastTurn:
+    """The newest user turn: what a continuation ('... and then wave') drops."""
+
+    turn_id: int
+    text: str
+    messages: list[dict[str, Any]]  # the history messages it added, by identity
 
 
 class TurnDriver:
@@ -76,8 +87,9 @@ class TurnDriver:
         self.core, self.inbox, self.speech, self.gate, self.publish = core, inbox, speech, gate, publish
         self.work = work
         self.arbiter = arbiter if arbiter is not None else CpuArbiter()
-        # The newest turn: (turn id, history length before it, its text) — what a continuation drops.
-        self._last: tuple[int, int, str] | None = None
+        # The newest user turn and the history messages it added: what a continuation drops. A
+        # background announcement spoken between the two parts leaves it in place.
+        self._last: _LastTurn | None = None
 
     def run(self) -> None:
         """Run turns until ``Shutdown``."""
@@ -146,13 +158,13 @@ class TurnDriver:
 
         t0 = time.perf_counter()
         conv = self.core.conversation
-        last, self._last = self._last, None
-        if last is not None and background is None and turn.continues == last[0]:
-            conv.forget_since(last[1])  # the sentence it answered is answered whole now
-            self.publish(TurnDropped(last[0], last[2], continued=True))
-        kept = len(conv.history)  # a dropped turn leaves no trace in the history
         if background is None:
-            self._last = (tid, kept, text)
+            last, self._last = self._last, None
+            if last is not None and turn.continues == last.turn_id:
+                conv.forget(last.messages)  # the sentence it answered is answered whole now
+                self.publish(TurnDropped(last.turn_id, last.text, continued=True))
+        kept = len(conv.history)  # a dropped turn leaves no trace in the history
+        before = {id(m) for m in conv.history}
         result: TurnResult | None
         try:
             if background is not None:
@@ -197,6 +209,8 @@ class TurnDriver:
                 result.rounds if result else 0,
             )
         )
+        if background is None:
+            self._last = _LastTurn(tid, text, [m for m in conv.history if id(m) not in before])
         self.core.keep_history()  # the state store keeps the tail across a restart
 
     def _speak_up(self) -> None:
