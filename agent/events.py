@@ -573,6 +573,25 @@ class HistoryCut(Event):
 
 
 @dataclass(frozen=True)
+class ContextTidied(Event):
+    """Between turns the driver compacted the context ahead of need and read it into the KV cache.
+
+    Attributes:
+        dropped: Old turns compacted into the summary line (0: none needed).
+        evaluated: Prompt tokens evaluated into the KV cache.
+        complete: The evaluation ran to the end (False: stopped because the user spoke or work
+            arrived; the next quiet moment goes on).
+        took_ms: Time it took, ms.
+    """
+
+    name: ClassVar[str] = "context_tidied"
+    dropped: int = 0
+    evaluated: int = 0
+    complete: bool = True
+    took_ms: float = 0.0
+
+
+@dataclass(frozen=True)
 class Shutdown(Event):
     """Stop every stage (SIGTERM, Ctrl-C, end of input)."""
 
@@ -626,7 +645,8 @@ class RobotCommand(Event):
 class Timing(Event):
     """Per-turn latency, ms; the ``*_ms`` marks are from the end of user speech (-1: did not happen).
 
-    ``asr_ms`` transcription time; ``llm_ttft_ms`` the first round's time to first token;
+    ``asr_ms`` transcription time; ``llm_ttft_ms`` the first round's time to first token (with
+    any wait for the model: an early start finishing, a read-ahead making way);
     ``llm_ms`` all model rounds; ``tts_first_audio_ms`` first sentence ready → its audio ready;
     ``tts_ms`` all synthesis; ``turn_ms`` speech end → turn played; ``prompt_tokens`` tokens
     evaluated (KV-cache reuse excluded). Marks: ``endpoint_ms`` endpoint decided,

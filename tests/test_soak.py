@@ -184,7 +184,16 @@ def test_summary_growth_and_latency_windows():
         for i in range(50)
     ]
     rows[7]["answered"] = False
+    rows[30].update(tidy_dropped=9, tidy_tokens=700, tidy_stopped=1)  # a compaction between turns
+    rows[31].update(tidy_dropped=0, tidy_tokens=40, tidy_stopped=0)
     s = summarize(SoakRun(rows=rows), warmup=20)
+    assert s["context"] == {
+        "compactions": 1,
+        "turns_dropped": 9,
+        "tokens_read_ahead": 740,
+        "stopped_early": 1,
+    }
+    assert "between turns: 1 compactions (9 old turns), 740 prompt tokens read ahead" in format_summary(s)
     assert s["unanswered"] == [7] and s["answered"] == 49
     m = s["memory"]
     assert m["pss_warm_mib"] == 500.0 and m["pss_end_mib"] == 510.0 and m["pss_growth_pct"] == 2.0

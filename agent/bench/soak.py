@@ -59,6 +59,8 @@ TURN_TIMEOUT_S = 120.0
 """Longest wait for a reply, s (the 135M model on a loaded 2-core machine takes a few s)."""
 QUIET_S = 1.0
 """A turn is over once no event has come for this long after its reply, s."""
+BREAKDOWN = ("endpoint_ms", "asr_done_ms", "first_token_ms", "llm_ms", "prompt_tokens", "llm_rounds")
+"""Fields of a turn's ``timing`` event each report row keeps (:class:`agent.events.Timing`)."""
 
 
 @dataclass
@@ -254,6 +256,12 @@ class Soak:
             # Why input gave no turn (echo, hesitation, no speech): the first thing to read on a miss.
             skipped = [e.get("reason", "") for e in child.since(start, "skipped")]
             row.update(heard=heard, skipped=skipped, errors=len(errors), error_messages=errors)
+            tidied = child.take_tidied()  # between the previous turn and this one's end
+            row.update(
+                tidy_dropped=sum(e.get("dropped", 0) for e in tidied),
+                tidy_tokens=sum(e.get("evaluated", 0) for e in tidied),
+                tidy_stopped=sum(not e.get("complete", True) for e in tidied),
+            )
             self.run.rows.append(row)
             log.info("soak turn %d %s: %s", turn, kind, row)
             if self.opts.progress is not None:
@@ -316,6 +324,8 @@ class Soak:
             # End of the user's speech -> whole reply played: with the clip and QUIET_S, a turn's length.
             "turn_ms": float(timing.get("turn_ms", -1.0)) if timing else -1.0,
             "turn_id": timing["turn_id"] if timing else -1,
+            # Where a slow turn's time went: speech end -> endpoint -> transcript -> first token.
+            **{k: timing.get(k, -1) if timing else -1 for k in BREAKDOWN},
             **more,
         }
 

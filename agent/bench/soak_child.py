@@ -110,6 +110,7 @@ class Child:
         self._base = 0  # absolute index of _events[0]
         self._cv = threading.Condition()
         self.errors = 0
+        self._tidied: list[dict[str, Any]] = []  # context_tidied events not yet taken
         self._reader = threading.Thread(target=self._read, name="soak-reader", daemon=True)
         self._reader.start()
 
@@ -125,6 +126,10 @@ class Child:
                 ev = json.loads(line)
             except json.JSONDecodeError:
                 continue  # a stray print: not an event
+            if ev.get("event") == "context_tidied":  # counted, not kept: it must not delay quiet()
+                with self._cv:
+                    self._tidied.append(ev)
+                continue
             if ev.get("event") not in KEPT:
                 continue
             ev["t"] = time.monotonic()
@@ -134,6 +139,12 @@ class Child:
                 self._cv.notify_all()
         with self._cv:
             self._cv.notify_all()
+
+    def take_tidied(self) -> list[dict[str, Any]]:
+        """The ``context_tidied`` events (the driver's work between turns) since the last call."""
+        with self._cv:
+            out, self._tidied = self._tidied, []
+            return out
 
     def mark(self) -> int:
         """The index the next event will have."""

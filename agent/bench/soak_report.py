@@ -12,6 +12,10 @@ Summary figures (:func:`summarize`):
   between them, %; ``pss_slope_mib_per_100_turns``, the least-squares slope of PSS over the
   turns after warm-up. The default warm-up is ``min(50, 40 % of the turns)``: 50 of 1,000
   turns as in the target (<= 3 % growth after the first 50), 20 of a 50-turn run;
+* ``context``: the turn driver's work between turns (``context_tidied`` events): compactions
+  done there, turns they dropped, prompt tokens read ahead into the KV cache, and how often the
+  reading stopped early because the next input came; each row also has the turn's
+  ``prompt_tokens`` (a compaction inside a turn shows as hundreds);
 * ``threads`` and ``fds``: first and last per-turn sample, and the largest;
 * ``latency_ms``: voice-to-voice p50/p95 of the first and last 100 answered turns (the first
   and last 20 % when there are fewer than 500).
@@ -103,6 +107,12 @@ def summarize(run: SoakRun, warmup: int) -> dict[str, Any]:
         "restored_timers": {
             "pending": sum(c.get("pending_timers", 0) for c in run.crashes),
             "announced": sum(bool(t["played"]) for c in run.crashes for t in c.get("restored_timers", [])),
+        },
+        "context": {  # compacted and read into the KV cache between turns (Conversation.tidy)
+            "compactions": sum(r.get("tidy_dropped", 0) > 0 for r in rows),
+            "turns_dropped": sum(r.get("tidy_dropped", 0) for r in rows),
+            "tokens_read_ahead": sum(r.get("tidy_tokens", 0) for r in rows),
+            "stopped_early": sum(r.get("tidy_stopped", 0) for r in rows),
         },
         "memory": _memory(rows, warmup),
         "threads": _flat(measured, "threads"),
@@ -202,5 +212,11 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"voice-to-voice p50/p95: first {lat['window_turns']} turns "
         f"{lat['first_p50']}/{lat['first_p95']} ms, last {lat['last_p50']}/{lat['last_p95']} ms"
     )
+    c = summary.get("context")
+    if c:
+        lines.append(
+            f"between turns: {c['compactions']} compactions ({c['turns_dropped']} old turns), "
+            f"{c['tokens_read_ahead']} prompt tokens read ahead, stopped early {c['stopped_early']} times"
+        )
     lines += [f"note: {n}" for n in summary["notes"]]
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from agent.events import (
     BackgroundDone,
     BargeIn,
+    ContextTidied,
     DeviceState,
     Error,
     Event,
@@ -125,7 +126,8 @@ class EventPrinter:
     Args:
         json_mode: JSON Lines instead of text.
         out: Stream for events (stdout); notes and errors in text mode also go here.
-        verbose: Text mode: also each pause's turn-taking decision and each history cut.
+        verbose: Text mode: also each pause's turn-taking decision, each history cut and what
+            was tidied between turns.
     """
 
     def __init__(self, json_mode: bool = False, out: TextIO | None = None, verbose: bool = False) -> None:
@@ -226,6 +228,14 @@ class EventPrinter:
             return f"  [turn {ev.turn_id}] interrupted ({why}); speaker silent in {ev.stop_ms:.0f} ms"
         if isinstance(ev, HistoryCut):
             return f'  the robot remembers saying only: "{ev.kept}"' if self.verbose else None
+        if isinstance(ev, ContextTidied):
+            if not self.verbose or not (ev.dropped or ev.evaluated):
+                return None
+            left = "" if ev.complete else " (stopped: the rest when the floor is free again)"
+            return (
+                f"  between turns: {ev.dropped} old turns compacted, {ev.evaluated} prompt tokens"
+                f" read ahead in {ev.took_ms / 1000:.1f} s{left}"
+            )
         if isinstance(ev, BackgroundDone):
             return (
                 f"[turn {ev.turn_id}] background {ev.tool} {'finished' if ev.ok else 'FAILED'}: {ev.result}"

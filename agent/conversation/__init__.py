@@ -8,6 +8,6 @@
 """
 
 from agent.conversation.prompt import resolve_format
-from agent.conversation.turn import REPEAT_STOP, REPEAT_WARN, SORRY, Conversation, TurnResult
+from agent.conversation.turn import REPEAT_STOP, REPEAT_WARN, SORRY, Conversation, Tidied, TurnResult
 
-__all__ = ["REPEAT_STOP", "REPEAT_WARN", "SORRY", "Conversation", "TurnResult", "resolve_format"]
+__all__ = ["REPEAT_STOP", "REPEAT_WARN", "SORRY", "Conversation", "Tidied", "TurnResult", "resolve_format"]

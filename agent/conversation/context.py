@@ -15,6 +15,8 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from agent.engines.base import LLMError
+
 log = logging.getLogger(__name__)
 
 SUMMARY_KEY = "summary"
@@ -96,26 +98,39 @@ def fit_history(
     prompt_tokens: Callable[[list[dict[str, Any]]], int],
     n_ctx: int,
     reserve: int,
+    keep_tokens: int | None = None,
+    headroom: int = 0,
 ) -> tuple[list[dict[str, Any]], int]:
-    """Make the next prompt leave ``reserve`` tokens for the answer.
+    """Make the next prompt leave ``reserve`` (plus ``headroom``) tokens for the answer.
 
-    The budget is ``n_ctx - reserve - 8``; over it, old turns are compacted down to 60 % of
-    the budget (so compaction is rare). If the current turn alone still fills the context
-    (tiny ``n_ctx``, many tool rounds), it is tightened with :func:`shrink_turn`.
+    The budget is ``n_ctx - reserve - 8``; once the prompt plus ``headroom`` is over it, old
+    turns are compacted down to 60 % of the budget (so compaction is rare), or to the system
+    prompt and tools plus ``keep_tokens`` of history where that is less: everything after the
+    first dropped turn must be evaluated again, about 5 ms a token on a 2-core CPU with the
+    135M model, so what is kept bounds what a compaction costs. If the current turn alone still
+    fills the context (tiny ``n_ctx``, many tool rounds), it is tightened with :func:`shrink_turn`.
 
     Args:
         history: Messages after the system prompt.
         prompt_tokens: Renders a candidate history and counts its prompt tokens.
         n_ctx: The model's context size, tokens.
         reserve: Tokens kept free for the reply (and thinking), tokens.
+        keep_tokens: Most tokens of history a compaction keeps (None: 60 % of the budget).
+        headroom: Tokens the next turn may add (compacting between turns, ahead of need).
 
     Returns:
         ``(history to use, number of turns dropped)``.
     """
     budget = n_ctx - reserve - 8
-    if prompt_tokens(history) <= budget:
+    if prompt_tokens(history) + headroom <= budget:
         return history, 0
-    history, dropped = compact(history, prompt_tokens, int(budget * 0.6))
+    target = int(budget * 0.6)
+    if keep_tokens is not None:
+        try:
+            target = min(target, prompt_tokens([]) + keep_tokens)
+        except LLMError:  # a template that needs a user message: the budget rule alone
+            pass
+    history, dropped = compact(history, prompt_tokens, target)
     if dropped:
         log.info("context: dropped %d old turns to fit n_ctx=%d", dropped, n_ctx)
     if prompt_tokens(history) > n_ctx - 32:

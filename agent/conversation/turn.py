@@ -52,6 +52,25 @@ REPEAT_STOP = 5
 SORRY = "Sorry, I had a problem thinking about that."
 """What the robot says when a turn fails (a model error): the conversation goes on."""
 
+TURN_HEADROOM_TOKENS = 256
+"""What a turn adds besides its replies, tokens: the user's words with the state line, a tool
+call and its result (the soak's turns added 25-120 prompt tokens a round)."""
+
+
+@dataclass(frozen=True)
+class Tidied:
+    """What :meth:`Conversation.tidy` did between turns.
+
+    Attributes:
+        dropped: Old turns compacted into the summary line.
+        evaluated: Prompt tokens evaluated into the KV cache.
+        complete: The evaluation ran to the end (False: stopped early; the rest is left for later).
+    """
+
+    dropped: int
+    evaluated: int
+    complete: bool
+
 
 @dataclass
 class TurnResult:
@@ -222,15 +241,60 @@ class Conversation:
         prompt = self.prompter.render(msgs, allow_tools, self.thinks(allow_tools))
         return self.model.prefill(Decoding(prompt, prefix=opening))
 
-    def fit_context(self, allow_tools: bool = True, think: bool = False) -> int:
-        """Compact the history when the next prompt leaves no room to answer; returns turns dropped."""
+    def fit_context(self, allow_tools: bool = True, think: bool = False, headroom: int = 0) -> int:
+        """Compact the history when the next prompt leaves no room to answer; returns turns dropped.
+
+        Args:
+            allow_tools: The round declares the tools.
+            think: The round opens a thinking block (its budget is reserved too).
+            headroom: Tokens more to leave free (:meth:`tidy`: what the next turn may add).
+        """
 
         def tokens(candidate: list[dict[str, Any]]) -> int:
             return self.model.count_tokens(self.prompter.render(candidate, allow_tools, think))
 
         reserve = self.cfg.max_tokens + (self.cfg.thinking_budget_tokens if think else 0)
-        self.history, dropped = fit_history(self.history, tokens, self.model.n_ctx, reserve)
+        self.history, dropped = fit_history(
+            self.history, tokens, self.model.n_ctx, reserve, self.cfg.history_keep_tokens, headroom
+        )
         return dropped
+
+    def tidy(self, stop: Callable[[], bool] | None = None) -> Tidied:
+        """Between turns: compact ahead of need and read the history into the KV cache.
+
+        A turn that compacts the history must evaluate everything after the first dropped turn
+        again (seconds on a small CPU), so the history is compacted here, while nobody waits,
+        once the next turn could outgrow the budget: what a turn adds at most (two rounds'
+        replies and a tool call, :data:`TURN_HEADROOM_TOKENS` more) is kept free. Then the
+        prompt of a next turn, up to its user message, is evaluated into the KV cache (also the
+        previous reply as the template renders it, which differs from the generated tokens), so
+        the next turn evaluates only its own words.
+
+        Args:
+            stop: Asked between chunks of the evaluation (:meth:`ChatEngine.prefill`): True
+                ends it early, keeping what was evaluated; None runs it to the end.
+
+        Returns:
+            Turns dropped, prompt tokens evaluated, and whether the evaluation ran to the end.
+        """
+        allow_tools = bool(self.registry.skills)
+        think = self.thinks(allow_tools)
+        reserve = self.cfg.max_tokens + (self.cfg.thinking_budget_tokens if think else 0)
+        dropped = self.fit_context(allow_tools, think, headroom=reserve + TURN_HEADROOM_TOKENS)
+        if dropped:
+            log.info("context: compacted %d old turns between turns", dropped)
+        msgs = [*self.history, {"role": "user", "content": ""}]
+        opening = REPLY_OPENING if self.format == "grammar" else ""
+        prompt = self.prompter.render(msgs, allow_tools, think)
+        stopped = False
+
+        def stopping() -> bool:
+            nonlocal stopped
+            stopped = stopped or (stop is not None and stop())
+            return stopped
+
+        evaluated = self.model.prefill(Decoding(prompt, prefix=opening), stopping if stop else None)
+        return Tidied(dropped, evaluated, not stopped)
 
     # --- the turn ----------------------------------------------------------------------------------
     def turn(

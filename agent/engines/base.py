@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -117,8 +117,12 @@ class ChatEngine(Protocol):
         """Run :meth:`stream` to the end; ``.text`` of the result holds the output."""
         ...
 
-    def prefill(self, request: Decoding) -> int:
-        """Evaluate a likely next prompt and its ``prefix`` now; returns tokens evaluated (0: skipped)."""
+    def prefill(self, request: Decoding, stop: Callable[[], bool] | None = None) -> int:
+        """Evaluate a likely next prompt and its ``prefix`` now; returns tokens evaluated (0: skipped).
+
+        ``stop`` is asked between chunks where the engine evaluates in chunks: True ends the
+        prefill early, keeping what was evaluated.
+        """
         ...
 
     def warmup(self, prompt: str) -> float:
@@ -150,7 +154,7 @@ class Completions:
             pass
         return gen
 
-    def prefill(self, request: Decoding) -> int:
+    def prefill(self, request: Decoding, stop: Callable[[], bool] | None = None) -> int:
         """Evaluate ``request``'s prompt and ``prefix`` into the KV cache ahead of a turn, if it can.
 
         The default does nothing and returns 0 (tokens evaluated): engines without a local

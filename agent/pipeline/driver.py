@@ -14,7 +14,10 @@ When no user turn is waiting and the floor is free (:meth:`~agent.pipeline.work.
 the user is not speaking, nothing is being said, no utterance is being transcribed), it speaks
 about what happened meanwhile: background tool calls that finished (in finishing order, each
 once) and people the camera saw arrive (``[vision] greet_on_arrival``). These are turns like
-any other: streamed, timed, and cut by barge-in.
+any other: streamed, timed, and cut by barge-in. After them, still with the floor free, it tidies
+the context (:meth:`~agent.conversation.Conversation.tidy`): compacts the history ahead of need
+and reads it into the KV cache, in chunks it stops between once the user speaks, so neither a
+compaction nor the previous reply's tokens are paid inside the next turn.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from agent.control import CpuArbiter
 from agent.conversation import SORRY, TurnResult
 from agent.events import (
     BackgroundDone,
+    ContextTidied,
     CutHistory,
     Error,
     Event,
@@ -90,6 +94,8 @@ class TurnDriver:
         # The newest user turn and the history messages it added: what a continuation drops. A
         # background announcement spoken between the two parts leaves it in place.
         self._last: _LastTurn | None = None
+        # The history changed since the context was last tidied (a restored one: not read yet).
+        self._untidy = bool(core.conversation.history)
 
     def run(self) -> None:
         """Run turns until ``Shutdown``."""
@@ -104,6 +110,8 @@ class TurnDriver:
                         if clock is not None:
                             clock.begin("background")
                         self._speak_up()
+                        if self._untidy and self.work.quiet():
+                            self._tidy()
                     continue
                 if clock is not None:
                     clock.begin(msg.name)
@@ -131,6 +139,7 @@ class TurnDriver:
     ) -> None:
         tid = turn.turn_id
         release = turn.release
+        self._untidy = True
         if release is not None:  # prepared before the silence confirmed it: heard once released
             if release.dropped:  # the user went on before the turn even started
                 self.gate.cancel(tid)
@@ -242,12 +251,47 @@ class TurnDriver:
             tools=False,
         )
 
+    def _tidy(self) -> None:
+        """While the floor is free: compact the context ahead of need and read it into the KV cache.
+
+        Starts only while the floor is free, goes on while the user speaks (the CPU is idle but
+        for the VAD) and stops within one prefill chunk once the CPU or the model is wanted: the
+        user pauses (the ASR transcribes), an utterance, a typed line or a background result
+        arrives, the speaker plays. The next quiet moment goes on from there.
+        """
+        clock = self.inbox.clock
+        checks = self.work.pause_checks
+
+        def stop() -> bool:
+            if clock is not None:
+                clock.progress()  # a long history read in chunks is no stall
+            return (
+                not self.work.model_free()
+                or self.work.pause_checks != checks
+                or self.inbox.waiting
+                or self.has_news()
+            )
+
+        t0 = time.perf_counter()
+        try:
+            done = self.core.conversation.tidy(stop)
+        except Exception:  # an optimisation: the next turn compacts and evaluates by itself
+            log.exception("tidying the context between turns failed")
+            self._untidy = False
+            return
+        self._untidy = not done.complete
+        if done.dropped:
+            self.core.keep_history()
+        took = (time.perf_counter() - t0) * 1000
+        self.publish(ContextTidied(-1, done.dropped, done.evaluated, done.complete, round(took, 1)))
+
     def has_news(self) -> bool:
         """A background result or a scene change is waiting to be spoken about."""
         return self.core.conversation.has_background() or not self.core.scene_changes.empty()
 
     def _cut_history(self, msg: CutHistory) -> None:
         """Keep only what the user heard of an interrupted reply."""
+        self._untidy = True
         conv = self.core.conversation
         full = conv.last_reply()
         kept = " ".join(p for p in msg.heard if normalize(p) and normalize(p) in normalize(full))

@@ -119,6 +119,11 @@ class StageQueue:
                     return None
                 self._cv.wait(left)
 
+    @property
+    def waiting(self) -> bool:
+        """A message is queued (not yet taken)."""
+        return bool(self._items)
+
     def done(self) -> None:
         """A message taken with :meth:`get` has been handled."""
         with self._cv:

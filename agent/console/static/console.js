@@ -124,6 +124,10 @@ const handlers = {
   history_cut(ev) {
     if (ev.dropped) robotBubble(ev.turn_id).appendChild(el("span", "cut", `[never said: ${ev.dropped}]`));
   },
+  context_tidied(ev) {  // compactions only: the read-ahead after every turn would be noise
+    if (ev.dropped) append(el("div", "note", `context: ${ev.dropped} old turns summarized between turns, ` +
+      `${ev.evaluated} prompt tokens read ahead in ${(ev.took_ms / 1000).toFixed(1)} s`));
+  },
   timing: renderTiming,
   error(ev) { append(el("div", "msg error", `problem: ${ev.message}`)); },
   notice(ev) { append(el("div", "note", ev.message)); },

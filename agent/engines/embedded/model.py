@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import codecs
 import collections
+import contextlib
 import logging
 import threading
 import time
@@ -55,6 +56,10 @@ from agent.engines.request import Decoding
 from agent.engines.thinking import ThinkingStats, markers_for
 
 log = logging.getLogger(__name__)
+
+PREFILL_CHUNK_TOKENS = 64
+"""Tokens a stoppable prefill evaluates between two looks at its ``stop``: here (2 cores,
+SmolLM2-135M) prompt evaluation runs at about 190 tokens/s, so a stop waits at most ~0.35 s."""
 
 DRAFT_MAX_TOKENS = 10
 """Most drafted tokens checked in one batch: here a batch of 8 tokens took 53 ms and one token
@@ -142,6 +147,8 @@ class ChatModel(Completions):
         self._formatter = Jinja2ChatFormatter(self.template, eos_token=self.eos_text, bos_token=self.bos_text)
         self._markers = markers_for(self.template)
         self._lock = threading.Lock()
+        self._wanted = 0  # callers waiting for the lock: a stoppable prefill makes way for them
+        self._wanted_lock = threading.Lock()
         self._rounds = 0  # varies the sampling seed from round to round, reproducibly
         # Every decode on one thread, whichever thread asks (agent.engines.embedded.decode_thread:
         # a decode from a second thread was 2.5x slower per token).
@@ -249,6 +256,35 @@ class ChatModel(Completions):
         self._decoder.run(self.llm.eval, tokens[keep:])
         return len(tokens) - keep
 
+    @contextlib.contextmanager
+    def _holding(self) -> Iterator[None]:
+        """The model's lock, counted in :attr:`_wanted` while waited for."""
+        with self._wanted_lock:
+            self._wanted += 1
+        try:
+            self._lock.acquire()
+        finally:
+            with self._wanted_lock:
+                self._wanted -= 1
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    def _eval_chunked(self, tokens: list[int], stop: Callable[[], bool]) -> int:
+        """:meth:`_eval_uncached` in chunks, before each asking ``stop()`` and whether a round waits.
+
+        The caller holds the lock.
+        """
+        keep = min(self._cached_prefix(tokens), len(tokens) - 1)
+        self.llm.n_tokens = keep
+        done = keep
+        while done < len(tokens) and not self._wanted and not stop():
+            chunk = tokens[done : done + PREFILL_CHUNK_TOKENS]
+            self._decoder.run(self.llm.eval, chunk)
+            done += len(chunk)
+        return done - keep
+
     def _eval(self, prompt: list[int] | MediaPrompt, tail: list[int], gen: Generation | None = None) -> int:
         """Evaluate a prompt (and ``tail`` after it) the KV cache lacks; returns KV cells evaluated.
 
@@ -266,17 +302,23 @@ class ChatModel(Completions):
             gen.extra["encode_ms"] = gen.extra.get("encode_ms", 0.0) + ms
         return n
 
-    def prefill(self, request: Decoding) -> int:
-        """Evaluate a likely next prompt into the KV cache now (an early model start).
+    def prefill(self, request: Decoding, stop: Callable[[], bool] | None = None) -> int:
+        """Evaluate a likely next prompt into the KV cache now (an early model start, or between turns).
 
         The next :meth:`stream` whose prompt starts with these tokens evaluates only the rest
         (the longest cached prefix is reused); a prompt that differs (the user went on speaking)
         shares at least the history before the user's turn, so a discard costs nothing but the
         time already spent. Skipped when the model is busy generating.
 
+        llama.cpp cannot interrupt one evaluation call, so with ``stop`` a text prompt is
+        evaluated in chunks of :data:`PREFILL_CHUNK_TOKENS` and ``stop()`` is asked before each:
+        once it says True, or a round (:meth:`stream`, a look at the camera) waits for the model,
+        the prefill ends there, and what was evaluated stays cached for the next call.
+
         Args:
             request: The round the turn would run: its ``prompt`` and ``prefix`` are evaluated
                 (and its ``images``, encoded now).
+            stop: Asked between chunks; True ends the prefill early (None: one call, to the end).
 
         Returns:
             KV cells evaluated, image embeddings included (0: skipped, already cached, or too
@@ -294,6 +336,8 @@ class ChatModel(Completions):
             try:
                 if self._cached_prefix(ids + tail) >= len(ids) + len(tail) - 1:
                     return 0
+                if stop is not None and not isinstance(prompt, MediaPrompt):
+                    return self._eval_chunked(prompt + tail, stop)
                 return self._eval(prompt, tail)
             finally:
                 self._lock.release()
@@ -318,7 +362,7 @@ class ChatModel(Completions):
         try:
             if _cells(tokens) + 1 > self.n_ctx:
                 raise LLMError(f"prompt of {_cells(tokens)} tokens does not fit n_ctx={self.n_ctx}")
-            with self._lock:
+            with self._holding():
                 self._eval(tokens, [])
                 return vendor.last_logits(self.llm).copy()
         finally:
@@ -414,8 +458,8 @@ class ChatModel(Completions):
         limit = min(request.max_tokens or cfg.max_tokens, self.n_ctx - n_cells)
         stops = [s for s in request.stop if s]
         temperature = cfg.temperature if request.temperature is None else request.temperature
-        with self._lock:
-            t0 = time.perf_counter()
+        t0 = time.perf_counter()  # time to first token includes a wait for the model (an early start)
+        with self._holding():
             try:
                 self._yield_cpu(stop)  # the speaker waits for a sentence: the prompt waits too
                 gen.prompt_tokens += self._eval(prompt, forced, gen)

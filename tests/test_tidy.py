@@ -1,0 +1,186 @@
+"""Between turns: the context is compacted ahead of need and read into the KV cache.
+
+A compaction makes the model evaluate everything it keeps again; in the 698-turn soak that
+was 1,909 tokens (10 s on 2 cores) inside one turn in 25. These tests run the real
+SmolLM2-135M through llama.cpp: a stoppable prefill keeps what it read, a tidied
+conversation compacts before the turn that would have, and the turn driver tidies only while
+the floor is free.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from rig import AgentRig
+
+from agent.config import LLMConfig, load_config
+from agent.conversation import Conversation
+from agent.conversation.context import SUMMARY_KEY
+from agent.conversation.history import assistant_message
+from agent.engines import Decoding
+from agent.engines.embedded.model import PREFILL_CHUNK_TOKENS, ChatModel
+from agent.events import ContextTidied, Shutdown, TurnGenerated, UserTurn
+from agent.models import resolve_model
+from agent.pipeline.driver import TurnDriver
+from agent.pipeline.queues import StageQueue
+from agent.pipeline.work import WorkTracker
+from agent.skills import SkillContext, load_registry
+from hardware.factory import build_robot
+
+STORY = (
+    "Yesterday I walked to the harbour, counted eleven red boats, bought bread at the corner "
+    "bakery, met my neighbour who told me about her garden, her tomatoes and her two cats, and "
+    "then I came home and read a long book about lighthouses until it was dark outside. "
+)
+
+
+@pytest.fixture(scope="module")
+def ctx():
+    robot, _ = build_robot(load_config().robot)
+    return SkillContext(robot=robot)
+
+
+def make(ctx, n_ctx: int = 4096, **kw) -> Conversation:
+    cfg = LLMConfig(n_ctx=n_ctx, temperature=0.0, max_tokens=64, **kw)
+    return Conversation(ChatModel(resolve_model(cfg.model), cfg), load_registry([]), ctx, cfg)
+
+
+def old_turns(n: int) -> list[dict]:
+    """``n`` spoken exchanges of 84 tokens each (the prompt is 432 + 84 n), as a long conversation leaves."""
+    out: list[dict] = []
+    for i in range(n):
+        out += [
+            {"role": "user", "content": f"Story number {i}: {STORY}"},
+            assistant_message(f"What a day, number {i}! I like boats and lighthouses too.", []),
+        ]
+    return out
+
+
+def test_a_stopped_prefill_keeps_what_it_read_and_the_turn_gives_the_same_reply(ctx):
+    conv = make(ctx)
+    conv.warmup()
+    model = conv.model
+    assert isinstance(model, ChatModel)
+    conv.history = old_turns(3)
+    prompt = conv.render()
+    asked = 0
+
+    def after_two_chunks() -> bool:
+        nonlocal asked
+        asked += 1
+        return asked > 2
+
+    first = model.prefill(Decoding(prompt), after_two_chunks)
+    assert first == 2 * PREFILL_CHUNK_TOKENS  # stopped between chunks, not inside one
+    rest = model.prefill(Decoding(prompt), lambda: False)
+    total = model.count_tokens(prompt)
+    assert rest > 100 and first + rest < total  # the rest only: the warm-up's prefix was cached too
+    assert model.prefill(Decoding(prompt), lambda: False) == 0  # all of it is cached now
+    assert model.prefill(Decoding(prompt + "x"), lambda: True) == 0  # stopped before any chunk
+
+    # Evaluating in chunks changes nothing in what the model says (greedy).
+    conv.history = old_turns(3)
+    chunked = conv.turn("Which colour were the boats?", 0)
+    fresh = make(ctx)
+    fresh.history = old_turns(3)
+    whole = fresh.turn("Which colour were the boats?", 0)
+    assert chunked.text == whole.text and (chunked.calls, chunked.text) != ([], "")
+    assert chunked.prompt_tokens < whole.prompt_tokens / 5  # the history came from the cache
+
+
+def test_a_prefill_makes_way_for_a_round_that_waits_for_the_model(ctx):
+    conv = make(ctx)
+    conv.warmup()
+    model = conv.model
+    conv.history = old_turns(12)  # about 1,000 tokens past the cached prefix: seconds to read
+    prompt = conv.render()
+    out: list[int] = []
+    reading = threading.Thread(target=lambda: out.append(model.prefill(Decoding(prompt), lambda: False)))
+    reading.start()
+    time.sleep(0.5)  # the prefill is a chunk or two in
+    t0 = time.perf_counter()
+    reply = model.complete(Decoding(conv.prompter.render([{"role": "user", "content": "Hi."}]), max_tokens=4))
+    waited = time.perf_counter() - t0
+    reading.join(30)
+    assert reply.text and out and PREFILL_CHUNK_TOKENS <= out[0] < 600, out  # stopped, not finished
+    assert waited < 3.0, waited  # one chunk and the round itself, not the whole history
+
+
+def test_tidy_compacts_before_the_turn_that_would_have_and_keeps_it_short(ctx):
+    conv = make(ctx, n_ctx=2048, history_keep_tokens=200)
+    conv.warmup()
+    system = conv.model.count_tokens(conv.render())
+    conv.history = old_turns(16)  # 84 tokens each: over the budget less one turn's headroom
+    done = conv.tidy()
+    assert done.dropped >= 12 and done.complete, done
+    assert conv.history[0].get(SUMMARY_KEY) and '"Story number' in conv.history[0]["content"]
+    kept = conv.model.count_tokens(conv.render()) - system
+    assert kept <= 200 + 40, kept  # the kept history (plus the summary line) is what was asked for
+    assert done.evaluated >= kept - 5  # ... and it is in the KV cache now
+    res = conv.turn("Tell me a joke.", 0)
+    # The turn compacted nothing and evaluated only its own words and the template around them.
+    assert res.prompt_tokens <= conv.model.count_tokens("Tell me a joke.") + 20 < kept, res.prompt_tokens
+    assert conv.tidy(lambda: True).complete is False  # a stop before the first chunk: nothing read
+    again = conv.tidy()
+    assert again.dropped == 0 and again.complete  # under the threshold: nothing more to drop
+
+
+def test_the_driver_tidies_while_the_floor_is_free_stops_when_the_user_pauses_and_goes_on():
+    cfg = load_config()
+    cfg.llm.n_ctx = 2048
+    cfg.llm.history_keep_tokens = 600
+    rig = AgentRig(cfg)
+    core = rig.core
+    core.conversation.history = old_turns(13)  # fits one more turn, not one more with headroom
+    seen: list = []
+    cv = threading.Condition()
+
+    def publish(ev):
+        with cv:
+            seen.append(ev)
+            cv.notify_all()
+
+    def wait_for(kind, n: int, timeout: float = 120) -> list:
+        with cv:
+            assert cv.wait_for(lambda: len([e for e in seen if isinstance(e, kind)]) >= n, timeout), seen
+            return [e for e in seen if isinstance(e, kind)]
+
+    work = WorkTracker()
+    inbox = StageQueue(core.gate)
+    driver = TurnDriver(core, inbox, StageQueue(core.gate), core.gate, publish, work, core.arbiter)
+    thread = threading.Thread(target=driver.run, daemon=True)
+    thread.start()
+    try:
+        first = core.gate.new_turn()
+        work.started()
+        inbox.put(UserTurn(first, "Wave your right hand."))
+        wait_for(TurnGenerated, 1)
+        assert not wait_for(TurnGenerated, 1)[0].prompt_tokens < 500  # it read the long history
+        assert not core.conversation.history[0].get(SUMMARY_KEY)  # the turn fit without compacting
+        work.turn_over(first)  # its reply was spoken: the floor is free
+        work.finished()
+        time.sleep(0.4)  # the driver compacts, then reads the kept turns (~600 tokens, seconds)
+        work.user_speaking = True  # the user starts talking: the CPU is free, the reading goes on
+        time.sleep(0.8)
+        assert not [e for e in seen if isinstance(e, ContextTidied)], seen
+        work.pause_checked()  # the user pauses: the ASR wants the CPU, the reading stops
+        stopped = wait_for(ContextTidied, 1, 5)[0]
+        assert stopped.dropped >= 5 and not stopped.complete, stopped
+        assert 2 * PREFILL_CHUNK_TOKENS <= stopped.evaluated < 500, stopped
+        assert core.conversation.history[0].get(SUMMARY_KEY)
+        work.user_speaking = False  # ... and went quiet again without a turn: it goes on
+        rest = wait_for(ContextTidied, 2, 60)[1]
+        assert rest.dropped == 0 and rest.complete and rest.evaluated > 0, rest
+        second = core.gate.new_turn()
+        work.started()
+        inbox.put(UserTurn(second, "Wave your left hand."))  # one round
+        turns = wait_for(TurnGenerated, 2)
+    finally:
+        inbox.put(Shutdown(-1))
+        thread.join(30)
+        rig.close()
+    # The next turn compacted nothing and read only its words, the state line and the template.
+    words = core.conversation.model.count_tokens("Wave your left hand.")
+    assert turns[1].prompt_tokens <= words + 40, turns[1]
