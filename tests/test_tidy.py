@@ -127,7 +127,7 @@ def test_tidy_compacts_before_the_turn_that_would_have_and_keeps_it_short(ctx):
     assert again.dropped == 0 and again.complete  # under the threshold: nothing more to drop
 
 
-def test_the_driver_tidies_while_the_floor_is_free_stops_when_the_user_pauses_and_goes_on():
+def test_the_driver_tidies_while_the_floor_is_free_stops_when_the_user_speaks_and_goes_on():
     cfg = load_config()
     cfg.llm.n_ctx = 2048
     cfg.llm.history_keep_tokens = 600
@@ -161,14 +161,11 @@ def test_the_driver_tidies_while_the_floor_is_free_stops_when_the_user_pauses_an
         assert not core.conversation.history[0].get(SUMMARY_KEY)  # the turn fit without compacting
         work.turn_over(first)  # its reply was spoken: the floor is free
         work.finished()
-        time.sleep(0.4)  # the driver compacts, then reads the kept turns (~600 tokens, seconds)
-        work.user_speaking = True  # the user starts talking: the CPU is free, the reading goes on
-        time.sleep(0.8)
-        assert not [e for e in seen if isinstance(e, ContextTidied)], seen
-        work.pause_checked()  # the user pauses: the ASR wants the CPU, the reading stops
+        time.sleep(0.8)  # the driver compacts, then reads the kept turns (~600 tokens, seconds)
+        work.user_speaking = True  # the user starts talking: the model and the CPU are left alone
         stopped = wait_for(ContextTidied, 1, 5)[0]
         assert stopped.dropped >= 5 and not stopped.complete, stopped
-        assert 2 * PREFILL_CHUNK_TOKENS <= stopped.evaluated < 500, stopped
+        assert stopped.evaluated < 500, stopped  # stopped a chunk after the user spoke, not at the end
         assert core.conversation.history[0].get(SUMMARY_KEY)
         work.user_speaking = False  # ... and went quiet again without a turn: it goes on
         rest = wait_for(ContextTidied, 2, 60)[1]

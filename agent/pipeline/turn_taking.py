@@ -267,7 +267,6 @@ class TurnTaking:
         """Ask the ASR stage for the transcript of the utterance so far."""
         self._drop_pause()
         pause = self._pause = _Pause(pause_id, StopSignal())
-        self.work.pause_checked()  # the ASR wants the CPU now: a read-ahead makes way
         self.asr_inbox.put(PauseCheck(-1, pause_id, audio, early, pause.stale))
         return pause
 

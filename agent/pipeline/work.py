@@ -36,7 +36,6 @@ class WorkTracker:
         self._items = 0
         self._current: int | None = None
         self._user_speaking = False
-        self._pause_checks = 0
         self._stopping = threading.Event()
         self._input_done = threading.Event()
 
@@ -94,16 +93,6 @@ class WorkTracker:
             self._user_speaking = on
             if not on:
                 self._cv.notify_all()
-
-    def pause_checked(self) -> None:
-        """The user paused and the utterance so far goes to the ASR (set by the turn-taking stage)."""
-        with self._cv:
-            self._pause_checks += 1
-
-    @property
-    def pause_checks(self) -> int:
-        """Pauses sent to the ASR so far: a change means the CPU is wanted for a transcript now."""
-        return self._pause_checks
 
     # --- questions -----------------------------------------------------------------------------------
     def busy(self) -> bool:
