@@ -9,14 +9,57 @@ of its run.
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from agent.bench.latency import EventLog
 from agent.config import Config, load_config
-from agent.events import Event
+from agent.events import Event, Shutdown
 from agent.pipeline import Bus, FileSource, NullSink, Pipeline, TextSource, WavSink, build_core
+from agent.pipeline.driver import TurnDriver
 from agent.pipeline.pipeline import live_pipeline, run_to_end
+from agent.pipeline.queues import StageQueue
+from agent.pipeline.work import WorkTracker
+
+
+class DriverThread:
+    """The real turn driver on a thread of its own, fed as the ASR stage feeds it (``inbox``).
+
+    ``work`` is its work tracker (the test plays the other stages' part); every message it
+    publishes is kept in ``seen``. A context manager: started on entry, shut down on exit.
+    """
+
+    def __init__(self, core) -> None:
+        self.core = core
+        self.seen: list[Event] = []
+        self._cv = threading.Condition()
+        self.work = WorkTracker()
+        self.inbox = StageQueue(core.gate)
+        self.driver = TurnDriver(
+            core, self.inbox, StageQueue(core.gate), core.gate, self._publish, self.work, core.arbiter
+        )
+        self._thread = threading.Thread(target=self.driver.run, daemon=True)
+
+    def _publish(self, ev: Event) -> None:
+        with self._cv:
+            self.seen.append(ev)
+            self._cv.notify_all()
+
+    def wait_for(self, kind: type, n: int, timeout: float = 120.0) -> list:
+        """The messages of ``kind`` once there are ``n`` of them (asserts they come within ``timeout`` s)."""
+        with self._cv:
+            ok = self._cv.wait_for(lambda: len([e for e in self.seen if isinstance(e, kind)]) >= n, timeout)
+            assert ok, self.seen
+            return [e for e in self.seen if isinstance(e, kind)]
+
+    def __enter__(self) -> DriverThread:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.inbox.put(Shutdown(-1))
+        self._thread.join(30)
 
 
 class Events(list):

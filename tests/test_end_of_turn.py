@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rig import AgentRig
+from rig import AgentRig, DriverThread
 
 from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
@@ -21,7 +21,6 @@ from agent.events import (
     Notice,
     PauseVerdict,
     Reply,
-    Shutdown,
     Skipped,
     Timing,
     ToolCall,
@@ -43,9 +42,6 @@ from agent.listening.smart_turn import SmartTurn
 from agent.listening.turns import stop_command
 from agent.models import resolve_model
 from agent.pipeline.core import build_end_of_turn
-from agent.pipeline.driver import TurnDriver
-from agent.pipeline.queues import StageQueue
-from agent.pipeline.work import WorkTracker
 from agent.skills import ToolOutcome
 from agent.speech.audio import decode_file
 
@@ -288,49 +284,27 @@ def test_a_background_result_spoken_between_a_sentence_and_its_continuation(rig)
     """
     core = rig.core
     core.conversation.history.clear()
-    seen: list = []
-    generated = threading.Condition()
-
-    def publish(ev):
-        with generated:
-            seen.append(ev)
-            generated.notify_all()
-
-    def wait_generated(n: int) -> None:
-        with generated:
-            assert generated.wait_for(
-                lambda: len([e for e in seen if isinstance(e, TurnGenerated)]) >= n, 120
-            )
-
-    work = WorkTracker()
-    inbox = StageQueue(core.gate)
-    driver = TurnDriver(core, inbox, StageQueue(core.gate), core.gate, publish, work, core.arbiter)
-    thread = threading.Thread(target=driver.run, daemon=True)
-    thread.start()
-    try:
+    with DriverThread(core) as d:
         first = core.gate.new_turn()
-        work.started()
-        inbox.put(UserTurn(first, "Turn your head to the left."))
-        wait_generated(1)
-        work.turn_over(first)  # as the speech stage reports the reply spoken
-        work.finished()
+        d.work.started()
+        d.inbox.put(UserTurn(first, "Turn your head to the left."))
+        d.wait_for(TurnGenerated, 1)
+        d.work.turn_over(first)  # as the speech stage reports the reply spoken
+        d.work.finished()
         done = core.conversation.background_callback("set_timer", "t-between")
         assert done is not None
         done(ToolOutcome(True, "Timer 'tea' done after 10 s."))
-        wait_generated(2)  # spoken while the floor was free
+        d.wait_for(TurnGenerated, 2)  # spoken while the floor was free
         whole = core.gate.new_turn()
-        work.started()
-        inbox.put(
+        d.work.started()
+        d.inbox.put(
             UserTurn(
                 whole, "Turn your head to the left. And then wave with your right hand.", continues=first
             )
         )
-        wait_generated(3)
-    finally:
-        inbox.put(Shutdown(-1))
-        thread.join(30)
-    dropped = [e for e in seen if isinstance(e, TurnDropped)]
-    assert [(d.turn_id, d.continued) for d in dropped] == [(first, True)], seen
+        d.wait_for(TurnGenerated, 3)
+    dropped = [e for e in d.seen if isinstance(e, TurnDropped)]
+    assert [(e.turn_id, e.continued) for e in dropped] == [(first, True)], d.seen
     users = [m["content"] for m in core.conversation.history if m["role"] == "user"]
     assert not any(u.startswith("Turn your head to the left.") and "wave" not in u for u in users), users
     assert any("tea" in u for u in users), users  # the announcement stays in the history

@@ -13,7 +13,7 @@ import threading
 import time
 
 import pytest
-from rig import AgentRig
+from rig import AgentRig, DriverThread
 
 from agent.config import LLMConfig, load_config
 from agent.conversation import Conversation
@@ -21,11 +21,8 @@ from agent.conversation.context import SUMMARY_KEY
 from agent.conversation.history import assistant_message
 from agent.engines import Decoding
 from agent.engines.embedded.model import PREFILL_CHUNK_TOKENS, ChatModel
-from agent.events import ContextTidied, Shutdown, TurnGenerated, UserTurn
+from agent.events import ContextTidied, TurnGenerated, UserTurn
 from agent.models import resolve_model
-from agent.pipeline.driver import TurnDriver
-from agent.pipeline.queues import StageQueue
-from agent.pipeline.work import WorkTracker
 from agent.skills import SkillContext, load_registry
 from hardware.factory import build_robot
 
@@ -134,49 +131,29 @@ def test_the_driver_tidies_while_the_floor_is_free_stops_when_the_user_speaks_an
     rig = AgentRig(cfg)
     core = rig.core
     core.conversation.history = old_turns(13)  # fits one more turn, not one more with headroom
-    seen: list = []
-    cv = threading.Condition()
-
-    def publish(ev):
-        with cv:
-            seen.append(ev)
-            cv.notify_all()
-
-    def wait_for(kind, n: int, timeout: float = 120) -> list:
-        with cv:
-            assert cv.wait_for(lambda: len([e for e in seen if isinstance(e, kind)]) >= n, timeout), seen
-            return [e for e in seen if isinstance(e, kind)]
-
-    work = WorkTracker()
-    inbox = StageQueue(core.gate)
-    driver = TurnDriver(core, inbox, StageQueue(core.gate), core.gate, publish, work, core.arbiter)
-    thread = threading.Thread(target=driver.run, daemon=True)
-    thread.start()
     try:
-        first = core.gate.new_turn()
-        work.started()
-        inbox.put(UserTurn(first, "Wave your right hand."))
-        wait_for(TurnGenerated, 1)
-        assert not wait_for(TurnGenerated, 1)[0].prompt_tokens < 500  # it read the long history
-        assert not core.conversation.history[0].get(SUMMARY_KEY)  # the turn fit without compacting
-        work.turn_over(first)  # its reply was spoken: the floor is free
-        work.finished()
-        time.sleep(0.8)  # the driver compacts, then reads the kept turns (~600 tokens, seconds)
-        work.user_speaking = True  # the user starts talking: the model and the CPU are left alone
-        stopped = wait_for(ContextTidied, 1, 5)[0]
-        assert stopped.dropped >= 5 and not stopped.complete, stopped
-        assert stopped.evaluated < 500, stopped  # stopped a chunk after the user spoke, not at the end
-        assert core.conversation.history[0].get(SUMMARY_KEY)
-        work.user_speaking = False  # ... and went quiet again without a turn: it goes on
-        rest = wait_for(ContextTidied, 2, 60)[1]
-        assert rest.dropped == 0 and rest.complete and rest.evaluated > 0, rest
-        second = core.gate.new_turn()
-        work.started()
-        inbox.put(UserTurn(second, "Wave your left hand."))  # one round
-        turns = wait_for(TurnGenerated, 2)
+        with DriverThread(core) as d:
+            first = core.gate.new_turn()
+            d.work.started()
+            d.inbox.put(UserTurn(first, "Wave your right hand."))
+            assert not d.wait_for(TurnGenerated, 1)[0].prompt_tokens < 500  # it read the long history
+            assert not core.conversation.history[0].get(SUMMARY_KEY)  # the turn fit without compacting
+            d.work.turn_over(first)  # its reply was spoken: the floor is free
+            d.work.finished()
+            time.sleep(0.8)  # the driver compacts, then reads the kept turns (~600 tokens, seconds)
+            d.work.user_speaking = True  # the user starts talking: the model and the CPU are left alone
+            stopped = d.wait_for(ContextTidied, 1, 5)[0]
+            assert stopped.dropped >= 5 and not stopped.complete, stopped
+            assert stopped.evaluated < 500, stopped  # stopped a chunk after the user spoke, not at the end
+            assert core.conversation.history[0].get(SUMMARY_KEY)
+            d.work.user_speaking = False  # ... and went quiet again without a turn: it goes on
+            rest = d.wait_for(ContextTidied, 2, 60)[1]
+            assert rest.dropped == 0 and rest.complete and rest.evaluated > 0, rest
+            second = core.gate.new_turn()
+            d.work.started()
+            d.inbox.put(UserTurn(second, "Wave your left hand."))  # one round
+            turns = d.wait_for(TurnGenerated, 2)
     finally:
-        inbox.put(Shutdown(-1))
-        thread.join(30)
         rig.close()
     # The next turn compacted nothing and read only its words, the state line and the template.
     words = core.conversation.model.count_tokens("Wave your left hand.")
