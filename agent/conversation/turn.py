@@ -219,7 +219,7 @@ class Conversation:
         finally:
             self.history.pop()
 
-    def prefill(self, text: str, state: str | None = None) -> int:
+    def prefill(self, text: str, state: str | None = None, stop: Callable[[], bool] | None = None) -> int:
         """Early model start: evaluate the first round's prompt for ``text`` before the turn starts.
 
         Renders the prompt exactly as :meth:`turn` would for ``text`` (same ``state``) without
@@ -230,16 +230,21 @@ class Conversation:
         Args:
             text: The transcript so far.
             state: The app state line the turn would carry.
+            stop: Asked between chunks of the evaluation (:meth:`ChatEngine.prefill`): True
+                ends it early, keeping what was evaluated; None runs it to the end.
 
         Returns:
             Prompt tokens evaluated (0 when skipped: busy model or an engine without a cache).
+
+        Raises:
+            LLMError: the template rejected the messages.
         """
         content = f"{text}\n\n[{state}]" if state else text
         msgs = [*self.history, {"role": "user", "content": content}]
         allow_tools = bool(self.registry.skills)
         opening = REPLY_OPENING if self.format == "grammar" else ""
         prompt = self.prompter.render(msgs, allow_tools, self.thinks(allow_tools))
-        return self.model.prefill(Decoding(prompt, prefix=opening))
+        return self.model.prefill(Decoding(prompt, prefix=opening), stop)
 
     def fit_context(self, allow_tools: bool = True, think: bool = False, headroom: int = 0) -> int:
         """Compact the history when the next prompt leaves no room to answer; returns turns dropped.
@@ -276,6 +281,9 @@ class Conversation:
 
         Returns:
             Turns dropped, prompt tokens evaluated, and whether the evaluation ran to the end.
+
+        Raises:
+            LLMError: the template rejected the messages.
         """
         allow_tools = bool(self.registry.skills)
         think = self.thinks(allow_tools)
@@ -283,9 +291,6 @@ class Conversation:
         dropped = self.fit_context(allow_tools, think, headroom=reserve + TURN_HEADROOM_TOKENS)
         if dropped:
             log.info("context: compacted %d old turns between turns", dropped)
-        msgs = [*self.history, {"role": "user", "content": ""}]
-        opening = REPLY_OPENING if self.format == "grammar" else ""
-        prompt = self.prompter.render(msgs, allow_tools, think)
         stopped = False
 
         def stopping() -> bool:
@@ -293,7 +298,7 @@ class Conversation:
             stopped = stopped or (stop is not None and stop())
             return stopped
 
-        evaluated = self.model.prefill(Decoding(prompt, prefix=opening), stopping if stop else None)
+        evaluated = self.prefill("", stop=stopping if stop else None)  # up to the next user's words
         return Tidied(dropped, evaluated, not stopped)
 
     # --- the turn ----------------------------------------------------------------------------------

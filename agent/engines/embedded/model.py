@@ -249,12 +249,23 @@ class ChatModel(Completions):
             n += 1
         return n
 
-    def _eval_uncached(self, tokens: list[int]) -> int:
-        """Evaluate what of ``tokens`` the KV cache lacks (at least the last token); caller holds the lock."""
+    def _eval_uncached(self, tokens: list[int], stop: Callable[[], bool] | None = None) -> int:
+        """Evaluate what of ``tokens`` the KV cache lacks (at least the last token); caller holds the lock.
+
+        With ``stop``, in chunks of :data:`PREFILL_CHUNK_TOKENS`, before each asking ``stop()``
+        and whether a round waits for the model; returns the tokens evaluated.
+        """
         keep = min(self._cached_prefix(tokens), len(tokens) - 1)
         self.llm.n_tokens = keep
-        self._decoder.run(self.llm.eval, tokens[keep:])
-        return len(tokens) - keep
+        if stop is None:
+            self._decoder.run(self.llm.eval, tokens[keep:])
+            return len(tokens) - keep
+        done = keep
+        while done < len(tokens) and not self._wanted and not stop():
+            chunk = tokens[done : done + PREFILL_CHUNK_TOKENS]
+            self._decoder.run(self.llm.eval, chunk)
+            done += len(chunk)
+        return done - keep
 
     @contextlib.contextmanager
     def _holding(self) -> Iterator[None]:
@@ -270,20 +281,6 @@ class ChatModel(Completions):
             yield
         finally:
             self._lock.release()
-
-    def _eval_chunked(self, tokens: list[int], stop: Callable[[], bool]) -> int:
-        """:meth:`_eval_uncached` in chunks, before each asking ``stop()`` and whether a round waits.
-
-        The caller holds the lock.
-        """
-        keep = min(self._cached_prefix(tokens), len(tokens) - 1)
-        self.llm.n_tokens = keep
-        done = keep
-        while done < len(tokens) and not self._wanted and not stop():
-            chunk = tokens[done : done + PREFILL_CHUNK_TOKENS]
-            self._decoder.run(self.llm.eval, chunk)
-            done += len(chunk)
-        return done - keep
 
     def _eval(self, prompt: list[int] | MediaPrompt, tail: list[int], gen: Generation | None = None) -> int:
         """Evaluate a prompt (and ``tail`` after it) the KV cache lacks; returns KV cells evaluated.
@@ -337,7 +334,7 @@ class ChatModel(Completions):
                 if self._cached_prefix(ids + tail) >= len(ids) + len(tail) - 1:
                     return 0
                 if stop is not None and not isinstance(prompt, MediaPrompt):
-                    return self._eval_chunked(prompt + tail, stop)
+                    return self._eval_uncached(prompt + tail, stop)
                 return self._eval(prompt, tail)
             finally:
                 self._lock.release()
