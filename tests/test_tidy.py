@@ -20,6 +20,7 @@ from agent.conversation import Conversation
 from agent.conversation.context import SUMMARY_KEY
 from agent.conversation.history import assistant_message
 from agent.engines import Decoding
+from agent.engines.embedded import vendor
 from agent.engines.embedded.model import PREFILL_CHUNK_TOKENS, ChatModel
 from agent.events import ContextTidied, TurnGenerated, UserTurn
 from agent.models import resolve_model
@@ -128,6 +129,7 @@ def test_the_driver_tidies_while_the_floor_is_free_stops_when_the_user_speaks_an
     cfg = load_config()
     cfg.llm.n_ctx = 2048
     cfg.llm.history_keep_tokens = 600
+    cfg.llm.cache_reuse = 0  # read the kept turns again (seconds), as an engine that cannot shift
     rig = AgentRig(cfg)
     core = rig.core
     core.conversation.history = old_turns(13)  # fits one more turn, not one more with headroom
@@ -158,3 +160,65 @@ def test_the_driver_tidies_while_the_floor_is_free_stops_when_the_user_speaks_an
     # The next turn compacted nothing and read only its words, the state line and the template.
     words = core.conversation.model.count_tokens("Wave your left hand.")
     assert turns[1].prompt_tokens <= words + 40, turns[1]
+
+
+def test_a_compaction_moves_the_kept_turns_in_the_kv_cache_instead_of_reading_them_again(ctx):
+    conv = make(ctx, n_ctx=2048, history_keep_tokens=200)
+    conv.warmup()
+    model = conv.model
+    assert isinstance(model, ChatModel)
+    conv.history = old_turns(16)
+    assert model.prefill(Decoding(conv.render())) > 1000  # the long history is in the cache
+    done = conv.tidy()
+    assert done.dropped >= 12 and done.complete, done
+    summary = model.count_tokens(conv.history[0]["content"])
+    # Only the summary line (and the template around it) was evaluated: the kept turns moved.
+    assert done.evaluated <= summary + 30, (done.evaluated, summary)
+    # The cache holds exactly the prompt's tokens, at their own positions.
+    assert vendor.cached_positions(model.llm) == (0, model.llm.n_tokens - 1)
+    assert model.prefill(Decoding(conv.render())) <= 5  # only the template's opening is left to read
+
+    # The moved cells were computed after the dropped turns, and the summary is read after them:
+    # an approximation. The next token is still the one a model that read the prompt from
+    # scratch would pick (the distributions differ: KL 1.9 nats here, mostly the stale cells).
+    question = [*conv.history, {"role": "user", "content": "Which colour were the boats?"}]
+    prompt = conv.prompter.render(question)
+    moved = model.next_token_logits(prompt)
+    fresh = ChatModel(resolve_model(model.cfg.model), LLMConfig(n_ctx=2048, cache_reuse=0))
+    try:
+        exact = fresh.next_token_logits(prompt)
+    finally:
+        fresh.close()
+    assert int(moved.argmax()) == int(exact.argmax())
+
+    # The turn after it reads only its own words, and acts as asked.
+    res = conv.turn("Wave your left hand.", 0)
+    assert res.prompt_tokens <= model.count_tokens("Wave your left hand.") + 20, res.prompt_tokens
+    assert [(name, args.get("hand")) for name, args, _ in res.calls] == [("wave", "left")], res.calls
+
+
+def test_a_prompt_that_differs_inside_the_moved_stretch_is_read_again_from_its_start(ctx):
+    conv = make(ctx, n_ctx=2048, history_keep_tokens=200)
+    conv.warmup()
+    model = conv.model
+    assert isinstance(model, ChatModel)
+    conv.history = old_turns(16)
+    model.prefill(Decoding(conv.render()))
+    assert conv.tidy().evaluated < 100  # moved, not read again
+    # The newest kept user message changed (a transcript corrected): the prompt now differs
+    # inside the moved stretch, whose cache positions are not its indices, so everything from
+    # its start is read again.
+    conv.history[-2] = {"role": "user", "content": "Story number 15: I stayed at home."}
+    prompt = conv.render()
+    evaluated = model.prefill(Decoding(prompt))
+    kept = model.count_tokens(prompt) - model.count_tokens(conv.prompter.render([]))
+    assert evaluated >= kept - 60, (evaluated, kept)  # the summary and the kept turns, in order
+    assert vendor.cached_positions(model.llm) == (0, model.llm.n_tokens - 1)
+    fresh = ChatModel(resolve_model(model.cfg.model), LLMConfig(n_ctx=2048, cache_reuse=0))
+    try:
+        exact = fresh.next_token_logits(prompt)
+    finally:
+        fresh.close()
+    got = model.next_token_logits(prompt)
+    assert int(got.argmax()) == int(exact.argmax())
+    assert float(abs(got - exact).max()) < 0.05 * float(abs(exact).max())  # read in order: exact

@@ -183,6 +183,15 @@ class LLMConfig(StrictModel):
         ge=0,
         description="tokens of recent history a compaction keeps verbatim (older turns: one summary line)",
     )
+    # What a compaction keeps is already in the KV cache, behind the dropped turns: moving it
+    # into place costs a few ms where evaluating 768 tokens again took ~4 s here.
+    cache_reuse: int = Field(
+        32,
+        ge=0,
+        description="embedded engine: shortest stretch of the KV cache, tokens, moved into place "
+        "(KV shift) instead of evaluated again when the prompt repeats it further on, as after a "
+        "compaction (llama-server's --cache-reuse); 0 = off",
+    )
     repeat_penalty: float = Field(1.1, ge=1.0, le=2.0)
     # 6, not 4: on SmolLM2-135M "describe_scene" won over "none" by 1.5 logits at 4 (5.5 at 6),
     # too close to survive another CPU's rounding; bench --accuracy is 0.9 at both.

@@ -149,6 +149,8 @@ class ChatModel(Completions):
         self._lock = threading.Lock()
         self._wanted = 0  # callers waiting for the lock: a stoppable prefill makes way for them
         self._wanted_lock = threading.Lock()
+        # Cache indices whose tokens sit at other positions (a stretch moved by cache_reuse).
+        self._reordered: tuple[int, int] | None = None
         self._rounds = 0  # varies the sampling seed from round to round, reproducibly
         # Every decode on one thread, whichever thread asks (agent.engines.embedded.decode_thread:
         # a decode from a second thread was 2.5x slower per token).
@@ -247,25 +249,40 @@ class ChatModel(Completions):
             if a != b:
                 break
             n += 1
+        if self._reordered is not None and self._reordered[0] < n < self._reordered[1]:
+            return self._reordered[0]  # its positions are not its indices: all of it or none
         return n
 
     def _eval_uncached(self, tokens: list[int], stop: Callable[[], bool] | None = None) -> int:
         """Evaluate what of ``tokens`` the KV cache lacks (at least the last token); caller holds the lock.
 
         With ``stop``, in chunks of :data:`PREFILL_CHUNK_TOKENS`, before each asking ``stop()``
-        and whether a round waits for the model; returns the tokens evaluated.
+        and whether a round waits for the model; returns the tokens evaluated. With ``[llm]
+        cache_reuse``, a stretch the cache holds further on (the turns a compaction kept) is
+        moved into place first instead of evaluated again (:func:`vendor.reuse_shifted`).
         """
-        keep = min(self._cached_prefix(tokens), len(tokens) - 1)
+        keep, moved = self._cached_prefix(tokens), 0
+        end = self._reordered[1] if self._reordered is not None else 0  # nothing moved from before it
+        if self._reordered is not None and keep <= self._reordered[0]:
+            self._reordered = None  # cut below it: it leaves the cache now
+        if self.cfg.cache_reuse and keep < len(tokens) - 1:
+            start = keep
+            keep, moved = self._decoder.run(
+                vendor.reuse_shifted, self.llm, tokens, keep, self.cfg.cache_reuse, end
+            )
+            if moved or keep > start:
+                self._reordered = (start, keep)
+        keep = min(keep, len(tokens) - 1)
         self.llm.n_tokens = keep
         if stop is None:
             self._decoder.run(self.llm.eval, tokens[keep:])
-            return len(tokens) - keep
+            return moved + len(tokens) - keep
         done = keep
         while done < len(tokens) and not self._wanted and not stop():
             chunk = tokens[done : done + PREFILL_CHUNK_TOKENS]
             self._decoder.run(self.llm.eval, chunk)
             done += len(chunk)
-        return done - keep
+        return moved + done - keep
 
     @contextlib.contextmanager
     def _holding(self) -> Iterator[None]:

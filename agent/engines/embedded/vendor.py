@@ -94,6 +94,101 @@ def eval_embeddings(llm: Any, decode: Callable[[Any, int], int], key: int) -> in
     return end - n_past
 
 
+def reuse_shifted(
+    llm: Any, tokens: list[int], keep: int, min_match: int, not_before: int = 0
+) -> tuple[int, int]:
+    """Reuse a stretch of the KV cache that ``tokens`` repeat further on, shifted into place.
+
+    After a compaction the prompt is ``prefix + summary + kept`` where the cache holds ``prefix +
+    dropped + kept``: the common prefix ends at ``keep``, and without this the kept turns would be
+    evaluated again. This finds the first stretch of at least ``min_match`` tokens of
+    ``tokens[keep:]`` that the cache holds at or after the same index (the longest, when a
+    repeated exchange matches twice), removes the cells in front of it (the dropped turns) and
+    after it, and moves it back to position ``keep`` (``llama_memory_seq_add``: llama.cpp
+    re-rotates the keys' RoPE positions at the next decode). The idea of llama-server's
+    ``--cache-reuse N`` (llama.cpp ``tools/server``), which moves matching chunks but evaluates
+    nothing between them.
+
+    What stood in front of the stretch in ``tokens`` (the summary line) is then evaluated after
+    it: llama.cpp appends to a sequence only at its end (a batch must start at the position
+    after the cache's last one), so the model reads ``prefix + kept + summary``, and the summary
+    says itself that it is about earlier turns. ``input_ids`` keeps the prompt's order, so the
+    cache's positions ``keep .. cached`` hold the same tokens in another order: a later prompt
+    that differs inside that stretch must be evaluated again from ``keep`` (the caller keeps
+    that bound). The moved cells also keep the keys and values computed when the dropped turns
+    stood before them (llama-server's context shift makes the same approximation).
+
+    Args:
+        llm: The model; ``input_ids`` and ``n_tokens`` are updated to the cache's new content.
+        tokens: The new prompt.
+        keep: Its common prefix with the cache, tokens.
+        min_match: Shortest stretch worth moving, tokens (>= 1).
+        not_before: Cache index from which a stretch may be taken (an earlier reordered stretch
+            ends there: its indices are not its positions).
+
+    Returns:
+        ``(cached, evaluated)``: ``tokens[:cached]`` is now in the cache (``keep`` when nothing
+        was moved, or when the model's memory cannot shift: M-RoPE, some sliding-window caches),
+        ``evaluated`` of them evaluated here.
+
+    Raises:
+        RuntimeError: a decode failed (the cache is then cut back to ``keep``).
+    """
+    import llama_cpp
+
+    n_cache = llm.n_tokens
+    if n_cache - keep < min_match or len(tokens) - keep < min_match:
+        return keep, 0
+    mem = llama_cpp.llama_get_memory(llm._ctx.ctx)
+    if not llama_cpp.llama_memory_can_shift(mem):
+        return keep, 0
+    cache = llm.input_ids[:n_cache].tolist()
+    starts: dict[tuple[int, ...], list[int]] = {}
+    for c in range(max(keep, not_before), n_cache - min_match + 1):
+        starts.setdefault(tuple(cache[c : c + min_match]), []).append(c)
+
+    def run(q: int, c: int) -> int:  # tokens[q:] and cache[c:] agree for this many
+        m = min_match
+        while q + m < len(tokens) and c + m < n_cache and tokens[q + m] == cache[c + m]:
+            m += 1
+        return m
+
+    for q in range(keep, len(tokens) - min_match + 1):
+        runs = [(run(q, c), -c) for c in starts.get(tuple(tokens[q : q + min_match]), ()) if c >= q]
+        if runs:
+            m, c = max(runs)
+            c = -c
+            break
+    else:
+        return keep, 0
+    llama_cpp.llama_memory_seq_rm(mem, 0, c + m, -1)
+    llama_cpp.llama_memory_seq_rm(mem, 0, keep, c)
+    if c != keep:
+        llama_cpp.llama_memory_seq_add(mem, 0, c, c + m, keep - c)
+    llm.input_ids[q : q + m] = np.asarray(cache[c : c + m], dtype=llm.input_ids.dtype)
+    llm.n_tokens = keep + m  # the positions the cache holds now
+    try:
+        for i in range(keep, q, llm.n_batch):  # the summary, after the moved stretch
+            part = tokens[i : min(q, i + llm.n_batch)]
+            llm._batch.set_batch(batch=part, n_past=m + i, logits_all=False)
+            llm._ctx.decode(llm._batch)
+    except Exception:
+        llama_cpp.llama_memory_seq_rm(mem, 0, keep, -1)
+        llm.n_tokens = keep
+        raise
+    llm.input_ids[keep:q] = tokens[keep:q]
+    llm.n_tokens = q + m
+    return q + m, q - keep
+
+
+def cached_positions(llm: Any) -> tuple[int, int]:
+    """The lowest and highest position the KV cache holds for the one sequence, ``(-1, -1)`` when empty."""
+    import llama_cpp
+
+    mem = llama_cpp.llama_get_memory(llm._ctx.ctx)
+    return int(llama_cpp.llama_memory_seq_pos_min(mem, 0)), int(llama_cpp.llama_memory_seq_pos_max(mem, 0))
+
+
 def is_end_of_generation(llm: Any, token: int) -> bool:
     """Whether ``token`` ends generation (end of turn, end of text: the vocabulary's EOG set)."""
     import llama_cpp
