@@ -16,7 +16,7 @@ import pytest
 from rig import AgentRig, DriverThread
 
 from agent.config import LLMConfig, load_config
-from agent.conversation import Conversation
+from agent.conversation import Conversation, Tidied
 from agent.conversation.context import SUMMARY_KEY
 from agent.conversation.history import assistant_message
 from agent.engines import Decoding
@@ -162,14 +162,28 @@ def test_the_driver_tidies_while_the_floor_is_free_stops_when_the_user_speaks_an
     assert turns[1].prompt_tokens <= words + 40, turns[1]
 
 
-def test_a_compaction_moves_the_kept_turns_in_the_kv_cache_instead_of_reading_them_again(ctx):
+def compacted(ctx) -> tuple[Conversation, ChatModel, Tidied]:
+    """A 16-turn conversation read into the KV cache, then compacted between turns (n_ctx 2048)."""
     conv = make(ctx, n_ctx=2048, history_keep_tokens=200)
     conv.warmup()
     model = conv.model
     assert isinstance(model, ChatModel)
     conv.history = old_turns(16)
     assert model.prefill(Decoding(conv.render())) > 1000  # the long history is in the cache
-    done = conv.tidy()
+    return conv, model, conv.tidy()
+
+
+def read_afresh(model: ChatModel, prompt: str):
+    """Next-token logits of ``prompt`` read from scratch by a second copy of the model, in order."""
+    fresh = ChatModel(resolve_model(model.cfg.model), LLMConfig(n_ctx=2048, cache_reuse=0))
+    try:
+        return fresh.next_token_logits(prompt)
+    finally:
+        fresh.close()
+
+
+def test_a_compaction_moves_the_kept_turns_in_the_kv_cache_instead_of_reading_them_again(ctx):
+    conv, model, done = compacted(ctx)
     assert done.dropped >= 12 and done.complete, done
     summary = model.count_tokens(conv.history[0]["content"])
     # Only the summary line (and the template around it) was evaluated: the kept turns moved.
@@ -184,12 +198,7 @@ def test_a_compaction_moves_the_kept_turns_in_the_kv_cache_instead_of_reading_th
     question = [*conv.history, {"role": "user", "content": "Which colour were the boats?"}]
     prompt = conv.prompter.render(question)
     moved = model.next_token_logits(prompt)
-    fresh = ChatModel(resolve_model(model.cfg.model), LLMConfig(n_ctx=2048, cache_reuse=0))
-    try:
-        exact = fresh.next_token_logits(prompt)
-    finally:
-        fresh.close()
-    assert int(moved.argmax()) == int(exact.argmax())
+    assert int(moved.argmax()) == int(read_afresh(model, prompt).argmax())
 
     # The turn after it reads only its own words, and acts as asked.
     res = conv.turn("Wave your left hand.", 0)
@@ -198,13 +207,8 @@ def test_a_compaction_moves_the_kept_turns_in_the_kv_cache_instead_of_reading_th
 
 
 def test_a_prompt_that_differs_inside_the_moved_stretch_is_read_again_from_its_start(ctx):
-    conv = make(ctx, n_ctx=2048, history_keep_tokens=200)
-    conv.warmup()
-    model = conv.model
-    assert isinstance(model, ChatModel)
-    conv.history = old_turns(16)
-    model.prefill(Decoding(conv.render()))
-    assert conv.tidy().evaluated < 100  # moved, not read again
+    conv, model, done = compacted(ctx)
+    assert done.evaluated < 100  # moved, not read again
     # The newest kept user message changed (a transcript corrected): the prompt now differs
     # inside the moved stretch, whose cache positions are not its indices, so everything from
     # its start is read again.
@@ -214,11 +218,7 @@ def test_a_prompt_that_differs_inside_the_moved_stretch_is_read_again_from_its_s
     kept = model.count_tokens(prompt) - model.count_tokens(conv.prompter.render([]))
     assert evaluated >= kept - 60, (evaluated, kept)  # the summary and the kept turns, in order
     assert vendor.cached_positions(model.llm) == (0, model.llm.n_tokens - 1)
-    fresh = ChatModel(resolve_model(model.cfg.model), LLMConfig(n_ctx=2048, cache_reuse=0))
-    try:
-        exact = fresh.next_token_logits(prompt)
-    finally:
-        fresh.close()
+    exact = read_afresh(model, prompt)
     got = model.next_token_logits(prompt)
     assert int(got.argmax()) == int(exact.argmax())
     assert float(abs(got - exact).max()) < 0.05 * float(abs(exact).max())  # read in order: exact
