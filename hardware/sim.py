@@ -16,8 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-COMMANDS_KEPT = 50_000
-"""Joint commands :attr:`SimulatedDriver.commands` keeps (about 4 min of 4 joints at 50 Hz, ~6 MiB)."""
+COMMANDS_KEPT = 5_000
+"""Joint commands :attr:`SimulatedDriver.commands` keeps (about 25 s of 4 joints at 50 Hz, 0.6 MiB).
+50,000 (6 MiB) took a soak's gestures hundreds of turns to fill: memory growth after warm-up."""
 
 
 @dataclass

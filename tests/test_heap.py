@@ -9,6 +9,7 @@ thread's buffers do between turns (``bolt-agent soak``: +1-2 MiB a turn before t
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -16,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from agent.pipeline.heap import HeapTrimmer
+from agent.pipeline.heap import HeapTrimmer, limit_arenas
 
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = """
 import json, os, threading
-from agent.pipeline.heap import HeapTrimmer
+from agent.pipeline.heap import HeapTrimmer, limit_arenas
 
 def rss_mib():
     with open("/proc/self/statm") as f:
@@ -87,3 +88,59 @@ def test_a_request_returns_at_once_and_the_trim_follows_in_its_own_thread():
     trim.request()  # closed: nothing more
     time.sleep(0.4)
     assert trim.trims == 1
+
+
+ARENAS_CHILD = """
+import ctypes, json, os, sys, threading
+from agent.pipeline.heap import limit_arenas
+
+capped = limit_arenas(2) if sys.argv[1] == "cap" else False
+start, done = threading.Barrier(8), threading.Barrier(8)
+
+def model_thread():
+    start.wait()  # all eight allocate at once, as the model threads do in a turn
+    blocks = [bytearray(1000) for _ in range(2000)]  # over pymalloc's 512 B: glibc malloc
+    done.wait()
+    del blocks
+
+threads = [threading.Thread(target=model_thread) for _ in range(8)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+sys.stderr.flush()
+ctypes.CDLL(None).malloc_stats()  # one "Arena N:" block per arena, on stderr
+print(json.dumps({"capped": capped}))
+"""
+
+
+def arenas(mode: str, **env: str) -> tuple[bool, int]:
+    base = {k: v for k, v in os.environ.items() if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")}
+    out = subprocess.run(
+        [sys.executable, "-c", ARENAS_CHILD, mode],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**base, **env},
+    )
+    return json.loads(out.stdout)["capped"], out.stderr.count("Arena ")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's (Linux)")
+def test_limit_arenas_makes_the_threads_share_two_arenas_and_leaves_a_users_setting_alone():
+    capped, n = arenas("cap")
+    assert capped and n == 2, n
+    # Without the cap each of the eight threads gets an arena of its own (glibc: up to 8 per
+    # core), beside the main thread's: 9 here.
+    _, n_default = arenas("none")
+    assert n_default >= 1 + min(8, 8 * (os.cpu_count() or 1)), n_default
+    # A user's MALLOC_ARENA_MAX wins: limit_arenas leaves it alone.
+    capped, n = arenas("cap", MALLOC_ARENA_MAX="4")
+    assert not capped and n <= 4, n
+
+
+def test_limit_arenas_refuses_zero():
+    with pytest.raises(ValueError, match=">= 1"):
+        limit_arenas(0)

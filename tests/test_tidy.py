@@ -222,3 +222,26 @@ def test_a_prompt_that_differs_inside_the_moved_stretch_is_read_again_from_its_s
     got = model.next_token_logits(prompt)
     assert int(got.argmax()) == int(exact.argmax())
     assert float(abs(got - exact).max()) < 0.05 * float(abs(exact).max())  # read in order: exact
+
+
+def test_a_moved_stretch_that_ends_the_prompt_leaves_its_last_token_to_be_read_in_place():
+    # The cache holds prefix + dropped + kept; the new prompt is prefix + summary + kept and
+    # ends with the kept stretch itself. The last prompt token must be evaluated at its own
+    # position after the summary, not at the moved stretch's end (where the summary now sits).
+    model = ChatModel(resolve_model(LLMConfig().model), LLMConfig(n_ctx=2048, cache_reuse=32))
+    try:
+        prefix = "<|im_start|>system\nYou are a small robot.<|im_end|>\n<|im_start|>user\n"
+        kept = f"Story number 7: {STORY}"
+        model.next_token_logits(prefix + f"Story number 1: {STORY}" + kept)
+        prompt = prefix + "Earlier we talked about a walk. " + kept
+        got = model.next_token_logits(prompt)
+        n = model.count_tokens(prompt)
+        assert model.llm.n_tokens == n, (model.llm.n_tokens, n)
+        assert vendor.cached_positions(model.llm) == (0, n - 1)
+        assert model.llm.input_ids[:n].tolist() == model.llm.tokenize(prompt.encode(), special=True)
+        assert model._reordered is not None  # the kept stretch was moved, not read again
+        # Its last token read where the summary now ends gave another next token (34 against
+        # 198 here); read in place, the same as a model reading the prompt from scratch.
+        assert int(got.argmax()) == int(read_afresh(model, prompt).argmax())
+    finally:
+        model.close()

@@ -309,12 +309,17 @@ def test_every_pause_is_checked_once(early_asr_ms):
 
 
 # --- the ASR stage's echo check ------------------------------------------------------------------------
-def _asr_stage_takes(command: str, robot_said: str, audible: bool) -> tuple[list[Skipped], list[Event]]:
+def _asr_stage_takes(
+    command: str, robot_said: str, audible: bool, said_then: tuple[str, ...] = (), silent_s: float = 0.0
+) -> tuple[list[Skipped], list[Event]]:
     """What a real ASR stage does with an utterance ``command`` just after the robot said
-    ``robot_said``: (skipped reasons, what it handed the turn driver)."""
+    ``robot_said``: (skipped reasons, what it handed the turn driver).
+
+    With ``silent_s``, ``robot_said`` finished playing that long before the user began (a
+    ``Spoken``), and the robot is saying ``said_then`` while the user speaks."""
     from datetime import datetime
 
-    from agent.events import PlaybackStarted
+    from agent.events import PlaybackStarted, Spoken
     from agent.pipeline.asr_stage import ASRStage
     from agent.pipeline.turnbook import TurnBook
     from agent.skills.registry import SkillRegistry
@@ -326,6 +331,10 @@ def _asr_stage_takes(command: str, robot_said: str, audible: bool) -> tuple[list
     published: list[Event] = []
     book = TurnBook()
     book.on(PlaybackStarted(7, robot_said, t=time.perf_counter()))
+    if silent_s:
+        book.on(Spoken(7, robot_said))
+    for text in said_then:
+        book.on(PlaybackStarted(8, text, t=time.perf_counter() + silent_s))
     stage = ASRStage(
         None,  # the transcript comes with the utterance: nothing to decode
         cfg.live,
@@ -341,7 +350,7 @@ def _asr_stage_takes(command: str, robot_said: str, audible: bool) -> tuple[list
         realtime=True,
     )
     said = ASRResult(command, duration_ms=5.0)
-    now = time.perf_counter()
+    now = time.perf_counter() + silent_s + 1.0  # the utterance is 1 s long
     audio = np.zeros(16000, np.float32)
     stage._one(Utterance(-1, "mic", 0.0, 1000.0, audio, now, now, "text", said, robot_audible=audible))
     return [e for e in published if isinstance(e, Skipped)], [driver_q.get(0) for _ in range(len(driver_q))]
@@ -365,4 +374,23 @@ def test_words_like_the_robots_said_after_it_fell_silent_start_a_turn():
 def test_words_like_the_robots_heard_while_it_speaks_are_its_echo():
     skipped, turns = _asr_stage_takes(COMMAND, ROBOT_SAID, audible=True)
     assert [s.reason for s in skipped] == [f"echo of the robot's own speech: {COMMAND!r}"]
+    assert turns == []
+
+
+def test_words_like_a_sentence_the_robot_finished_before_the_user_began_are_the_users():
+    """Issue 22's 1,000-turn soak (turn 307): "Set a timer for two seconds" was dropped as an echo
+    two turns after "Set a timer for ten seconds", most likely of the robot's "I set a timer for
+    10 seconds" (fuzzy score 91) while the ten-second timer's announcement played. Only what the
+    robot said while the user spoke (or just before: the echo's delay and tail) can be in the mic."""
+    from agent.events import UserTurn
+
+    command, robot_said = "Set a timer for two seconds.", "I set a timer for 10 seconds."
+    now_saying = ("Time is up: the timer for 10 seconds is done.",)
+    skipped, turns = _asr_stage_takes(command, robot_said, True, now_saying, silent_s=3.0)
+    assert skipped == []
+    [turn] = turns
+    assert isinstance(turn, UserTurn) and turn.text == command
+    # Finished within the echo's delay and tail (1.4 s by default) before: still its echo.
+    skipped, turns = _asr_stage_takes(command, robot_said, True, now_saying, silent_s=0.5)
+    assert [s.reason for s in skipped] == [f"echo of the robot's own speech: {command!r}"]
     assert turns == []

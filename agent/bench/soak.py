@@ -59,7 +59,17 @@ TURN_TIMEOUT_S = 120.0
 """Longest wait for a reply, s (the 135M model on a loaded 2-core machine takes a few s)."""
 QUIET_S = 1.0
 """A turn is over once no event has come for this long after its reply, s."""
-BREAKDOWN = ("endpoint_ms", "asr_done_ms", "first_token_ms", "llm_ms", "prompt_tokens", "llm_rounds")
+BREAKDOWN = (
+    "endpoint_ms",
+    "asr_done_ms",
+    "llm_ttft_ms",
+    "first_token_ms",
+    "first_sentence_ms",
+    "first_audio_ms",
+    "llm_ms",
+    "prompt_tokens",
+    "llm_rounds",
+)
 """Fields of a turn's ``timing`` event each report row keeps (:class:`agent.events.Timing`)."""
 
 

@@ -150,6 +150,15 @@ class ASRStage:
         else:
             self.work.finished()
 
+    def _heard_during(self, msg: Utterance) -> list[str]:
+        """What the robot said while ``msg``'s speech was captured, or just before.
+
+        Just before: within the echo gate's delay and tail, its echo could still arrive.
+        """
+        start = msg.t_speech_end - (msg.end_ms - msg.start_ms) / 1000.0
+        margin_s = (self.live.echo_max_delay_ms + self.live.echo_tail_ms) / 1000.0
+        return self.book.heard_texts(ECHO_WINDOW_S, (start, msg.t_speech_end), margin_s)
+
     def _handle(self, msg: Event) -> bool:
         if isinstance(msg, TextIn):
             now = time.perf_counter()
@@ -188,13 +197,13 @@ class ASRStage:
                 )
             )
             return False
-        # Only audio the robot could be heard in holds its echo: a command said after it fell
-        # silent is the user's, however like the robot's last words ("Set a timer for ten
-        # seconds" after "Your two-second timer is done").
+        # Only audio the robot could be heard in holds its echo, and only of what it said then:
+        # a command said after it fell silent, or like an earlier sentence, is the user's ("Set
+        # a timer for ten seconds" after "Your two-second timer is done").
         if (
             self.echo_guard
             and msg.robot_audible
-            and is_echo(res.text, self.book.heard_texts(ECHO_WINDOW_S), self.live.echo_text_score)
+            and is_echo(res.text, self._heard_during(msg), self.live.echo_text_score)
         ):
             self.publish(Skipped(-1, f"echo of the robot's own speech: {res.text!r}", msg.source))
             return False

@@ -10,6 +10,10 @@ releases every whole free page of every arena (``madvise(MADV_DONTNEED)``; glibc
 malloc_trim(3)), so what the next turn needs is mapped again on demand and the resident set
 follows what is really in use.
 
+A trim gives back whole free pages only; what is freed in pieces stays spread over the arenas.
+:func:`limit_arenas` caps their number for a long-running process (``mallopt(M_ARENA_MAX)``, the
+same as ``MALLOC_ARENA_MAX``), so the threads share and reuse each other's freed memory.
+
 Elsewhere (musl, macOS) there is no ``malloc_trim``: :class:`HeapTrimmer` is then a no-op.
 """
 
@@ -18,12 +22,20 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 log = logging.getLogger(__name__)
 
+ARENAS = 2
+"""Malloc arenas for ``bolt-agent run`` (glibc's default: up to 8 per core; glibc manual, "Memory
+Allocation Tunables", ``glibc.malloc.arena_max``): the main thread's and one the others share.
+The models do their heavy work in buffers of their own (llama.cpp's, onnxruntime's arenas), so
+the threads seldom wait on each other's malloc locks."""
+M_ARENA_MAX = -8
+"""``mallopt`` parameter number of ``M_ARENA_MAX`` (glibc ``malloc/malloc.h``)."""
 MIN_INTERVAL_S = 5.0
 """Shortest time between two trims, s: a trim walks every arena's free chunks under its lock."""
 DELAY_S = 0.5
@@ -40,6 +52,37 @@ def _glibc_trim() -> Callable[[int], int] | None:
         return None
     fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
     return fn
+
+
+def limit_arenas(n: int = ARENAS, environ: Mapping[str, str] | None = None) -> bool:
+    """Cap glibc's malloc arenas at ``n`` for the rest of the process (``mallopt(M_ARENA_MAX)``).
+
+    Call it before the model threads start: arenas made before stay. ``MALLOC_ARENA_MAX`` or a
+    ``GLIBC_TUNABLES`` setting in the environment wins (the user's own choice is left alone).
+
+    Args:
+        n: Arenas, >= 1.
+        environ: The environment to check (default ``os.environ``).
+
+    Returns:
+        True when the cap was set; False without glibc or when the environment sets one.
+
+    Raises:
+        ValueError: ``n`` < 1.
+    """
+    if n < 1:
+        raise ValueError(f"arenas must be >= 1, got {n}")
+    env = os.environ if environ is None else environ
+    if "MALLOC_ARENA_MAX" in env or "arena_max" in env.get("GLIBC_TUNABLES", ""):
+        return False
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name) if name else ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_ARENA_MAX, n))
 
 
 class HeapTrimmer:

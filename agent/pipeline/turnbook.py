@@ -62,13 +62,26 @@ class TurnRecord:
         self.marks.setdefault(stage, t)
 
 
+@dataclass
+class Said:
+    """A sentence the robot played.
+
+    ``t_start``: its first sample out; ``t_end``: its last, or the cut (``inf`` while it
+    plays); perf_counter s.
+    """
+
+    t_start: float
+    text: str
+    t_end: float = float("inf")
+
+
 class TurnBook:
     """Per-turn records, fed with messages; see the module docstring."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._turns: dict[int, TurnRecord] = {}
-        self.recent_speech: list[tuple[float, str]] = []
+        self.recent_speech: list[Said] = []
 
     def open(
         self,
@@ -93,11 +106,31 @@ class TurnBook:
             rec = self._turns.get(turn_id)
             return rec is not None and not rec.done
 
-    def heard_texts(self, since_s: float) -> list[str]:
-        """What the robot started saying in the last ``since_s`` seconds (echo matching)."""
+    def heard_texts(
+        self, since_s: float, during: tuple[float, float] | None = None, margin_s: float = 0.0
+    ) -> list[str]:
+        """What the robot said that could be heard in a stretch of mic audio (echo matching).
+
+        Args:
+            since_s: Only sentences started in the last ``since_s`` seconds.
+            during: ``(start, end)`` of the audio, perf_counter s: only sentences that played
+                within it (started before its end, ended no earlier than ``margin_s`` before its
+                start). A sentence said before the user began is not an echo in their words,
+                however alike ("Set a timer for two seconds" again, after the robot said "I set
+                a timer for 2 seconds" and fell silent). None: every sentence since ``since_s``.
+            margin_s: How long after its last sample a sentence can still be in the mic, s (the
+                echo's delay and the room's tail).
+
+        Returns:
+            The texts, oldest first.
+        """
         now = time.perf_counter()
         with self._lock:
-            return [s for t, s in self.recent_speech if now - t < since_s]
+            said = [s for s in self.recent_speech if now - s.t_start < since_s]
+        if during is not None:
+            start, end = during
+            said = [s for s in said if s.t_start <= end and s.t_end + margin_s >= start]
+        return [s.text for s in said]
 
     def on(self, msg: Event) -> list[Event]:
         """Update the records from one message; return the messages it completes (maybe none)."""
@@ -107,7 +140,12 @@ class TurnBook:
         with self._lock:
             rec = self._turns.get(msg.turn_id)
             if isinstance(msg, PlaybackStarted):
-                self.recent_speech = [*self.recent_speech[-49:], (msg.t, msg.text)]
+                self.recent_speech = [*self.recent_speech[-49:], Said(msg.t, msg.text)]
+            elif isinstance(msg, Spoken):  # played to its end or cut: it stops reaching the mic
+                for said in reversed(self.recent_speech):
+                    if said.text == msg.text and said.t_end == float("inf"):
+                        said.t_end = time.perf_counter()
+                        break
             if rec is None or rec.done:
                 return []
             if isinstance(msg, TurnDropped):

@@ -129,7 +129,9 @@ def reuse_shifted(
     Returns:
         ``(cached, evaluated)``: ``tokens[:cached]`` is now in the cache (``keep`` when nothing
         was moved, or when the model's memory cannot shift: M-RoPE, some sliding-window caches),
-        ``evaluated`` of them evaluated here.
+        ``evaluated`` of them evaluated here. ``cached < len(tokens)``: a stretch never takes the
+        prompt's last token, which the caller evaluates in place for its logits (moved, it would
+        sit before the summary).
 
     Raises:
         RuntimeError: a decode failed (the cache is then cut back to ``keep``).
@@ -137,7 +139,7 @@ def reuse_shifted(
     import llama_cpp
 
     n_cache = llm.n_tokens
-    if n_cache - keep < min_match or len(tokens) - keep < min_match:
+    if n_cache - keep < min_match or len(tokens) - 1 - keep < min_match:
         return keep, 0
     mem = llama_cpp.llama_get_memory(llm._ctx.ctx)
     if not llama_cpp.llama_memory_can_shift(mem):
@@ -147,13 +149,15 @@ def reuse_shifted(
     for c in range(max(keep, not_before), n_cache - min_match + 1):
         starts.setdefault(tuple(cache[c : c + min_match]), []).append(c)
 
-    def run(q: int, c: int) -> int:  # tokens[q:] and cache[c:] agree for this many
+    last = len(tokens) - 1  # the prompt's last token is always evaluated: its logits are wanted
+
+    def run(q: int, c: int) -> int:  # tokens[q:last] and cache[c:] agree for this many
         m = min_match
-        while q + m < len(tokens) and c + m < n_cache and tokens[q + m] == cache[c + m]:
+        while q + m < last and c + m < n_cache and tokens[q + m] == cache[c + m]:
             m += 1
         return m
 
-    for q in range(keep, len(tokens) - min_match + 1):
+    for q in range(keep, last - min_match + 1):
         runs = [(run(q, c), -c) for c in starts.get(tuple(tokens[q : q + min_match]), ()) if c >= q]
         if runs:
             m, c = max(runs)
