@@ -26,6 +26,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -42,16 +43,21 @@ DELAY_S = 0.5
 """Wait between a turn's end and its trim, s: the events that end a turn go out first."""
 
 
-def _glibc_trim() -> Callable[[int], int] | None:
-    """The C library's ``malloc_trim`` through ctypes, or None where it has none (not glibc)."""
-    name = ctypes.util.find_library("c")
+def _libc_function(name: str, argtypes: list[Any]) -> Any | None:
+    """The C library's function ``name`` (returning int) through ctypes, or None where it has none."""
+    lib = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name) if name else ctypes.CDLL(None)
-        fn = libc.malloc_trim
+        libc = ctypes.CDLL(lib) if lib else ctypes.CDLL(None)
+        fn = getattr(libc, name)
     except (OSError, AttributeError):
         return None
-    fn.argtypes, fn.restype = [ctypes.c_size_t], ctypes.c_int
+    fn.argtypes, fn.restype = argtypes, ctypes.c_int
     return fn
+
+
+def _glibc_trim() -> Callable[[int], int] | None:
+    """The C library's ``malloc_trim`` through ctypes, or None where it has none (not glibc)."""
+    return _libc_function("malloc_trim", [ctypes.c_size_t])
 
 
 def limit_arenas(n: int = ARENAS, environ: Mapping[str, str] | None = None) -> bool:
@@ -75,14 +81,8 @@ def limit_arenas(n: int = ARENAS, environ: Mapping[str, str] | None = None) -> b
     env = os.environ if environ is None else environ
     if "MALLOC_ARENA_MAX" in env or "arena_max" in env.get("GLIBC_TUNABLES", ""):
         return False
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name) if name else ctypes.CDLL(None)
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return False
-    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
-    return bool(mallopt(M_ARENA_MAX, n))
+    mallopt = _libc_function("mallopt", [ctypes.c_int, ctypes.c_int])
+    return mallopt is not None and bool(mallopt(M_ARENA_MAX, n))
 
 
 class HeapTrimmer:
