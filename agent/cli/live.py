@@ -69,9 +69,6 @@ def _run(
     cfg = load_or_exit(config)
     printer = EventPrinter(json_out, verbose=verbose)
     from agent.memplan import check_budget
-    from agent.pipeline.heap import limit_arenas
-
-    limit_arenas()  # before any thread starts: weeks of turns, memory spread over fewer arenas
 
     # From GGUF headers only, before any model is loaded; an "openai" engine runs the model elsewhere.
     verdict = check_budget(cfg) if cfg.llm.engine != "openai" else None
