@@ -11,8 +11,9 @@ malloc_trim(3)), so what the next turn needs is mapped again on demand and the r
 follows what is really in use.
 
 A trim gives back whole free pages only; what is freed in pieces stays spread over the arenas.
-:func:`limit_arenas` caps their number for a long-running process (``mallopt(M_ARENA_MAX)``, the
-same as ``MALLOC_ARENA_MAX``), so the threads share and reuse each other's freed memory.
+:func:`limit_arenas` caps their number (``mallopt(M_ARENA_MAX)``, the same as
+``MALLOC_ARENA_MAX``) so the threads reuse each other's freed memory; off by default (see
+:data:`ARENAS`: it slows turns).
 
 Elsewhere (musl, macOS) there is no ``malloc_trim``: :class:`HeapTrimmer` is then a no-op.
 """
@@ -31,10 +32,10 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 ARENAS = 2
-"""Malloc arenas for ``bolt-agent run`` (glibc's default: up to 8 per core; glibc manual, "Memory
+"""Default cap of :func:`limit_arenas` (glibc's default: up to 8 per core; glibc manual, "Memory
 Allocation Tunables", ``glibc.malloc.arena_max``): the main thread's and one the others share.
-The models do their heavy work in buffers of their own (llama.cpp's, onnxruntime's arenas), so
-the threads seldom wait on each other's malloc locks."""
+Not applied by ``bolt-agent run``: measured with ``bolt-agent bench`` it cost ~100 ms at p50 and
+~300 ms at p95 voice-to-voice (threads waiting on the shared arenas' locks)."""
 M_ARENA_MAX = -8
 """``mallopt`` parameter number of ``M_ARENA_MAX`` (glibc ``malloc/malloc.h``)."""
 MIN_INTERVAL_S = 5.0
