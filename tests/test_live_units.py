@@ -46,6 +46,19 @@ def test_echo_transcript_matching():
     assert not is_echo("wave your right hand", said, 75)
 
 
+def test_a_longer_transcript_is_an_echo_only_when_the_robot_said_all_its_words():
+    """Issue 22's soak, turns 283 and 373: "What time is it?" said as the robot's "What is it?"
+    ended was dropped as its echo (``ratio`` 80); it has a word the robot did not say."""
+    assert not is_echo("What time is it?", ["What is it?"], 75)
+    assert is_echo("What is it?", ["What is it?"], 75)
+    # An echo that runs over two of the robot's sentences is still the robot's.
+    assert is_echo("Sure, I nodded twice.", ["Sure.", "I nodded twice."], 75)
+    assert is_echo("Sure I nodded twice", ["Okay, here goes.", "Sure.", "I nodded twice."], 75)
+    # ASR spellings of the robot's words still match ("nodded" heard as "noded").
+    assert is_echo("Sure, I noded twice.", ["Sure.", "I nodded twice."], 75)
+    assert not is_echo("Sure, I nodded twice. Now wave.", ["Sure.", "I nodded twice."], 75)
+
+
 def _feed(audio: np.ndarray, ep: Endpointer) -> list:
     """Every update of Silero VAD + ``ep`` over ``audio``, one 32 ms frame at a time."""
     vad = SileroFrameVAD()

@@ -5,7 +5,8 @@ digits, apostrophes and single spaces). Fuzzy matching uses rapidfuzz (Levenshte
 scores 0..100), which tolerates ASR spellings ("hey robert", "hay bolt").
 
 * :func:`is_echo` — the transcript is (part of) what the robot said recently: the robot
-  hearing itself. Compared with ``partial_ratio`` so a fragment of a long reply matches.
+  hearing itself. Compared with ``partial_ratio`` so a fragment of a long reply matches; a
+  transcript longer than the sentence must be made of the robot's words only.
 * :func:`stop_command` — a short transcript containing a stop phrase ("stop", "freeze",
   "be quiet" …): handled at once, without the model.
 * :class:`Attention` — ``always`` mode accepts everything; ``wake`` mode needs a wake phrase
@@ -28,6 +29,12 @@ from agent.speech.words import normalize
 def is_echo(transcript: str, recent_speech: list[str], min_score: float) -> bool:
     """True when ``transcript`` matches what the robot recently said.
 
+    A transcript no longer than one of the robot's sentences is its echo when it is a fuzzy
+    fragment of it (``partial_ratio``). A longer one must also be made only of words the robot
+    said (each word of three letters or more within ``min_score`` of one of them): "What time is
+    it?" is the user's even right after the robot's "What is it?" (``ratio`` 80), while "Sure, I
+    nodded twice" after "Sure." and "I nodded twice." is the robot's.
+
     Args:
         transcript: ASR text of a user utterance.
         recent_speech: Texts the robot spoke recently (newest last).
@@ -37,13 +44,24 @@ def is_echo(transcript: str, recent_speech: list[str], min_score: float) -> bool
     t = normalize(transcript)
     if len(t) < 4:
         return False
-    for said in recent_speech:
-        s = normalize(said)
-        if s and (
-            fuzz.partial_ratio(t, s) >= min_score if len(t) <= len(s) else fuzz.ratio(t, s) >= min_score
-        ):
+    sentences = [s for s in (normalize(said) for said in recent_speech) if s]
+    for s in sentences:
+        if len(t) <= len(s) and fuzz.partial_ratio(t, s) >= min_score:
             return True
-    return False
+    if _unsaid(t, {w for s in sentences for w in s.split()}, min_score):
+        return False
+    joined = " ".join(sentences)  # an echo that runs over several sentences
+    return any(fuzz.ratio(t, s) >= min_score for s in sentences) or (
+        len(t) <= len(joined) and fuzz.partial_ratio(t, joined) >= min_score
+    )
+
+
+def _unsaid(text: str, said: set[str], min_score: float) -> bool:
+    """True when ``text`` has a word of 3+ letters that matches no word in ``said``."""
+    return any(
+        len(w) >= 3 and w not in said and all(fuzz.ratio(w, s) < min_score for s in said)
+        for w in text.split()
+    )
 
 
 def stop_command(transcript: str, phrases: list[str], max_words: int) -> str | None:
