@@ -90,6 +90,26 @@ def test_a_request_returns_at_once_and_the_trim_follows_in_its_own_thread():
     assert trim.trims == 1
 
 
+def test_a_request_inside_the_interval_is_served_when_it_is_over_not_dropped():
+    """Two turns close together (a barge-in, a typed line): the second turn's freed buffers are
+    trimmed too, once the interval since the first trim is over."""
+    trim = HeapTrimmer(min_interval_s=1.0, delay_s=0.1)
+    try:
+        t0 = time.monotonic()
+        trim.request()
+        while trim.trims == 0 and time.monotonic() - t0 < 5.0:
+            time.sleep(0.02)
+        first = time.monotonic() - t0
+        trim.request()  # the next turn ends ~0.1 s after the first trim
+        while trim.trims == 1 and time.monotonic() - t0 < 5.0:
+            time.sleep(0.02)
+        second = time.monotonic() - t0
+    finally:
+        trim.close()
+    assert trim.trims == 2, trim.trims
+    assert 0.1 <= first < 0.9 and second - first >= 0.95, (first, second)
+
+
 ARENAS_CHILD = """
 import ctypes, json, os, sys, threading
 from agent.pipeline.heap import limit_arenas

@@ -91,7 +91,8 @@ class HeapTrimmer:
 
     The trim takes milliseconds to tens of milliseconds (it holds each arena's lock in turn), so
     it never runs on the thread that reports a turn's end: that thread may be in the middle of a
-    barge-in, publishing what was cut. Trims are at least ``min_interval_s`` apart.
+    barge-in, publishing what was cut. Trims are at least ``min_interval_s`` apart; a request
+    that comes sooner is served when the interval is over, never dropped.
 
     Args:
         min_interval_s: Shortest time between two trims, s (:data:`MIN_INTERVAL_S`).
@@ -122,7 +123,11 @@ class HeapTrimmer:
         self._thread: threading.Thread | None = None
 
     def request(self, *_: object) -> None:
-        """Ask for a trim soon; returns at once (arguments are ignored: it is routed a bus message)."""
+        """Ask for a trim soon; returns at once (arguments are ignored: it is routed a bus message).
+
+        The trim runs ``delay_s`` later, or ``min_interval_s`` after the last trim when that is
+        later; requests made meanwhile are served by that one trim.
+        """
         if self._trim is None or self._closed.is_set():
             return
         with self._lock:
@@ -165,4 +170,9 @@ class HeapTrimmer:
             if self._closed.wait(self.delay_s):
                 return
             self._wake.clear()
+            # A request inside the interval waits for it instead of being dropped: two turns
+            # close together (a barge-in, a typed line) would otherwise leave the second turn's
+            # freed buffers resident until some later turn (the soak sampled them as growth).
+            if self._closed.wait(max(0.0, self._last + self.min_interval_s - self._clock())):
+                return
             self.trim_now()
