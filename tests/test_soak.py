@@ -117,12 +117,15 @@ def test_a_child_killed_with_a_timer_pending_is_restarted_and_announces_the_time
         if kind != "timer" or killed:
             return
         deadline = time.monotonic() + 120
-        while not child.pending_timers():  # the skill saves it on its own thread: wait for the row
+        while not (pending := child.pending_timers()):  # the skill saves it on its own thread
             assert time.monotonic() < deadline, "the timer was never saved to the state store"
             time.sleep(0.05)
         child.proc.kill()
         child.proc.wait()
         killed.append(turn)
+        # Stay down until the timer is due: a restart quicker than the 2 s timer (a warm cache)
+        # would find it still running and announce it on time instead ("Time is up").
+        time.sleep(max(0.0, max(t.due_utc for t in pending) - time.time()) + 0.2)
 
     opts = SoakOptions(turns=len(KILL_PLAN), plan=KILL_PLAN, after_input=kill_once_the_timer_is_saved)
     run = run_soak(config, clips, tmp_path, opts)
