@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.pipeline.heap import HeapTrimmer, limit_arenas
+from agent.pipeline.heap import HeapTrimmer, fix_mmap_threshold, limit_arenas
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,3 +164,57 @@ def test_limit_arenas_makes_the_threads_share_two_arenas_and_leaves_a_users_sett
 def test_limit_arenas_refuses_zero():
     with pytest.raises(ValueError, match=">= 1"):
         limit_arenas(0)
+
+
+MMAP_CHILD = """
+import ctypes, json, sys
+from agent.pipeline.heap import fix_mmap_threshold
+
+fixed = fix_mmap_threshold() if sys.argv[1] == "fix" else False
+malloc, free = ctypes.CDLL(None).malloc, ctypes.CDLL(None).free
+malloc.restype, malloc.argtypes, free.argtypes = ctypes.c_void_p, [ctypes.c_size_t], [ctypes.c_void_p]
+
+class MallInfo2(ctypes.Structure):  # glibc >= 2.33, malloc.h: ten size_t fields
+    names = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+    _fields_ = [(k, ctypes.c_size_t) for k in names.split()]
+
+mallinfo2 = ctypes.CDLL(None).mallinfo2
+mallinfo2.restype = MallInfo2
+
+free(malloc(4 << 20))  # a 4 MiB block freed: by default the threshold rises to 4 MiB
+before = mallinfo2().hblks  # blocks held in mappings of their own
+blocks = [malloc(1 << 20) for _ in range(8)]  # 1 MiB each: own mappings only below the threshold
+print(json.dumps({"fixed": fixed, "new_maps": mallinfo2().hblks - before}))
+"""
+
+
+def new_mappings(mode: str, **env: str) -> tuple[bool, int]:
+    base = {k: v for k, v in os.environ.items() if k not in ("MALLOC_MMAP_THRESHOLD_", "GLIBC_TUNABLES")}
+    out = subprocess.run(
+        [sys.executable, "-c", MMAP_CHILD, mode],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+        env={**base, **env},
+    )
+    got = json.loads(out.stdout)
+    return got["fixed"], got["new_maps"]
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="mallopt is glibc's (Linux)")
+def test_a_fixed_mmap_threshold_keeps_large_blocks_out_of_the_arenas_after_a_large_free():
+    fixed, n = new_mappings("fix")
+    assert fixed and n == 8, n  # each 1 MiB block is a mapping of its own (munmapped when freed)
+    # glibc's moving threshold: after the 4 MiB free, 1 MiB blocks come from the heap (no mapping each)
+    _, n_default = new_mappings("none")
+    assert n_default == 0, n_default
+    # A user's MALLOC_MMAP_THRESHOLD_ wins: left alone.
+    fixed, n = new_mappings("fix", MALLOC_MMAP_THRESHOLD_="33554432")
+    assert not fixed and n == 0, n
+
+
+def test_fix_mmap_threshold_refuses_out_of_range():
+    with pytest.raises(ValueError, match="32 MiB"):
+        fix_mmap_threshold(64 << 20)

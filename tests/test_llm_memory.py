@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from agent.config import load_config
+
 ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = """
@@ -54,6 +56,11 @@ def _fill(flash_attn: str) -> dict:
         check=True,
     )
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_the_shipped_configs_run_the_chat_model_with_flash_attention():
+    for name in ("desktop.toml", "reachy_mini_sim.toml"):
+        assert load_config(ROOT / "launch" / name).llm.flash_attn, name
 
 
 @pytest.mark.skipif(not Path("/proc/self/smaps_rollup").exists(), reason="needs Linux /proc/PID/smaps_rollup")

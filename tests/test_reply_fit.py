@@ -129,6 +129,27 @@ def test_repeat_guard_holds_back_the_token_that_would_go_on_copying():
     assert out[vocab["g"]] == -8.0 and np.count_nonzero(out) == 1
 
 
+def test_the_example_guard_holds_back_a_copy_whatever_its_case():
+    """ "Because it needed to recharge." copies the prompt's "It needed to recharge." (seen greedy
+    with flash attention on): the guards match regardless of case; the copy prior does not."""
+    from agent.conversation.prompt import EXAMPLE_SAY
+    from agent.engines.priors import EXAMPLE_MIN_MATCH, CopyPrior
+
+    written = "Why did the robot have to do a 1-second task? Because it needed to "
+    vocab = {c: i for i, c in enumerate(sorted(set(EXAMPLE_SAY + written)))}
+    tok = lambda t: [vocab[c] for c in t]  # noqa: E731 - one character, one token
+    detok = lambda ids: "".join(next(c for c, i in vocab.items() if i == t) for t in ids)  # noqa: E731
+    guard = CopyPrior(tok, detok, 0, [EXAMPLE_SAY], -8.0, EXAMPLE_MIN_MATCH)
+    assert guard.continuation(written) == "recharge."  # returned as the source writes it
+    out = guard(tok(written), np.zeros(len(vocab), dtype=np.float32))
+    assert out[vocab["r"]] == -8.0 and np.count_nonzero(out) == 1
+    copy = CopyPrior(tok, detok, 0, [EXAMPLE_SAY], 8.0, EXAMPLE_MIN_MATCH)
+    shouted = "BECAUSE IT NEEDED TO "
+    assert guard.continuation(shouted) == "recharge."
+    assert copy.continuation(shouted) == ""  # a bonus copies only what is written the same way
+    assert copy.continuation(written) == "recharge."  # "t needed to " matches as written
+
+
 def test_a_reply_after_get_time_ends_with_the_time(agent):
     """Nothing after the data: "It is 22:49 on Tuesday 1 December. It needs to recharge." was heard."""
     from agent.bench.reply_checks import carries_result, copies_example, tail_after_data

@@ -95,9 +95,11 @@ def build_agent(
     from agent.engines.base import LLMError
     from agent.models import ModelNotFoundError
     from agent.pipeline import Bus, build_core
+    from agent.pipeline.heap import fix_mmap_threshold
     from agent.speech.tts import TTSError
     from hardware.driver import DriverError
 
+    fix_mmap_threshold()  # before the models allocate: their large buffers go back when freed
     stopper = stopper or Stopper()
     bus = Bus(printer)
     with stopper.loading(bus.publish):

@@ -39,7 +39,18 @@ shared characters); with 8 the guard already acted at "holiday?" and the joke lo
 with 12: "Why did the robot decide to go on a holiday? It had to recharge."."""
 
 
-def continuation(sources: list[str], written: str, min_match: int = MIN_MATCH, ahead: int = AHEAD) -> str:
+def fold_case(text: str) -> str:
+    """``text`` in lower case, character for character.
+
+    A character whose lower case is longer (such as "İ") is kept, so offsets into the folded
+    text are offsets into ``text``.
+    """
+    return "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+
+
+def continuation(
+    sources: list[str], written: str, min_match: int = MIN_MATCH, ahead: int = AHEAD, any_case: bool = False
+) -> str:
     """What follows the longest end of ``written`` found in one of ``sources`` (prompt lookup).
 
     Args:
@@ -47,14 +58,19 @@ def continuation(sources: list[str], written: str, min_match: int = MIN_MATCH, a
         written: The reply so far; at most its last :data:`LOOKBACK` characters are looked up.
         min_match: Fewest characters of the end of ``written`` that must match.
         ahead: Characters of the continuation to return.
+        any_case: Match regardless of case ("because it needed to" continues "It needed to
+            recharge"); the continuation is returned as the source writes it.
 
     Returns:
         Up to ``ahead`` characters that follow the match in its source; ``""`` without a match.
     """
+    folded = [fold_case(s) for s in sources] if any_case else sources
+    if any_case:
+        written = fold_case(written)
     for k in range(min(len(written), LOOKBACK), min_match - 1, -1):
         end = written[-k:]
-        for source in sources:
-            at = source.find(end)
+        for source, look in zip(sources, folded, strict=True):
+            at = look.find(end)
             if at >= 0:
                 return source[at + k : at + k + ahead]
     return ""
@@ -70,6 +86,9 @@ class CopyPrior:
         sources: Tool results the reply may read back (for the repeat guard: earlier replies).
         bonus: Logit bonus for a continuing token (0 = off; negative: a penalty, the repeat guard).
         min_match: Characters that must match before the continuation is biased.
+
+    A penalty (the guards) matches regardless of case: a copy that starts a sentence lower
+    down ("Because it needed to recharge.") is still a copy. A bonus copies the result as written.
     """
 
     def __init__(
@@ -90,7 +109,7 @@ class CopyPrior:
 
     def continuation(self, written: str) -> str:
         """What follows the longest end of ``written`` found in a source (see :func:`continuation`)."""
-        return continuation(self.sources, written, self.min_match)
+        return continuation(self.sources, written, self.min_match, any_case=self.bonus < 0)
 
     def _prefix_tokens(self, text: str) -> list[int]:
         """Every token whose text is a prefix of ``text`` (cached per text)."""
