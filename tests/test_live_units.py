@@ -7,7 +7,7 @@ import pytest
 
 from agent.config import LiveConfig, TurnConfig, VADConfig
 from agent.listening.echo import EchoGate
-from agent.listening.turns import Attention, is_echo, stop_command, strip_wake
+from agent.listening.turns import Attention, echo_of, is_echo, stop_command, strip_wake
 from agent.listening.vad import FRAME, Endpointer, SileroFrameVAD
 from agent.speech.audio import decode_file
 
@@ -57,6 +57,14 @@ def test_a_longer_transcript_is_an_echo_only_when_the_robot_said_all_its_words()
     # ASR spellings of the robot's words still match ("nodded" heard as "noded").
     assert is_echo("Sure, I noded twice.", ["Sure.", "I nodded twice."], 75)
     assert not is_echo("Sure, I nodded twice. Now wave.", ["Sure.", "I nodded twice."], 75)
+
+
+def test_an_echo_names_what_the_robot_said():
+    said = ["Okay.", "Why did the chicken cross the road?"]
+    assert echo_of("why did the chicken cross", said, 75) == "Why did the chicken cross the road?"
+    # Longer than the sentence, but made of the robot's words: the nearest sentence is named.
+    assert echo_of("Okay, why did the chicken cross the road?", said, 75) == said[1]
+    assert echo_of("wave your right hand", said, 75) is None
 
 
 def _feed(audio: np.ndarray, ep: Endpointer) -> list:

@@ -206,6 +206,51 @@ def test_summary_growth_and_latency_windows():
     assert s["threads"] == {"first": 30, "last": 30, "max": 30}
 
 
+def test_summary_says_where_a_slower_end_went():
+    """``drift`` compares stage medians and CPU per turn over the first and last windows: here
+    the end is 100 ms slower at the first token with the same endpoint and CPU per turn."""
+    rows = [
+        {
+            "turn": i,
+            "kind": "speak",
+            "answered": True,
+            "latency_ms": 1500.0 + (i >= 40) * 100,
+            "endpoint_ms": 650.0,
+            "asr_done_ms": 700.0,
+            "first_token_ms": 1300.0 + (i >= 40) * 100,
+            "llm_ttft_ms": 500.0 + (i >= 40) * 100,
+            "tokens_per_s": 40.0,
+            "cpu_s": 3.0 * i,
+            "maps": 900 + i // 10,
+            "threads": 30,
+            "fds": 31,
+        }
+        for i in range(50)
+    ]
+    rows[25]["cpu_s"] = 1.0  # a restarted child counts from 0 again: no negative turn
+    d = summarize(SoakRun(rows=rows), warmup=20)["drift"]
+    assert d["window_turns"] == 10
+    assert d["endpoint_ms"] == {"first": 650.0, "last": 650.0}
+    assert d["first_token_ms"] == {"first": 1300.0, "last": 1400.0}
+    assert d["llm_ttft_ms"] == {"first": 500.0, "last": 600.0}
+    assert d["cpu_s_per_turn"] == {"first": 3.0, "last": 3.0}
+    s = summarize(SoakRun(rows=rows), warmup=20)
+    assert s["maps"] == {"first": 900, "last": 904, "max": 904}
+    assert "first_token_ms 1300.0 -> 1400.0" in format_summary(s)
+
+
+def test_a_process_sample_reads_cpu_time_and_mappings():
+    import os
+
+    from agent.bench.procstat import read_sample
+
+    sum(i * i for i in range(300_000))  # some CPU time of our own
+    sample = read_sample(os.getpid(), 0.0)
+    assert sample is not None
+    assert 0.0 < sample.cpu_s <= sum(os.times()[:2]) + 0.05
+    assert sample.maps > 10  # the interpreter, its libraries, the heap, the stack
+
+
 def test_pending_timers_are_read_from_a_live_store_without_touching_it(tmp_path):
     path = tmp_path / "state.sqlite3"
     assert read_pending_timers(path) == []  # no file yet

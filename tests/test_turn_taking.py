@@ -310,16 +310,24 @@ def test_every_pause_is_checked_once(early_asr_ms):
 
 # --- the ASR stage's echo check ------------------------------------------------------------------------
 def _asr_stage_takes(
-    command: str, robot_said: str, audible: bool, said_then: tuple[str, ...] = (), silent_s: float = 0.0
+    command: str,
+    robot_said: str,
+    audible: bool,
+    said_then: tuple[str, ...] = (),
+    silent_s: float = 0.0,
+    heard: bool = True,
 ) -> tuple[list[Skipped], list[Event]]:
     """What a real ASR stage does with an utterance ``command`` just after the robot said
     ``robot_said``: (skipped reasons, what it handed the turn driver).
 
     With ``silent_s``, ``robot_said`` finished playing that long before the user began (a
-    ``Spoken``), and the robot is saying ``said_then`` while the user speaks."""
+    ``Spoken``), and the robot is saying ``said_then`` while the user speaks. The robot's
+    playback (a noise stand-in for its voice) is in the utterance's audio, 50 ms late and
+    quieter, when ``heard``; otherwise the audio is a voice of its own (other noise)."""
     from datetime import datetime
 
     from agent.events import PlaybackStarted, Spoken
+    from agent.listening.echo import EchoGate
     from agent.pipeline.asr_stage import ASRStage
     from agent.pipeline.turnbook import TurnBook
     from agent.skills.registry import SkillRegistry
@@ -330,6 +338,14 @@ def _asr_stage_takes(
     inbox, turn_q, driver_q = StageQueue(gate), StageQueue(gate), StageQueue(gate)
     published: list[Event] = []
     book = TurnBook()
+    rng = np.random.default_rng(3)
+    now = time.perf_counter() + silent_s + 1.0  # the utterance is 1 s long
+    playback = rng.standard_normal(3 * 16000).astype(np.float32) * 0.1
+    echo_gate = EchoGate()
+    echo_gate.add_reference(playback, now)
+    audio = (
+        0.5 * playback[-16000 - 800 : -800] if heard else 0.1 * rng.standard_normal(16000).astype(np.float32)
+    )
     book.on(PlaybackStarted(7, robot_said, t=time.perf_counter()))
     if silent_s:
         book.on(Spoken(7, robot_said))
@@ -348,10 +364,10 @@ def _asr_stage_takes(
         SkillRegistry(),
         SkillContext(robot=None, now=datetime.now),
         realtime=True,
+        echo=echo_gate,
+        post_roll_ms=0,
     )
     said = ASRResult(command, duration_ms=5.0)
-    now = time.perf_counter() + silent_s + 1.0  # the utterance is 1 s long
-    audio = np.zeros(16000, np.float32)
     stage._one(Utterance(-1, "mic", 0.0, 1000.0, audio, now, now, "text", said, robot_audible=audible))
     return [e for e in published if isinstance(e, Skipped)], [driver_q.get(0) for _ in range(len(driver_q))]
 
@@ -371,9 +387,32 @@ def test_words_like_the_robots_said_after_it_fell_silent_start_a_turn():
     assert isinstance(turn, UserTurn) and turn.text == COMMAND
 
 
+def _echo_reason(command: str, robot_said: str) -> str:
+    return f"echo of the robot's own speech: {command!r} (like its {robot_said!r}; 100% of the audio)"
+
+
 def test_words_like_the_robots_heard_while_it_speaks_are_its_echo():
     skipped, turns = _asr_stage_takes(COMMAND, ROBOT_SAID, audible=True)
-    assert [s.reason for s in skipped] == [f"echo of the robot's own speech: {COMMAND!r}"]
+    assert [s.reason for s in skipped] == [_echo_reason(COMMAND, ROBOT_SAID)]
+    assert turns == []
+
+
+def test_words_like_the_robots_over_a_mic_that_did_not_hear_it_are_the_users():
+    """Issue 22's 1,000-turn soak (turn 103): "What time is it?" said over the robot's cat story
+    was dropped as its echo, though the mic held none of the story (the soak's microphone hears
+    only the user). Words alone cannot tell: only where the playback explains some of the mic
+    audio (``[live] echo_text_min_share``) can the transcript be the robot's."""
+    from agent.events import UserTurn
+
+    command = "What time is it?"
+    story = "She wondered what time it was, and whether the bird would come back."
+    skipped, turns = _asr_stage_takes(command, story, audible=True, heard=False)
+    assert skipped == []
+    [turn] = turns
+    assert isinstance(turn, UserTurn) and turn.text == command
+    # The same words where the mic did hear the robot: its echo, and the skip names the sentence.
+    skipped, turns = _asr_stage_takes(command, story, audible=True)
+    assert [s.reason for s in skipped] == [_echo_reason(command, story)]
     assert turns == []
 
 
@@ -392,5 +431,5 @@ def test_words_like_a_sentence_the_robot_finished_before_the_user_began_are_the_
     assert isinstance(turn, UserTurn) and turn.text == command
     # Finished within the echo's delay and tail (1.4 s by default) before: still its echo.
     skipped, turns = _asr_stage_takes(command, robot_said, True, now_saying, silent_s=0.5)
-    assert [s.reason for s in skipped] == [f"echo of the robot's own speech: {command!r}"]
+    assert [s.reason for s in skipped] == [_echo_reason(command, robot_said)]
     assert turns == []

@@ -1,4 +1,4 @@
-"""Resource figures of a running process from ``/proc`` (Linux): memory, threads, open files.
+"""Resource figures of a running process from ``/proc`` (Linux): memory, threads, files, CPU time.
 
 Read by ``bolt-agent soak`` (:mod:`agent.bench.soak`) every few seconds and at each turn.
 RSS counts every resident page of the process; PSS (proportional set size) divides each
@@ -28,6 +28,10 @@ class ProcSample:
         threads: Threads (entries of ``/proc/PID/task``).
         fds: Open file descriptors (entries of ``/proc/PID/fd``).
         turn: The soak turn the sample was taken at (-1: a periodic sample between turns).
+        cpu_s: CPU time the process has used, user + system, s (``/proc/PID/stat`` fields 14
+            and 15, in clock ticks; proc(5)): per turn, the work a turn costs.
+        maps: Memory mappings (lines of ``/proc/PID/maps``): a slow rise is a heap fragmenting
+            into more, smaller mappings.
     """
 
     t_s: float
@@ -37,6 +41,8 @@ class ProcSample:
     threads: int
     fds: int
     turn: int = -1
+    cpu_s: float = 0.0
+    maps: int = 0
 
     def to_json(self) -> dict[str, Any]:
         """The sample as a JSON-able dict (its fields)."""
@@ -59,6 +65,10 @@ def read_sample(pid: int, t0: float, turn: int = -1) -> ProcSample | None:
             kb = _smaps_kb(f.read())
         threads = len(os.listdir(f"/proc/{pid}/task"))
         fds = len(os.listdir(f"/proc/{pid}/fd"))
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            cpu_s = _cpu_s(f.read())
+        with open(f"/proc/{pid}/maps", encoding="ascii", errors="replace") as f:
+            maps = sum(1 for _ in f)
     except (FileNotFoundError, ProcessLookupError):
         return None
     return ProcSample(
@@ -69,7 +79,20 @@ def read_sample(pid: int, t0: float, turn: int = -1) -> ProcSample | None:
         threads=threads,
         fds=fds,
         turn=turn,
+        cpu_s=cpu_s,
+        maps=maps,
     )
+
+
+def _cpu_s(stat: str) -> float:
+    """User + system CPU time in a ``/proc/PID/stat`` line, s.
+
+    The command name (field 2) may hold spaces and parentheses: fields are counted after its
+    last ``)``, where field 3 (state) comes first, so utime and stime (14, 15) are at 11 and 12.
+    """
+    fields = stat[stat.rindex(")") + 2 :].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return round(ticks / os.sysconf("SC_CLK_TCK"), 2)
 
 
 def _smaps_kb(text: str) -> dict[str, int]:

@@ -61,6 +61,7 @@ QUIET_S = 1.0
 """A turn is over once no event has come for this long after its reply, s."""
 BREAKDOWN = (
     "endpoint_ms",
+    "asr_ms",
     "asr_done_ms",
     "llm_ttft_ms",
     "first_token_ms",
@@ -69,6 +70,7 @@ BREAKDOWN = (
     "llm_ms",
     "prompt_tokens",
     "llm_rounds",
+    "tokens_per_s",
 )
 """Fields of a turn's ``timing`` event each report row keeps (:class:`agent.events.Timing`)."""
 
@@ -260,6 +262,8 @@ class Soak:
                     anon_mib=sample.anon_mib,
                     threads=sample.threads,
                     fds=sample.fds,
+                    cpu_s=sample.cpu_s,
+                    maps=sample.maps,
                 )
             heard = [e.get("text", "") for e in child.since(start, "transcript")]
             errors = [e.get("message", "") for e in child.since(start, "error")]

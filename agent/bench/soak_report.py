@@ -17,8 +17,14 @@ Summary figures (:func:`summarize`):
   reading stopped early because the next input came; each row also has the turn's
   ``prompt_tokens`` (a compaction inside a turn shows as hundreds);
 * ``threads`` and ``fds``: first and last per-turn sample, and the largest;
+* ``maps``: the child's memory mappings, first and last per-turn sample, and the largest;
 * ``latency_ms``: voice-to-voice p50/p95 of the first and last 100 answered turns (the first
-  and last 20 % when there are fewer than 500).
+  and last 20 % when there are fewer than 500);
+* ``drift``: where a slower end went, medians over the same first and last windows: each
+  stage's mark (``endpoint_ms``, ``asr_done_ms``, ``first_token_ms``), the model's prefill
+  (``llm_ttft_ms``) and decoding speed (``tokens_per_s``), and the CPU time the child used per
+  turn (``cpu_s_per_turn``: more work, where the stages grow with it; the same work, where
+  they grow without).
 """
 
 from __future__ import annotations
@@ -80,6 +86,28 @@ def _latency(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+DRIFT_KEYS = ("endpoint_ms", "asr_done_ms", "first_token_ms", "llm_ttft_ms", "tokens_per_s")
+"""Report-row fields whose first- and last-window medians ``drift`` compares."""
+
+
+def _drift(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    answered = [r for r in rows if r.get("answered") and r.get("latency_ms", -1) >= 0]
+    n = 100 if len(answered) >= 500 else max(1, round(0.2 * len(answered)))
+    out: dict[str, Any] = {"window_turns": n}
+    for key in DRIFT_KEYS:
+        first = [r[key] for r in answered[:n] if r.get(key, -1) >= 0]
+        last = [r[key] for r in answered[-n:] if r.get(key, -1) >= 0]
+        out[key] = {"first": _pct(first, 50), "last": _pct(last, 50)}
+    # CPU time between consecutive per-turn samples of one child (a restart starts it over).
+    timed = [r for r in rows if "cpu_s" in r]
+    per_turn = [
+        b["cpu_s"] - a["cpu_s"] for a, b in zip(timed, timed[1:], strict=False) if b["cpu_s"] >= a["cpu_s"]
+    ]
+    m = 100 if len(per_turn) >= 500 else max(1, round(0.2 * len(per_turn)))
+    out["cpu_s_per_turn"] = {"first": _pct(per_turn[:m], 50), "last": _pct(per_turn[-m:], 50)}
+    return out
+
+
 def summarize(run: SoakRun, warmup: int) -> dict[str, Any]:
     """The summary figures of a soak (see the module docstring)."""
     rows = run.rows
@@ -117,7 +145,9 @@ def summarize(run: SoakRun, warmup: int) -> dict[str, Any]:
         "memory": _memory(rows, warmup),
         "threads": _flat(measured, "threads"),
         "fds": _flat(measured, "fds"),
+        "maps": _flat([r for r in measured if "maps" in r], "maps"),
         "latency_ms": _latency(rows),
+        "drift": _drift(rows),
         "notes": run.notes,
     }
 
@@ -204,14 +234,20 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"({m['rss_growth_pct']:+.2f} %); "
             f"slope {m.get('pss_slope_mib_per_100_turns', 'n/a')} MiB/100 turns"
         )
-    for key in ("threads", "fds"):
-        if summary[key]:
+    for key in ("threads", "fds", "maps"):
+        if summary.get(key):
             t = summary[key]
             lines.append(f"{key} {t['first']} -> {t['last']} (max {t['max']})")
     lines.append(
         f"voice-to-voice p50/p95: first {lat['window_turns']} turns "
         f"{lat['first_p50']}/{lat['first_p95']} ms, last {lat['last_p50']}/{lat['last_p95']} ms"
     )
+    d = summary.get("drift")
+    if d:
+        stages = ", ".join(
+            f"{key} {d[key]['first']} -> {d[key]['last']}" for key in (*DRIFT_KEYS, "cpu_s_per_turn")
+        )
+        lines.append(f"medians, first -> last {d['window_turns']} turns: {stages}")
     c = summary.get("context")
     if c:
         lines.append(

@@ -8,6 +8,17 @@ from pydantic import Field
 
 from hardware.config import StrictModel
 
+ECHO_TEXT_MIN_SHARE = 0.05
+"""Default of ``[live] echo_text_min_share``: share of an utterance's energy (rho² at one delay,
+0..1) the robot's playback must explain before words like its own count as its echo.
+
+Measured here (``tests/test_echo_share.py``'s method) with the piper voice as the robot and the
+real people of the spoken-command fixtures: a command said over the robot's unrelated speech
+scored 0.028 at most (80 pairings, p99 0.016); the robot's echo through simulated rooms
+(RT60 0.3-1.2 s, direct-to-reverberant ratio -10 to +6 dB, a soft-clipping speaker) scored
+0.08 at the least (0.23 from -3 dB up). Per 256 ms frame instead, chance likeness between two
+voices reached 0.6: only the whole utterance tells them apart."""
+
 
 class AudioConfig(StrictModel):
     """Audio devices for live mode (name substring or index; None = system default)."""
@@ -62,6 +73,13 @@ class LiveConfig(StrictModel):
         ge=50,
         le=100,
         description="transcripts this similar to the robot's own recent speech are dropped",
+    )
+    echo_text_min_share: float = Field(
+        ECHO_TEXT_MIN_SHARE,
+        ge=0,
+        le=1,
+        description="the text echo check applies only where playback explained this share of the mic"
+        " in some frame of the utterance (peak rho²); 0: wherever the robot was audible",
     )
     stop_phrases: list[str] = Field(
         default_factory=lambda: [

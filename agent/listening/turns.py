@@ -4,9 +4,9 @@ Pure functions plus one small state holder, all on normalised text (lower case, 
 digits, apostrophes and single spaces). Fuzzy matching uses rapidfuzz (Levenshtein-based
 scores 0..100), which tolerates ASR spellings ("hey robert", "hay bolt").
 
-* :func:`is_echo` — the transcript is (part of) what the robot said recently: the robot
-  hearing itself. Compared with ``partial_ratio`` so a fragment of a long reply matches; a
-  transcript longer than the sentence must be made of the robot's words only.
+* :func:`echo_of` / :func:`is_echo` — the transcript is (part of) what the robot said
+  recently: the robot hearing itself. Compared with ``partial_ratio`` so a fragment of a long
+  reply matches; a transcript longer than the sentence must be made of the robot's words only.
 * :func:`stop_command` — a short transcript containing a stop phrase ("stop", "freeze",
   "be quiet" …): handled at once, without the model.
 * :class:`Attention` — ``always`` mode accepts everything; ``wake`` mode needs a wake phrase
@@ -27,7 +27,12 @@ from agent.speech.words import normalize
 
 
 def is_echo(transcript: str, recent_speech: list[str], min_score: float) -> bool:
-    """True when ``transcript`` matches what the robot recently said.
+    """True when ``transcript`` matches what the robot recently said (see :func:`echo_of`)."""
+    return echo_of(transcript, recent_speech, min_score) is not None
+
+
+def echo_of(transcript: str, recent_speech: list[str], min_score: float) -> str | None:
+    """What the robot said that ``transcript`` is the echo of, or None.
 
     A transcript no longer than one of the robot's sentences is its echo when it is a fuzzy
     fragment of it (``partial_ratio``). A longer one must also be made only of words the robot
@@ -40,20 +45,27 @@ def is_echo(transcript: str, recent_speech: list[str], min_score: float) -> bool
         recent_speech: Texts the robot spoke recently (newest last).
         min_score: Fuzzy score 0..100 needed.
 
+    Returns:
+        The robot's sentence it matched (its sentences joined, for an echo that runs over
+        several), as said; None: not an echo.
     """
     t = normalize(transcript)
     if len(t) < 4:
-        return False
-    sentences = [s for s in (normalize(said) for said in recent_speech) if s]
-    for s in sentences:
+        return None
+    said = [(normalize(text), text) for text in recent_speech]
+    said = [(s, text) for s, text in said if s]
+    for s, text in said:
         if len(t) <= len(s) and fuzz.partial_ratio(t, s) >= min_score:
-            return True
-    if _unsaid(t, {w for s in sentences for w in s.split()}, min_score):
-        return False
-    joined = " ".join(sentences)  # an echo that runs over several sentences
-    return any(fuzz.ratio(t, s) >= min_score for s in sentences) or (
-        len(t) <= len(joined) and fuzz.partial_ratio(t, joined) >= min_score
-    )
+            return text
+    if _unsaid(t, {w for s, _ in said for w in s.split()}, min_score):
+        return None
+    for s, text in said:
+        if fuzz.ratio(t, s) >= min_score:
+            return text
+    joined = " ".join(s for s, _ in said)  # an echo that runs over several sentences
+    if len(t) <= len(joined) and fuzz.partial_ratio(t, joined) >= min_score:
+        return " ".join(text for _, text in said)
+    return None
 
 
 def _unsaid(text: str, said: set[str], min_score: float) -> bool:

@@ -45,8 +45,9 @@ from agent.events import (
     UserTurn,
     Utterance,
 )
+from agent.listening.echo import EchoGate
 from agent.listening.end_of_turn import is_hesitation, starts_as_continuation
-from agent.listening.turns import Attention, is_echo, stop_command
+from agent.listening.turns import Attention, echo_of, stop_command
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
 from agent.pipeline.turnbook import TurnBook
 from agent.pipeline.work import WorkTracker
@@ -90,6 +91,9 @@ class ASRStage:
         bias: Use ASR biasing (hotwords / initial prompt) when configured.
         echo_guard: Drop transcripts that repeat the robot's recent speech (only where a
             speaker can be heard by the microphone).
+        echo: The listener's echo gate: whether the robot's voice is really in an utterance
+            whose words read like its own (None: the words alone decide).
+        post_roll_ms: ``[vad] speech_pad_ms``: audio kept after an utterance's speech end, ms.
         early_pad_ms: Silence an early transcript (``PauseCheck.early``) lacks against one made at
             the judgement (``[turn] short_silence_ms - early_asr_ms``), ms: added as zeros, so
             both end in the same silence.
@@ -113,6 +117,8 @@ class ASRStage:
         realtime: bool,
         bias: bool = True,
         echo_guard: bool = True,
+        echo: EchoGate | None = None,
+        post_roll_ms: int = 400,
         early_pad_ms: int = 0,
         continue_ms: int = 0,
     ) -> None:
@@ -126,6 +132,7 @@ class ASRStage:
         )
         self.registry, self.ctx, self.realtime, self.bias = registry, ctx, realtime, bias
         self.echo_guard = echo_guard and live.echo_guard
+        self.echo, self.post_roll_s = echo, post_roll_ms / 1000.0
         self.attention = Attention(live)
         self.early_pad = early_pad_ms * SAMPLE_RATE // 1000  # samples
         self.continue_ms = continue_ms
@@ -158,6 +165,31 @@ class ASRStage:
         start = msg.t_speech_end - (msg.end_ms - msg.start_ms) / 1000.0
         margin_s = (self.live.echo_max_delay_ms + self.live.echo_tail_ms) / 1000.0
         return self.book.heard_texts(ECHO_WINDOW_S, (start, msg.t_speech_end), margin_s)
+
+    def _echoed(self, msg: Utterance, text: str, said: str) -> bool:
+        """``text`` reads like the robot's ``said``: is the robot's voice really in ``msg``'s audio?
+
+        Words alone cannot tell ("What time is it?" over a story where the cat "wondered what
+        time it was", issue 22's soak): the transcript is the robot's echo only where the
+        playback explains at least ``[live] echo_text_min_share`` of the audio. Publishes the
+        skip; returns True when the utterance is dropped.
+        """
+        share = 1.0  # no playback to compare with: the words decide, as they always did
+        if self.echo is not None and msg.audio is not None:
+            # The audio ends 0..post-roll after the speech end (and a frame either way).
+            slack_s = self.post_roll_s + 0.064
+            share = self.echo.echo_share(msg.audio, msg.t_speech_end + self.post_roll_s, slack_s)
+        if share < self.live.echo_text_min_share:
+            log.info(
+                "%r reads like the robot's %r, but its voice explains %.1f%% of the audio: the user's",
+                text,
+                said,
+                100 * share,
+            )
+            return False
+        reason = f"echo of the robot's own speech: {text!r} (like its {said!r}; {share:.0%} of the audio)"
+        self.publish(Skipped(-1, reason, msg.source))
+        return True
 
     def _handle(self, msg: Event) -> bool:
         if isinstance(msg, TextIn):
@@ -203,9 +235,9 @@ class ASRStage:
         if (
             self.echo_guard
             and msg.robot_audible
-            and is_echo(res.text, self._heard_during(msg), self.live.echo_text_score)
+            and (said := echo_of(res.text, self._heard_during(msg), self.live.echo_text_score))
+            and self._echoed(msg, res.text, said)
         ):
-            self.publish(Skipped(-1, f"echo of the robot's own speech: {res.text!r}", msg.source))
             return False
         if is_hesitation(res.text):  # "hmm, let me think" and silence: the words are still coming
             self.publish(Skipped(-1, f"only a hesitation, nothing to answer: {res.text!r}", msg.source))

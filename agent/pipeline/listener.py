@@ -91,7 +91,9 @@ class Listener:
         self.vad = SileroFrameVAD()
         self.vad(np.zeros(FRAME, dtype=np.float32))  # warm the ONNX session
         self.vad.reset()
-        self.echo = EchoGate(cfg.live.echo_max_delay_ms, cfg.live.echo_tail_ms)
+        # Playback history: the longest utterance, its pre-roll, and a few seconds to transcribe it.
+        history_s = cfg.vad.max_utterance_s + cfg.vad.speech_pad_ms / 1000 + 5.0
+        self.echo = EchoGate(cfg.live.echo_max_delay_ms, cfg.live.echo_tail_ms, history_s)
         self._drain_lock = threading.Lock()
         self._buf = np.zeros(0, dtype=np.float32)
         self._recent = np.zeros(4096, dtype=np.float32)

@@ -152,6 +152,8 @@ class Pipeline:
             realtime=realtime,
             bias=asr_bias,
             echo_guard=realtime and sink.realtime,
+            echo=self.listener.echo,
+            post_roll_ms=cfg.vad.speech_pad_ms,
             early_pad_ms=turn.short_silence_ms - turn.early_asr_ms if turn.early_asr_ms else 0,
             continue_ms=turn.continue_ms if turn.end_of_turn == "semantic" else 0,
         )
