@@ -60,7 +60,7 @@ def test_a_persons_command_over_the_robots_unrelated_speech_is_not_its_echo(fixt
     for k, wav in enumerate(sorted((fixtures_dir / "commands").glob("*.wav"))):
         user = decode_file(wav)
         for offset_s in (1.0, 4.5):  # said over two stretches of the story
-            end = int((offset_s + 0.37 * k % 3) * SAMPLE_RATE) + user.size
+            end = int((offset_s + (0.37 * k) % 3) * SAMPLE_RATE) + user.size
             assert end < robot_voice.size
             shares.append(gate.echo_share(user, T0 + end / SAMPLE_RATE, slack_s=0.464))
     assert len(shares) >= 20

@@ -78,8 +78,8 @@ class LiveConfig(StrictModel):
         ECHO_TEXT_MIN_SHARE,
         ge=0,
         le=1,
-        description="the text echo check applies only where playback explained this share of the mic"
-        " in some frame of the utterance (peak rho²); 0: wherever the robot was audible",
+        description="the text echo check applies only where playback explains this share of the"
+        " utterance's energy (rho² at one delay over all of it); 0: wherever the robot was audible",
     )
     stop_phrases: list[str] = Field(
         default_factory=lambda: [

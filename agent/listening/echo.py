@@ -107,13 +107,7 @@ class EchoGate:
             ref = self._ref[start:end].astype(np.float64)
         if ref.size < x.size or float(ref @ ref) < 1e-8:
             return 1.0
-        n = 1 << int(np.ceil(np.log2(ref.size + x.size)))
-        corr = np.fft.irfft(np.fft.rfft(ref, n) * np.conj(np.fft.rfft(x, n)), n)[: ref.size - x.size + 1]
-        # energy of each reference window of length len(x)
-        c2 = np.concatenate([[0.0], np.cumsum(ref * ref)])
-        e_ref = c2[x.size :] - c2[: -x.size]
-        rho2 = np.where(e_ref > 1e-9, corr * corr / (np.maximum(e_ref, 1e-9) * ex), 0.0)
-        return float(np.clip(1.0 - np.max(rho2), 0.0, 1.0))
+        return 1.0 - _best_rho2(ref, x)
 
     def echo_share(self, audio: np.ndarray, t_end: float, slack_s: float = 0.0) -> float:
         """Share of ``audio``'s energy the playback explains at one delay, over all of it.
@@ -179,9 +173,13 @@ class _History:
 
 
 def _best_rho2(ref: np.ndarray, x: np.ndarray) -> float:
-    """Largest squared normalised correlation of ``x`` with a same-length window of ``ref``."""
+    """Largest squared normalised correlation of ``x`` with a same-length window of ``ref``.
+
+    Both float64, ``ref.size >= x.size``; FFT cross-correlation, one value per window start.
+    """
     n = 1 << int(np.ceil(np.log2(ref.size + x.size)))
     corr = np.fft.irfft(np.fft.rfft(ref, n) * np.conj(np.fft.rfft(x, n)), n)[: ref.size - x.size + 1]
+    # energy of each reference window of length len(x)
     c2 = np.concatenate([[0.0], np.cumsum(ref * ref)])
     e_ref = c2[x.size :] - c2[: -x.size]
     rho2 = np.where(e_ref > 1e-9, corr * corr / (np.maximum(e_ref, 1e-9) * float(x @ x)), 0.0)
