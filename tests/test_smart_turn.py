@@ -27,7 +27,6 @@ Probabilities measured here (onnxruntime 1.32, x86), complete > 0.5:
 
 from __future__ import annotations
 
-import ctypes
 import importlib.util
 import wave
 from pathlib import Path
@@ -39,6 +38,7 @@ from agent.config import VADConfig
 from agent.listening import smart_turn as st
 from agent.listening.smart_turn import EndOfTurnModelMissing, SmartTurn, find_smart_turn_model
 from agent.listening.vad import find_utterances
+from agent.pipeline.heap import HeapTrimmer
 from agent.speech.audio import decode_file
 
 RATE = st.SAMPLE_RATE
@@ -148,7 +148,7 @@ def test_probability_api(model):
 def _resident_mib() -> float:
     """This process's resident set, MiB (``VmRSS`` in /proc/self/status), after glibc gives
     back its free pages (so freed numpy buffers do not count)."""
-    ctypes.CDLL(None).malloc_trim(0)
+    HeapTrimmer().trim_now()
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
@@ -156,7 +156,7 @@ def _resident_mib() -> float:
 
 
 @pytest.mark.skipif(
-    not Path("/proc/self/status").is_file() or not hasattr(ctypes.CDLL(None), "malloc_trim"),
+    not Path("/proc/self/status").is_file() or not HeapTrimmer().available,
     reason="needs Linux /proc and glibc's malloc_trim",
 )
 def test_loaded_model_does_not_grow_on_its_first_calls():

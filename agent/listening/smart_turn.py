@@ -159,6 +159,9 @@ def smart_turn_features(audio: np.ndarray) -> np.ndarray:
 class SmartTurn:
     """Smart Turn v3.2 on onnxruntime's CPU provider.
 
+    Loading runs the model :data:`WARMUP_RUNS` times on a silent window (40-55 ms each here), so
+    the first real call neither waits for nor grows onnxruntime's arena.
+
     Args:
         model_path: The ONNX file; None = the one shipped in pipecat-ai
             (:func:`find_smart_turn_model`).
@@ -216,9 +219,9 @@ class SmartTurn:
         happen hundreds of turns into a run; without this, that first call grows the process
         by the session's working memory at that moment (see :data:`WARMUP_RUNS`).
         """
-        silence = np.zeros(WINDOW_SAMPLES, dtype=np.float32)
+        feats = smart_turn_features(np.zeros(WINDOW_SAMPLES, dtype=np.float32))[None]
         for _ in range(WARMUP_RUNS):
-            self._session.run(None, {"input_features": smart_turn_features(silence)[None]})
+            self._session.run(None, {"input_features": feats})
 
     def probability(self, audio: np.ndarray) -> float:
         """Probability that the speaker has finished their turn.
