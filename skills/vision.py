@@ -27,6 +27,7 @@ def _vision(ctx: SkillContext):
     keywords=("see", "camera", "who", "describe", "room", "holding"),
     preamble="Let me look.",
     timeout_s=30.0,  # a vision-language model's look: an image encode and a sentence
+    side_effects=False,  # a look changes nothing: it may start before the user's silence confirms the turn
 )
 def describe_scene(ctx: SkillContext) -> dict:
     """Describe what the camera sees now: what is there, people, where they are, light and motion."""

@@ -325,8 +325,9 @@ class Conversation:
             tools: Offer tools (False for turns that only report a background result).
             on_pause: Called before a round when an earlier round spoke: what was said so
                 far is finished and can be synthesized without waiting for more text.
-            release: Tool calls wait for this gate (a turn prepared before the user's silence
-                confirmed it); a dropped gate runs none. None: calls run at once.
+            release: Calls of skills with side effects wait for this gate (a turn prepared
+                before the user's silence confirmed it); a dropped gate runs none. Skills that
+                only read (``side_effects=False``) run at once. None: every call runs at once.
 
         Returns:
             The :class:`TurnResult`; never raises for model or tool problems.
@@ -506,17 +507,23 @@ class Conversation:
     ) -> None:
         """Run one call of a round (repeat guards included), report it, keep its tool message in ``ran``.
 
-        In a turn waiting for its confirmation a call handed out while the round is written is
-        left to the end of the round (the round's speech goes on meanwhile), and then waits for
-        the release; a dropped turn runs none.
+        In a turn waiting for its confirmation a call of a skill with side effects handed out
+        while the round is written is left to the end of the round (the round's speech goes on
+        meanwhile), and then waits for the release; a dropped turn runs none. A skill that only
+        reads (``side_effects=False``: the clock) runs at once, so the answer that reads its
+        result back is prepared before the release too.
         """
-        if ran.release is not None and not ran.release.released:
+        skill = self.registry.skills.get(call["name"])
+        waits = skill is None or skill.side_effects  # an unknown tool's error waits like a call
+        pending = ran.release is not None and not ran.release.released
+        if pending and waits:
             if during_round:
-                return  # run after the round, from its returned calls
+                return  # run after the round, from its returned calls (a round has one early call)
             if not ran.release.wait(ran.turn_stop):
                 return  # dropped: the user went on, nothing is done
+        elif pending and ran.release.dropped:
+            return  # the user went on: not even a reading is worth taking
         call_id = f"{ran.id_prefix}{len(ran.calls)}"
-        skill = self.registry.skills.get(call["name"])
         if skill is not None and ran.user_text and isinstance(call["arguments"], dict):
             fixed = follow_words(ran.user_text, skill.parameters, call["arguments"])
             if fixed != call["arguments"]:  # "look to the left" written as yaw 0 or a negative yaw

@@ -49,6 +49,18 @@ words after the pause: an utterance that starts with "and then", "to the", "if"
 (:func:`starts_as_continuation`) soon after a turn ended continues that turn (``[turn]
 continue_ms``, :mod:`agent.pipeline.asr_stage`), which is then answered whole.
 
+Checked again on a fresh synthesis of the set (2026-12-04), both signals at the first pause of
+every paused sentence and at the end of every plain command, with 0, 100, 200 and 400 ms of the
+silence after the speech in Smart Turn's window: neither separates them. Smart Turn after a
+complete clause 0.26-0.99 at 200 ms ("Look up," 0.94, "Turn your head thirty degrees" 0.99),
+after a cut one up to 0.99 ("Can you", "Tell me", "Please raise" 0.97-0.99), plain commands
+0.01-0.99 ("What can you do?" 0.03, "Nod your head if you can hear me." 0.02); no trailing
+silence orders them either. Gemma 3 270M (base, Q4_K_M) as the text model instead of
+SmolLM2-135M: plain commands -0.18 … -2.21, pauses after a complete clause -0.70 … -1.89, as
+overlapping. Words and prosody at a 200 ms pause do not tell "Look up, [0.6 s] and then look
+down" from "Look up." on these voices; only more silence does (``[turn] confirm_ms``: the reply
+is prepared while it lasts).
+
 Without the text model rules 3-4 become "Smart Turn says complete"; without Smart Turn rule 4
 is dropped; without both, endpointing is silence only (``[vad] min_silence_ms``) with a notice.
 """

@@ -98,6 +98,7 @@ class _Marker:
     preamble: str = ""
     needs: tuple[str, ...] = ()
     timeout_s: float | None = None
+    side_effects: bool = True
 
 
 def skill(
@@ -111,6 +112,7 @@ def skill(
     preamble: str = "",
     needs: tuple[str, ...] | list[str] = (),
     timeout_s: float | None = None,
+    side_effects: bool = True,
 ) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
@@ -136,6 +138,12 @@ def skill(
             tool list, so the model never sees what the body cannot do.
         timeout_s: Longest this skill may run, s, when it needs longer than ``[skills]
             timeout_s`` (a vision-language model's look); None = the registry's.
+        side_effects: The skill changes something (moves the body, sets a timer). False for a
+            skill that only reads (the clock, the camera's scene): a turn whose reply is prepared
+            before the user's silence confirmed it (``[turn] confirm_ms``) runs it at once, so
+            the answer that reads its result back is ready on release; a skill with side effects
+            waits for the release and never runs when the user goes on. Default True: nothing is
+            done before the user has finished.
 
     Returns:
         The same function, with a marker attribute the loader looks for.
@@ -155,6 +163,7 @@ def skill(
                 preamble,
                 tuple(needs),
                 timeout_s,
+                side_effects,
             ),
         )
         return f
@@ -199,6 +208,8 @@ class Skill:
         choices: Keys of the :class:`Choices` lists its schema was built from.
         needs: Joints the body must have for it to be offered (see :func:`skill`).
         timeout_s: Its own time limit, s (None: the registry's; see :func:`skill`).
+        side_effects: It changes something; False: it only reads and may run before a prepared
+            turn is confirmed (see :func:`skill`).
 
     """
 
@@ -217,6 +228,7 @@ class Skill:
     preamble: str = ""
     needs: tuple[str, ...] = ()
     timeout_s: float | None = None
+    side_effects: bool = True
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -329,4 +341,5 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         choices=tuple(dict.fromkeys(used.values())),
         needs=marker.needs,
         timeout_s=marker.timeout_s,
+        side_effects=marker.side_effects,
     )
