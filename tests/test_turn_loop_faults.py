@@ -1,15 +1,23 @@
-"""Bad model output at the turn-loop level, produced by the real model held to a grammar.
+"""The turn loop on exactly the model output under test, produced by the real model held to a grammar.
 
-A GBNF grammar (``[llm] output_grammar``) makes the embedded model emit exactly the bad
-reply under test — a call repeated forever, a broken second call, a reply that is only
-thinking — so the real parser, registry and loop handle real generated text.
+A GBNF grammar (``[llm] output_grammar``) makes the embedded model emit exactly the reply under
+test — a call repeated forever, a broken second call, a reply that is only thinking — so the
+real parser, registry and loop handle real generated text. The same technique checks which calls
+of a turn prepared before the user's silence confirmed it (``[turn] confirm_ms``) wait for the
+release: a skill that only reads (``@skill(side_effects=False)``: ``get_time``) runs at once, so
+the answer that reads it back is ready on release; one with side effects (``nod``) waits, calls
+keep their order, and a dropped turn runs none.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from agent.config import LLMConfig, load_config
+from agent.control import ReleaseGate, StopSignal
 from agent.conversation import Conversation
 from agent.engines.embedded.model import ChatModel
 from agent.events import ToolCall, ToolResult
@@ -108,3 +116,78 @@ def test_malformed_markup_is_reported_not_spoken(model, ctx):
     res = conv.turn("Wave.", 0, on_text=spoken.append)
     assert "".join(spoken).strip() == "Sure." and res.calls == []
     assert res.problems and "<tool_call>" not in res.text
+
+
+# --- calls in a turn that waits for its confirmation ([turn] confirm_ms) ---------------------------
+GET_TIME = r'"<tool_call>{\"name\": \"get_time\", \"arguments\": {}}</tool_call>"'
+NOD = r'"<tool_call>{\"name\": \"nod\", \"arguments\": {}}</tool_call>"'
+
+
+class HeldTurn:
+    """One turn run on a thread with a release gate still closed; events stamped when emitted."""
+
+    def __init__(self, model, ctx, grammar: str) -> None:
+        self.events: list[tuple[float, object]] = []
+        self.conv = Conversation(
+            model,
+            load_registry([]),
+            ctx,
+            LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=grammar, max_tool_rounds=2),
+            lambda ev: self.events.append((time.monotonic(), ev)),
+        )
+        self.gate, self.stop = ReleaseGate(), StopSignal()
+        self.result = None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        self.result = self.conv.turn("What time is it?", 0, stop=self.stop, release=self.gate)
+
+    def wait_for(self, what, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not what():
+            assert time.monotonic() < deadline, f"timed out; events: {[e for _, e in self.events]}"
+            time.sleep(0.01)
+
+    def round_written(self) -> bool:
+        return any(m["role"] == "assistant" for m in self.conv.history)
+
+    def calls(self) -> list[tuple[float, str]]:
+        return [(t, e.tool) for t, e in self.events if isinstance(e, ToolCall)]
+
+    def finish(self) -> None:
+        self.thread.join(60)
+        assert not self.thread.is_alive()
+
+
+def test_a_skill_that_only_reads_runs_before_the_release(model, ctx):
+    held = HeldTurn(model, ctx, f"root ::= {GET_TIME}")
+    held.wait_for(lambda: any(isinstance(e, ToolResult) for _, e in held.events))
+    assert not held.gate.released  # the time was read while the turn still waited
+    assert [n for _, n in held.calls()] == ["get_time"]
+    result = next(e for _, e in held.events if isinstance(e, ToolResult))
+    assert result.ok and "It is" in str(result.result)
+    held.gate.release()
+    held.finish()
+    assert [name for name, _, _ in held.result.calls] == ["get_time"]
+
+
+def test_a_skill_with_side_effects_waits_and_calls_keep_their_order(model, ctx):
+    held = HeldTurn(model, ctx, f"root ::= {NOD} {GET_TIME}")
+    held.wait_for(held.round_written)  # both calls written: nod waits, and get_time after it
+    assert held.calls() == []
+    released = time.monotonic()
+    held.gate.release()
+    held.finish()
+    assert [n for _, n in held.calls()] == ["nod", "get_time"]
+    assert all(t >= released for t, _ in held.calls())
+    assert [name for name, _, _ in held.result.calls] == ["nod", "get_time"]
+
+
+def test_a_dropped_turn_runs_nothing(model, ctx):
+    held = HeldTurn(model, ctx, f"root ::= {NOD} {GET_TIME}")
+    held.wait_for(held.round_written)
+    held.gate.drop()
+    held.stop.set()  # as the driver does when the user goes on
+    held.finish()
+    assert held.calls() == []
