@@ -130,8 +130,9 @@ def test_biasing_recovers_a_rare_word(fixtures_dir, mode):
     shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (launch/setup.sh test)"
 )
 def test_a_hum_is_an_unsure_transcript_and_a_short_command_is_not(asr):
-    """espeak-ng's "Hmm." decodes only at Whisper's last fallback temperature, under -1.0 ("them.",
-    "Mm."): flagged unsure. Short commands in the same voices decode at temperature 0."""
+    """espeak-ng's "Hmm." fails Whisper's greedy decode; what a fallback temperature samples is
+    random ("them." at -1.23, once "One, two, three, four." three times at -0.75): flagged unsure
+    whatever the sample. Short commands in the same voices decode at temperature 0."""
     from agent.bench.turn_set import VOICES, Synthesizer
 
     syn = Synthesizer(resolve_model("packaged:piper-joe-medium"))
@@ -140,11 +141,11 @@ def test_a_hum_is_an_unsure_transcript_and_a_short_command_is_not(asr):
     heard = [asr.transcribe(u[0].audio) for u in hums if u]
     assert heard, "no espeak-ng voice's hum started speech"
     for res in heard:
-        assert not res.text or (res.unsure and res.avg_logprob < -1.0), res
+        assert not res.text or (res.unsure and res.temperature > 0.0), res
     assert any(res.unsure for res in heard), heard  # measured: every voice's hum came back as text
     for text in ("Look up.", "Wave.", "What time is it?"):
         for v in [*espeak, VOICES[0]]:
             utts = find_utterances(syn.speak(text, v), load_config().vad)
             assert len(utts) == 1, (text, v.name)
             res = asr.transcribe(utts[0].audio)
-            assert res.text and not res.unsure, (text, v.name, res)
+            assert res.text and not res.unsure and res.temperature == 0.0, (text, v.name, res)

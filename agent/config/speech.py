@@ -122,9 +122,9 @@ class ASRConfig(StrictModel):
         1.5,
         ge=0.0,
         le=30.0,
-        description="audio shorter than this, s, whose decode stays under log_prob_threshold at every "
-        "fallback temperature is an unsure transcript (a hum, a noise): not answered unless it is a "
-        "stop phrase; 0 = answer every transcript",
+        description="audio shorter than this, s, whose greedy decode failed (a fallback temperature "
+        "was needed) or stays under log_prob_threshold at every temperature is an unsure transcript "
+        "(a hum, a noise): not answered unless it is a stop phrase; 0 = answer every transcript",
     )
     hotwords: list[str] = Field(default_factory=list)
     bias_with_skills: bool = True

@@ -223,8 +223,8 @@ class ASRStage:
             self.publish(
                 Skipped(
                     -1,
-                    f"{where}: unsure transcript {res.text!r} (logprob {res.avg_logprob:.2f} at every "
-                    "fallback temperature): not answered",
+                    f"{where}: unsure transcript {res.text!r} (logprob {res.avg_logprob:.2f} at "
+                    f"fallback temperature {res.temperature:.1f}): not answered",
                     msg.source,
                 )
             )

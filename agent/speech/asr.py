@@ -8,13 +8,16 @@ Guards (all configurable in ``[asr]``):
 * **Repetition loops.** The temperature-fallback tuple and the compression-ratio check
   (2.4) are kept, so a looping decode is retried at a higher temperature; a segment still
   over the ratio afterwards is dropped.
-* **Unsure short decodes are flagged.** When even Whisper's last fallback temperature leaves the
-  mean log-probability under ``log_prob_threshold`` (-1.0) and the audio is shorter than
-  ``unsure_max_s``, the transcript is marked :attr:`ASRResult.unsure`: a hummed "Hmm." came back
-  as "them." or "Mm." (logprob -1.11 … -1.27, decoded at temperature 1.0) and once as
-  "beep beep beep", while short commands decode at temperature 0 with -0.06 … -0.77 (measured on
-  piper and espeak-ng voices, see ``docs/facts.md``). The ASR stage drops such a transcript
-  unless it is a stop phrase, and end-of-turn waits on it as on a hesitation.
+* **Unsure short decodes are flagged.** When the greedy decode (temperature 0) of audio shorter
+  than ``unsure_max_s`` failed Whisper's own checks, so a fallback temperature was needed, or even
+  the last one leaves the mean log-probability under ``log_prob_threshold`` (-1.0), the transcript
+  is marked :attr:`ASRResult.unsure`: a hummed "Hmm." came back as "them." or "Mm." (logprob
+  -1.11 … -1.38 at temperature 1.0), once as "beep beep beep" and once, sampled at a lower
+  fallback temperature, as "One, two, three, four." three times at -0.75. Every recorded
+  command and every piece of the turn set's sentences decoded at temperature 0 (-0.06 … -1.0);
+  only hums and an "Um," before a pause needed a fallback (see ``docs/facts.md``). The ASR stage
+  drops such a transcript unless it is a stop phrase, and end-of-turn waits on it as on a
+  hesitation.
 * **Sign-off hallucinations on noise** ("Thanks for watching", "you", ...) are dropped when
   they are the whole transcript and the audio is short or the decode unsure.
 * **Language fixed in config** (no detection on a 1-second command).
@@ -75,9 +78,11 @@ class ASRResult:
         dropped: Why text was dropped (empty when kept).
         avg_logprob: Mean token log-probability over kept segments.
         duration_ms: Decode time, ms.
-        unsure: ``text`` is Whisper's best guess at short audio that no fallback temperature
-            decoded with confidence (mean log-probability under ``[asr] log_prob_threshold``
-            and audio under ``[asr] unsure_max_s``): likely a hum or a noise, not words.
+        unsure: ``text`` is Whisper's guess at short audio (under ``[asr] unsure_max_s``) that
+            the greedy decode did not pass (``temperature`` over 0) or that no temperature
+            decoded over ``[asr] log_prob_threshold``: likely a hum or a noise, not words.
+        temperature: The highest fallback temperature a kept segment was decoded at; 0 is the
+            greedy decode (faster-whisper ``Segment.temperature``).
     """
 
     text: str
@@ -85,6 +90,7 @@ class ASRResult:
     avg_logprob: float = 0.0
     duration_ms: float = 0.0
     unsure: bool = False
+    temperature: float = 0.0
 
 
 class WhisperASR:
@@ -143,7 +149,7 @@ class WhisperASR:
             hotwords=hot,
             initial_prompt=prompt,
         )
-        kept, reasons, logprobs = [], [], []
+        kept, reasons, logprobs, temps = [], [], [], []
         for seg in segments:  # lazy: decoding happens while iterating
             if seg.no_speech_prob > cfg.no_speech_threshold and seg.avg_logprob < cfg.log_prob_threshold:
                 reasons.append(f"no speech (p={seg.no_speech_prob:.2f})")
@@ -154,6 +160,7 @@ class WhisperASR:
             if seg.text.strip():
                 kept.append(seg.text.strip())
                 logprobs.append(seg.avg_logprob)
+                temps.append(seg.temperature)
         text = " ".join(kept).strip()
         ms = (time.perf_counter() - t0) * 1000.0
         mean_lp = float(np.mean(logprobs)) if logprobs else 0.0
@@ -168,7 +175,12 @@ class WhisperASR:
                 return ASRResult("", f"likely hallucination {text!r}", mean_lp, ms)
         if not text:
             return ASRResult("", "; ".join(reasons) or "no words recognised", mean_lp, ms)
-        unsure = mean_lp < cfg.log_prob_threshold and audio.size < cfg.unsure_max_s * SAMPLE_RATE
+        temp = max(temps, default=0.0)
+        # Sampling at a fallback temperature is random: the same hum came back as "them." at 1.0
+        # and as a confident-looking "One, two, three, four." at a lower one. Needing any fallback
+        # on short audio is the signal, not the sampled text's log-probability.
+        guessed = temp > 0.0 or mean_lp < cfg.log_prob_threshold
+        unsure = guessed and audio.size < cfg.unsure_max_s * SAMPLE_RATE
         if unsure:
-            log.info("unsure transcript %r (logprob %.2f after every fallback)", text, mean_lp)
-        return ASRResult(text, "", mean_lp, ms, unsure)
+            log.info("unsure transcript %r (logprob %.2f at temperature %.1f)", text, mean_lp, temp)
+        return ASRResult(text, "", mean_lp, ms, unsure, temp)
