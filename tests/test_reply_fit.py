@@ -163,3 +163,21 @@ def test_a_reply_after_get_time_ends_with_the_time(agent):
         results = [e.result for e in evs.of(ToolResult) if e.tool == "get_time"]
         assert results and not copies_example(reply), (ask, reply)
         assert carries_result(reply, results[0]) and tail_after_data(reply, results) == "", (ask, reply)
+
+
+@pytest.mark.parametrize("ask", ["Nod your head and tell me the time.", "Tell me the time and then nod."])
+def test_a_time_read_before_another_call_is_still_said(agent, ask):
+    """get_time in one round and nod (with "Sure!") in the next: the time is read back after the nod.
+
+    Without the read-back the reply was "Sure!" alone, or "Sure! I am not nodding." from a third
+    round that read the latest result (greedy SmolLM2-135M, measured).
+    """
+    from agent.bench.reply_checks import carries_result, tail_after_data
+
+    agent.core.conversation.history.clear()
+    evs = agent.text(ask)
+    assert sorted(c.tool for c in evs.of(ToolCall)) == ["get_time", "nod"]
+    results = [e.result for e in evs.of(ToolResult) if e.tool == "get_time"]
+    reply = _reply(evs)
+    assert carries_result(reply, results[0]), (ask, reply)
+    assert tail_after_data(reply, results) == "" and "not" not in reply.split(), (ask, reply)

@@ -29,7 +29,7 @@ from agent.conversation.argprior import follow_words
 from agent.conversation.background import BackgroundCalls
 from agent.conversation.context import fit_history
 from agent.conversation.prompt import EXAMPLE_SAY, Prompter, resolve_format
-from agent.conversation.results import DataTail, exact_data, tail_after_data
+from agent.conversation.results import DataTail, carries_result, exact_data, tail_after_data
 from agent.conversation.rounds import (
     REPLY_OPENING,
     GrammarRounds,
@@ -425,6 +425,10 @@ class Conversation:
             if not self._needs_next_round(text, say, res, ran.first, rnd, tools, not cap.cancel.is_set()):
                 break
         res.text = limit_sentences(hist.join_unique(spoken), cap.limit)
+        owed = self._unsaid(res, spoken) if self.format == "grammar" and not cap.user_cancelled() else []
+        if owed:
+            said = self._read_back(owed, on_text, on_pause)
+            res.text = f"{res.text} {said}".strip()
         return res
 
     def _needs_next_round(
@@ -470,6 +474,36 @@ class Conversation:
             if skill is not None and skill.follow_up and outcome.ok and isinstance(outcome.result, str):
                 out.append(outcome.result)
         return out
+
+    def _unsaid(self, res: TurnResult, spoken: list[str]) -> list[str]:
+        """This turn's data results that nothing it said carries (:func:`carries_result`)."""
+        said = " ".join(spoken)
+        return [r for r in self._data_results(res) if not carries_result(said, r)]
+
+    def _read_back(
+        self,
+        owed: list[str],
+        on_text: Callable[[str], None] | None,
+        on_pause: Callable[[], None] | None,
+    ) -> str:
+        """Say data results the turn fetched and left unsaid, as the tools wrote them; returns it.
+
+        Grammar mode: a user who asked for data hears it, past the reply cap if need be.
+        Measured on SmolLM2-135M: "Nod your head and tell me the time" called ``get_time``, then
+        ``nod`` with "Sure!", and stopped there ("Sure!"); a third round read the latest result
+        instead ("I am not nodding."), even when offered no tools. Acknowledgements can spend
+        the two-sentence cap before a data round ("Look to the left and tell me what you see":
+        "Sure! Let me look.", and no round after). The result itself is what a data round aims
+        at (the copy prior, :class:`DataTail`), so it is said without another model round.
+        """
+        say = " ".join(owed)
+        if on_pause is not None:
+            on_pause()  # what was said so far is finished
+        if on_text is not None:
+            on_text(say)
+        raw = json.dumps({"call": {"tool": NO_TOOL}, "say": say})
+        self.history.append(hist.assistant_message(say, [], raw))
+        return say
 
     def _round(self, plan: RoundPlan, gen: Generation, io: RoundIO) -> RoundOutput:
         """Run one round of ``plan`` in the conversation's format, fitting the context first."""
