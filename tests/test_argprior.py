@@ -47,6 +47,10 @@ def test_spoken_degrees(text, expected):
         # the degrees said beat the model's number (turn_then_wave ran look(yaw -45))
         ("turn your head 30 degrees to the right and wave", {"yaw_deg": -45}, {"yaw_deg": -30.0}),
         ("turn your head 30 degrees", {"yaw_deg": -45}, {"yaw_deg": -45}),  # no side named
+        # the right sign and a turn nobody sees (the demo ran look(yaw 0.1)): half the range
+        ("please look to the left", {"yaw_deg": 0.1}, {"yaw_deg": 30.0}),
+        ("turn your head to the right", {"yaw_deg": -0.3}, {"yaw_deg": -30.0}),
+        ("look up a little", {"pitch_deg": 3}, {"pitch_deg": 3}),  # a tenth of pitch's 30: seen
     ],
 )
 def test_the_named_side_decides_the_sign(look, text, args, expected):

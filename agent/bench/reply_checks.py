@@ -53,7 +53,9 @@ def arguments_fit(
     """Whether the calls' arguments follow the words: direction, side and number.
 
     * direction: a signed argument (``positive = left`` in its schema) points to the one side
-      the words name ("look to the left" → yaw > 0); words naming both sides or neither: any;
+      the words name, by a turn a person sees ("look to the left" → yaw of at least
+      :data:`~agent.conversation.argprior.MIN_TURN_SHARE` of its range to the left: 6 degrees of
+      60); words naming both sides or neither: any;
     * side: a ``left``/``right`` choice named with its limb ("wave your right hand" →
       ``hand = "right"``; "turn to the right and wave" leaves the hand free);
     * number: the degrees said ("thirty degrees") within :data:`DEGREE_TOLERANCE` of a
@@ -68,7 +70,7 @@ def arguments_fit(
     Returns:
         ``(ok, why)``: ``why`` names the first argument that does not follow ("" when ok).
     """
-    from agent.conversation.argprior import OPPOSITES, sides, spoken_degrees, spoken_quantity
+    from agent.conversation.argprior import MIN_TURN_SHARE, OPPOSITES, sides, spoken_degrees, spoken_quantity
 
     heard = set(spoken_words(said))
     degrees = spoken_degrees(said)
@@ -81,7 +83,9 @@ def arguments_fit(
         for name, pos in signed.items():
             says_pos, says_neg = pos in heard, OPPOSITES[pos] in heard
             value = float(args.get(name, 0) or 0)
-            if says_pos != says_neg and value * (1 if says_pos else -1) <= 0:
+            prop = (schema.get("properties") or {}).get(name, {})
+            bound = min(abs(float(prop.get("maximum", 45.0))), abs(float(prop.get("minimum", -45.0))))
+            if says_pos != says_neg and value * (1 if says_pos else -1) < MIN_TURN_SHARE * bound:
                 return False, f"{tool} {name}={value:g} does not point {pos if says_pos else OPPOSITES[pos]}"
         if degrees is not None and signed:
             if not any(abs(abs(float(args.get(n, 0) or 0)) - degrees) <= DEGREE_TOLERANCE for n in signed):

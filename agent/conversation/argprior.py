@@ -5,8 +5,9 @@ skill states each signed argument's convention in its schema (``"positive = left
 description, as ``look`` and ``move_head`` do); when the user's words name exactly one side of
 that convention ("left" and not "right"), :func:`follow_words` makes the argument point that
 way, by the number of degrees the user said when there is exactly one ("thirty degrees"), else
-by the model's own magnitude, else by half the argument's range. Words that name both sides,
-or neither, leave the model's value alone. Like the tool prior
+by the model's own magnitude when it is one a person sees (:data:`MIN_TURN_SHARE` of the range
+or more), else by half the argument's range. Words that name both sides, or neither, leave the
+model's value alone. Like the tool prior
 (:mod:`agent.conversation.toolprior`) this is a prior from the user's own words, applied where
 the model is weakest.
 """
@@ -27,6 +28,12 @@ OPPOSITES = {
     "back": "forward",
 }
 """The other side of each direction word a schema may name as positive."""
+
+MIN_TURN_SHARE = 0.1
+"""Smallest magnitude, as a share of an argument's range, that answers a side said without a number:
+6 degrees of ``look``'s 60. SmolLM2-135M wrote "please look to the left" as ``look(yaw 0.1)`` and
+"turn your head to the right" as ``yaw -0.3`` (measured, the demo and a compound command): the
+right sign, and a turn nobody sees."""
 
 _CONVENTION = re.compile(r"positive\s*=\s*(\w+)", re.IGNORECASE)
 _TENS = {
@@ -110,8 +117,8 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
 
     Returns:
         A copy of ``arguments``; an argument is changed only where the words name one side of its
-        ``positive = <side>`` convention and the value is zero, points the other way, or is not
-        the number of degrees said.
+        ``positive = <side>`` convention and the value is zero, points the other way, is under
+        :data:`MIN_TURN_SHARE` of the range, or is not the number of degrees said.
     """
     said = set(words(user_text))
     out = dict(arguments)
@@ -128,8 +135,9 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
             value = 0.0
         bound = min(abs(float(prop.get("maximum", 45.0))), abs(float(prop.get("minimum", -45.0))))
         said_deg = spoken_degrees(user_text)
-        magnitude = said_deg if said_deg is not None else abs(value) or bound / 2
+        seen = abs(value) >= MIN_TURN_SHARE * bound
+        magnitude = said_deg if said_deg is not None else abs(value) if seen else bound / 2
         target = want * min(magnitude, bound)
-        if value != target and (value * want <= 0 or said_deg is not None):
+        if value != target and (value * want <= 0 or not seen or said_deg is not None):
             out[name] = target
     return out
