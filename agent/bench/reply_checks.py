@@ -70,7 +70,14 @@ def arguments_fit(
     Returns:
         ``(ok, why)``: ``why`` names the first argument that does not follow ("" when ok).
     """
-    from agent.conversation.argprior import MIN_TURN_SHARE, OPPOSITES, sides, spoken_degrees, spoken_quantity
+    from agent.conversation.argprior import (
+        MIN_TURN_SHARE,
+        OPPOSITES,
+        sides,
+        signed_range,
+        spoken_degrees,
+        spoken_quantity,
+    )
 
     heard = set(spoken_words(said))
     degrees = spoken_degrees(said)
@@ -83,9 +90,8 @@ def arguments_fit(
         for name, pos in signed.items():
             says_pos, says_neg = pos in heard, OPPOSITES[pos] in heard
             value = float(args.get(name, 0) or 0)
-            prop = (schema.get("properties") or {}).get(name, {})
-            bound = min(abs(float(prop.get("maximum", 45.0))), abs(float(prop.get("minimum", -45.0))))
-            if says_pos != says_neg and value * (1 if says_pos else -1) < MIN_TURN_SHARE * bound:
+            least = MIN_TURN_SHARE * signed_range((schema.get("properties") or {}).get(name, {}))
+            if says_pos != says_neg and value * (1 if says_pos else -1) < least:
                 return False, f"{tool} {name}={value:g} does not point {pos if says_pos else OPPOSITES[pos]}"
         if degrees is not None and signed:
             if not any(abs(abs(float(args.get(n, 0) or 0)) - degrees) <= DEGREE_TOLERANCE for n in signed):

@@ -106,6 +106,18 @@ def sides(parameters: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def signed_range(prop: dict[str, Any]) -> float:
+    """How far a signed argument may go either way: the smaller of ``|minimum|`` and ``|maximum|``.
+
+    Args:
+        prop: The argument's JSON-schema property (``minimum``, ``maximum``; 45 where unstated).
+
+    Returns:
+        The magnitude, in the argument's own unit (degrees for ``look``: 60 for yaw, 30 for pitch).
+    """
+    return min(abs(float(prop.get("maximum", 45.0))), abs(float(prop.get("minimum", -45.0))))
+
+
 def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
     """``arguments`` with every signed argument pointing where the user's words say.
 
@@ -133,7 +145,7 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
             value = float(out.get(name, prop.get("default", 0.0)) or 0.0)
         except (TypeError, ValueError):
             value = 0.0
-        bound = min(abs(float(prop.get("maximum", 45.0))), abs(float(prop.get("minimum", -45.0))))
+        bound = signed_range(prop)
         said_deg = spoken_degrees(user_text)
         seen = abs(value) >= MIN_TURN_SHARE * bound
         magnitude = said_deg if said_deg is not None else abs(value) if seen else bound / 2

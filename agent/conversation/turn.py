@@ -491,10 +491,11 @@ class Conversation:
         Grammar mode: a user who asked for data hears it, past the reply cap if need be.
         Measured on SmolLM2-135M: "Nod your head and tell me the time" called ``get_time``, then
         ``nod`` with "Sure!", and stopped there ("Sure!"); a third round read the latest result
-        instead ("I am not nodding."), even when offered no tools. Acknowledgements can spend
-        the two-sentence cap before a data round ("Look to the left and tell me what you see":
-        "Sure! Let me look.", and no round after). The result itself is what a data round aims
-        at (the copy prior, :class:`DataTail`), so it is said without another model round.
+        instead ("I am not nodding."), even when offered no tools. Acknowledgements ("Sure!",
+        "Let me look.") can also spend the two-sentence cap before a data round. The result
+        itself is what a data round aims at (the copy prior, :class:`DataTail`), so it is said
+        without another model round. Text results only: a dict (``describe_scene``) is not
+        speech.
         """
         say = " ".join(owed)
         if on_pause is not None:

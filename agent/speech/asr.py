@@ -149,7 +149,8 @@ class WhisperASR:
             hotwords=hot,
             initial_prompt=prompt,
         )
-        kept, reasons, logprobs, temps = [], [], [], []
+        kept, reasons, logprobs = [], [], []
+        temp = 0.0  # the highest fallback temperature a kept segment needed
         for seg in segments:  # lazy: decoding happens while iterating
             if seg.no_speech_prob > cfg.no_speech_threshold and seg.avg_logprob < cfg.log_prob_threshold:
                 reasons.append(f"no speech (p={seg.no_speech_prob:.2f})")
@@ -160,7 +161,7 @@ class WhisperASR:
             if seg.text.strip():
                 kept.append(seg.text.strip())
                 logprobs.append(seg.avg_logprob)
-                temps.append(seg.temperature)
+                temp = max(temp, seg.temperature)
         text = " ".join(kept).strip()
         ms = (time.perf_counter() - t0) * 1000.0
         mean_lp = float(np.mean(logprobs)) if logprobs else 0.0
@@ -175,7 +176,6 @@ class WhisperASR:
                 return ASRResult("", f"likely hallucination {text!r}", mean_lp, ms)
         if not text:
             return ASRResult("", "; ".join(reasons) or "no words recognised", mean_lp, ms)
-        temp = max(temps, default=0.0)
         # Sampling at a fallback temperature is random: the same hum came back as "them." at 1.0
         # and as a confident-looking "One, two, three, four." at a lower one. Needing any fallback
         # on short audio is the signal, not the sampled text's log-probability.
