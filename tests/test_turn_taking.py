@@ -273,6 +273,29 @@ def test_an_input_without_speech_is_reported_and_the_last_input_ends_the_source(
     assert h.work.wait_input_done(0.01)
 
 
+def test_an_input_that_ends_during_an_unfinished_pause_hands_its_words_over():
+    """A file whose last words sound unfinished ends before the long silence: they are the turn.
+
+    A new user's espeak-ng "please look to the left" (heard "... at the left", judged unfinished)
+    was dropped as "no speech found": the 1.2 s a file source appends is under long_silence_ms.
+    """
+    h = Harness()
+    h.stage._handle(InputStarted(-1, "short.wav"))
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(PAUSE, SILENCE)
+    [check] = h.taken()
+    h.answer(check, "Turn left and then")
+    [verdict] = h.of(PauseVerdict)
+    assert not verdict.complete and verdict.rule == "continuation"
+    h.frames(30, SILENCE)  # 1 s: under the long silence (1.6 s)
+    assert not h.taken()
+    h.stage._handle(InputEnded(-1, "short.wav", last=True))
+    [utt] = h.taken()
+    assert isinstance(utt, Utterance) and utt.end_rule == "input_end" and utt.source == "mic"
+    assert utt.transcript is not None and utt.transcript.text == "Turn left and then"  # not transcribed again
+    assert not h.of(Skipped) and h.work.items == 1 and not h.work.user_speaking
+
+
 def test_a_non_real_time_source_waits_for_each_verdict_and_turn_before_the_next_frame():
     """Files as fast as possible: at the short silence the stage takes the transcript from its
     inbox before it returns (the verdict decides before more audio), and a handed-over

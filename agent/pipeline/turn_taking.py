@@ -63,6 +63,9 @@ log = logging.getLogger(__name__)
 FRAME_MS = FRAME * 1000 / SAMPLE_RATE
 """One VAD frame, ms (32)."""
 
+INPUT_END_RULE = "input_end"
+"""Endpoint rule of an utterance a file or line source ended (no more silence will come)."""
+
 CONFIRMED_RULES = frozenset({"text", "smart_turn"})
 """Verdicts the silence must confirm (``[turn] confirm_ms``): a sentence that sounds finished
 may go on ("Turn your head to the left, [0.6 s] and then wave"); a stop phrase never waits."""
@@ -202,6 +205,9 @@ class TurnTaking:
             self._utterances, self._in_input = 0, True
         elif isinstance(msg, InputEnded):
             self._settle(confirmed=True)  # the input is over: nothing more will be said
+            # Speech still held for more (an unfinished verdict waits up to long_silence_ms, longer
+            # than a file's appended silence) ends here: it is all the user said.
+            self._end(self.endpointer.end_now(INPUT_END_RULE))
             if self._in_input and self._utterances == 0:  # unreadable inputs were reported by the source
                 self.publish(Skipped(-1, f"no speech found in {msg.source}", msg.source))
             self._in_input = False
@@ -410,7 +416,7 @@ class TurnTaking:
         if upd.audio is None:
             self.work.user_speaking = False
             return
-        if transcript is None and self._undecided is not None and upd.rule == "silence":
+        if transcript is None and self._undecided is not None and upd.rule in ("silence", INPUT_END_RULE):
             pause_id, made = self._undecided
             if pause_id == self.endpointer.pause_id:  # no speech since: its transcript is the whole utterance
                 transcript = made
