@@ -98,7 +98,9 @@ def test_broken_config_is_one_clear_line(tmp_path):
 def test_missing_model_file_is_one_clear_line(tmp_path):
     cfg = tmp_path / "robot.toml"
     cfg.write_text(f'[llm]\nmodel = "{tmp_path / "bolt.gguf"}"\n')
-    r = run("listen", "x.wav", "--config", cfg, "--json")
+    # A readable input: with none, listen exits 1 before it looks at the models.
+    wav = _wav(tmp_path / "x.wav", np.zeros(1600), 16000)
+    r = run("listen", wav, "--config", cfg, "--json")
     assert r.returncode == 2
     errors = [e for e in events(r.stdout) if e["event"] == "error"]
     assert (

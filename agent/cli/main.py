@@ -11,6 +11,8 @@ list|new`` (:mod:`~agent.cli.talk`, :mod:`~agent.cli.skills`); ``run`` and ``ben
 from __future__ import annotations
 
 import sys
+from importlib.metadata import PackageNotFoundError, version
+from typing import Annotated
 
 import typer
 
@@ -18,11 +20,48 @@ from agent.cli import body, budget, live, ops, soak, talk
 from agent.cli.skills import skills_app
 from agent.cli.state import state_app
 
+DISTRIBUTION = "bolt-agent"
+"""The distribution name (``[project] name`` in pyproject.toml) whose version ``--version`` prints."""
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     help="bolt-agent: an on-device voice and robot agent (Nemotron 3.5 Bolt E4B).",
+    # -h everywhere: subcommands and sub-apps (skills, models, state) inherit the context settings.
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def installed_version() -> str:
+    """The installed version of :data:`DISTRIBUTION`; ``"unknown"`` in a checkout that was never installed."""
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"{DISTRIBUTION} {installed_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def options(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            "-V",
+            callback=_print_version,
+            is_eager=True,
+            help="print the installed version and exit (loads no model)",
+        ),
+    ] = False,
+) -> None:
+    """Options of the program itself, before the command (``bolt-agent --version``)."""
+
+
 app.command()(talk.demo)
 app.command()(talk.listen)
 app.command()(talk.chat)

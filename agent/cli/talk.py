@@ -18,12 +18,14 @@ from agent.cli.common import (
     JsonOpt,
     VerboseOpt,
     build_agent,
+    echo_error,
     fixtures_root,
     load_or_exit,
     run_pipeline,
     setup_logging,
 )
 from agent.cli.printer import EventPrinter
+from agent.events import Error
 from agent.stopper import Stopper
 
 
@@ -69,6 +71,7 @@ def listen(
     with Stopper() as stopper:
         cfg = load_or_exit(config)
         printer = EventPrinter(json_out, verbose=verbose)
+        exit_unless_readable(files, printer)
         core, bus = build_agent(cfg, printer, stopper)
         source = FileSource(files, False, bus.publish)
         try:
@@ -77,6 +80,31 @@ def listen(
             core.close()
     if source.unreadable == len(files):
         raise typer.Exit(1)
+
+
+def exit_unless_readable(files: list[Path], printer: EventPrinter) -> None:
+    """Exit 1 before any model loads when none of ``files`` can be read; otherwise return.
+
+    When at least one file is readable nothing is said here: the others are reported and
+    skipped when the pipeline reaches them, as before.
+
+    Args:
+        files: The files given to ``listen``.
+        printer: With ``--json``, each unreadable file is also one ``error`` event on stdout.
+
+    Raises:
+        typer.Exit: Status 1 (no readable input), after one ``error:`` line on stderr naming the files.
+    """
+    from agent.speech.audio import file_problem
+
+    reasons = [file_problem(Path(f)) for f in files]
+    if not files or any(r is None for r in reasons):
+        return
+    if printer.json_mode:
+        for reason in reasons:
+            printer(Error(-1, f"{reason}; no readable input, nothing was loaded"))
+    echo_error(f"no readable input: {'; '.join(r for r in reasons if r)}")
+    raise typer.Exit(1)
 
 
 def chat(

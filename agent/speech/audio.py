@@ -8,6 +8,7 @@ resampled to 16 kHz with soxr (high quality, well kept). Every failure is an
 
 from __future__ import annotations
 
+import os
 import wave
 from pathlib import Path
 
@@ -42,6 +43,30 @@ def to_mono_16k(samples: np.ndarray, sample_rate: int) -> np.ndarray:
     return np.clip(x, -1.0, 1.0)
 
 
+def file_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be an input file, from what the file system tells (nothing is decoded).
+
+    A file that passes may still turn out not to be audio (:func:`decode_file` says so then).
+
+    Args:
+        path: A file given as input.
+
+    Returns:
+        ``"PATH: file not found"`` and the like, or None for a readable, non-empty regular file.
+    """
+    if not path.exists():
+        return f"{path}: file not found"
+    if path.is_dir():
+        return f"{path}: is a folder, expected an audio file"
+    if not path.is_file():
+        return f"{path}: not a regular file, expected an audio file"
+    if not os.access(path, os.R_OK):
+        return f"{path}: not readable (permission denied)"
+    if path.stat().st_size == 0:
+        return f"{path}: file is empty (0 bytes); record it again"
+    return None
+
+
 def decode_file(path: str | Path) -> np.ndarray:
     """Decode an audio file to 16 kHz mono float32.
 
@@ -57,12 +82,9 @@ def decode_file(path: str | Path) -> np.ndarray:
     import av  # PyAV: imported here so that tools that never decode don't pay for it
 
     p = Path(path)
-    if not p.exists():
-        raise AudioError(f"{p}: file not found")
-    if p.is_dir():
-        raise AudioError(f"{p}: is a folder, expected an audio file")
-    if p.stat().st_size == 0:
-        raise AudioError(f"{p}: file is empty (0 bytes); record it again")
+    problem = file_problem(p)
+    if problem is not None:
+        raise AudioError(problem)
     chunks: list[np.ndarray] = []
     rate = 0
     try:
