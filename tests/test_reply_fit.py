@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from rig import AgentRig
 
-from agent.bench.reply_checks import reply_check
+from agent.bench.reply_checks import carries_result, reply_check, tail_after_data
 from agent.config import load_config
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
 
@@ -34,7 +34,7 @@ def test_after_a_finished_timer_a_joke_is_told_and_the_time_is_read_from_get_tim
     done = evs.of(BackgroundDone)
     assert len(done) == 1 and done[0].ok, [type(e).__name__ for e in evs]
     previous = _reply(evs, done[0].turn_id)
-    assert previous  # the robot said the timer is done
+    assert carries_result(previous, done[0].result), previous  # the robot said the timer is done
 
     # The joke comes before the clock time: a prompt with a clock time in it changes every
     # minute, and the 135M model's joke with it (even greedy).
@@ -50,6 +50,21 @@ def test_after_a_finished_timer_a_joke_is_told_and_the_time_is_read_from_get_tim
     reply = _reply(evs)
     # The reply carries the clock time of get_time's result and is not the joke again.
     assert reply_check(reply, joke, [("get_time", result)]) == (True, ""), (joke, result, reply)
+
+
+def test_a_finished_timer_is_said_after_turns_that_failed(agent):
+    """Two failed camera calls before the timer: the background turn still says the result.
+
+    A new user's ``chat`` (measured): "what do you see", "look at me" (no camera: both fail),
+    "set a timer for 3 seconds", then the timer's turn said "I am done with the task. I will
+    tell you when it is finished." instead of "Time is up: ...".
+    """
+    agent.core.conversation.history.clear()
+    evs = agent.text("what do you see", "look at me", "set a timer for 3 seconds", wait_background=30.0)
+    [done] = evs.of(BackgroundDone)
+    assert done.ok and done.result.startswith("Time is up"), done
+    reply = _reply(evs, done.turn_id)
+    assert carries_result(reply, done.result) and tail_after_data(reply, [done.result]) == "", reply
 
 
 # Clock times SmolLM2-135M read back one minute late without the copy prior (greedy, measured
@@ -152,7 +167,7 @@ def test_the_example_guard_holds_back_a_copy_whatever_its_case():
 
 def test_a_reply_after_get_time_ends_with_the_time(agent):
     """Nothing after the data: "It is 22:49 on Tuesday 1 December. It needs to recharge." was heard."""
-    from agent.bench.reply_checks import carries_result, copies_example, tail_after_data
+    from agent.bench.reply_checks import copies_example
 
     agent.core.conversation.history.clear()
     joke = _reply(agent.text("Tell me a short joke."))
@@ -172,8 +187,6 @@ def test_a_time_read_before_another_call_is_still_said(agent, ask):
     Without the read-back the reply was "Sure!" alone, or "Sure! I am not nodding." from a third
     round that read the latest result (greedy SmolLM2-135M, measured).
     """
-    from agent.bench.reply_checks import carries_result, tail_after_data
-
     agent.core.conversation.history.clear()
     evs = agent.text(ask)
     assert sorted(c.tool for c in evs.of(ToolCall)) == ["get_time", "nod"]

@@ -312,6 +312,7 @@ class Conversation:
         tools: bool = True,
         on_pause: Callable[[], None] | None = None,
         release: ReleaseGate | None = None,
+        data: tuple[str, ...] = (),
     ) -> TurnResult:
         """Run one user turn to the end.
 
@@ -328,6 +329,9 @@ class Conversation:
             release: Calls of skills with side effects wait for this gate (a turn prepared
                 before the user's silence confirmed it); a dropped gate runs none. Skills that
                 only read (``side_effects=False``) run at once. None: every call runs at once.
+            data: Results the reply must carry besides this turn's own (a finished background
+                call's): read back like them (the copy prior, nothing after the data, said
+                verbatim when the reply left them out; grammar mode).
 
         Returns:
             The :class:`TurnResult`; never raises for model or tool problems.
@@ -368,15 +372,16 @@ class Conversation:
             try:
                 # A round after a tool result reads the result back: decoded greedily, since at
                 # temperature 0.2 SmolLM2-135M copied "It is 08:18 ..." as "It is 08:19" (seen in CI).
-                greedy = bool(res.calls) and self.format == "grammar"
+                greedy = bool(res.calls or data) and self.format == "grammar"
+                results = [*data, *self._data_results(res)]
                 plan = RoundPlan(
                     allow_tools,
                     bonuses,
                     done,
                     frozenset(spoken + before),
                     0.0 if greedy else None,
-                    tuple(self._data_results(res)),
-                    tuple(_not_within(before, " ".join(self._data_results(res)))),
+                    tuple(results),
+                    tuple(_not_within(before, " ".join(results))),
                     examples=tuple(self._examples()),
                 )
                 # A round that reads data back ends with the sentence that carries it: nothing
@@ -425,7 +430,9 @@ class Conversation:
             if not self._needs_next_round(text, say, res, ran.first, rnd, tools, not cap.cancel.is_set()):
                 break
         res.text = limit_sentences(hist.join_unique(spoken), cap.limit)
-        owed = self._unsaid(res, spoken) if self.format == "grammar" and not cap.user_cancelled() else []
+        owed: list[str] = []
+        if self.format == "grammar" and not cap.user_cancelled():
+            owed = self._unsaid([*data, *self._data_results(res)], spoken)
         if owed:
             said = self._read_back(owed, on_text, on_pause)
             res.text = f"{res.text} {said}".strip()
@@ -475,10 +482,11 @@ class Conversation:
                 out.append(outcome.result)
         return out
 
-    def _unsaid(self, res: TurnResult, spoken: list[str]) -> list[str]:
-        """This turn's data results that nothing it said carries (:func:`carries_result`)."""
+    @staticmethod
+    def _unsaid(results: list[str], spoken: list[str]) -> list[str]:
+        """The data ``results`` that nothing the turn said carries (:func:`carries_result`)."""
         said = " ".join(spoken)
-        return [r for r in self._data_results(res) if not carries_result(said, r)]
+        return [r for r in results if not carries_result(said, r)]
 
     def _read_back(
         self,
@@ -623,10 +631,16 @@ class Conversation:
         on_text: Callable[[str], None] | None = None,
         stop: StopSignal | None = None,
     ) -> TurnResult:
-        """Tell the model a background call finished and let it speak about it (no new tools)."""
+        """Tell the model a background call finished and let it speak about it (no new tools).
+
+        A text result that worked is data the reply carries (``turn``'s ``data``): SmolLM2-135M
+        answered a finished timer with "I am done with the task. I will tell you when it is
+        finished." (a new user's ``chat``, measured), which the user cannot act on.
+        """
         status = "finished" if done.ok else "failed"
         note = f"(The background task {done.tool} {status}: {done.result})"
-        return self.turn(note, turn_id, on_text=on_text, stop=stop, tools=False)
+        data = (done.result,) if done.ok and isinstance(done.result, str) else ()
+        return self.turn(note, turn_id, on_text=on_text, stop=stop, tools=False, data=data)
 
     def last_reply(self) -> str:
         """The newest assistant message's text ("" when there is none)."""
