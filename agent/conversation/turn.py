@@ -27,6 +27,7 @@ from agent.control import ReleaseGate, StopSignal
 from agent.conversation import history as hist
 from agent.conversation.argprior import follow_words
 from agent.conversation.background import BackgroundCalls
+from agent.conversation.claims import CANNOT, ClaimGuard
 from agent.conversation.context import fit_history
 from agent.conversation.prompt import EXAMPLE_SAY, Prompter, resolve_format
 from agent.conversation.results import DataTail, carries_result, exact_data, tail_after_data
@@ -136,8 +137,10 @@ def _ended_with_data(say: str, tail: DataTail) -> str:
     return say[: len(say) - len(rest)].rstrip() if rest and say.endswith(rest) else say
 
 
-def _release(cap: SentenceCap, on_pause: Callable[[], None] | None) -> None:
+def _release(cap: SentenceCap, on_pause: Callable[[], None] | None, guard: ClaimGuard | None = None) -> None:
     """A whole utterance went through ``cap`` (an acknowledgement): count it and have it spoken now."""
+    if guard is not None:
+        guard.flush()  # an acknowledgement it holds is whole now
     cap.flush()
     if on_pause is not None:
         on_pause()
@@ -343,6 +346,7 @@ class Conversation:
         cap = SentenceCap(self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, stop)
         seen: dict[str, int] = {}
         spoken: list[str] = []
+        claimed = False  # a movement was claimed (and left unsaid)
         skills = list(self.registry.skills.values())
         for rnd in range(self.cfg.max_tool_rounds):
             allow_tools = tools and rnd < self.cfg.max_tool_rounds - 1 and bool(self.registry.skills)
@@ -364,6 +368,7 @@ class Conversation:
             res.rounds += 1
             gen = Generation()
             tail: DataTail | None = None
+            guard: ClaimGuard | None = None
             ran = _RoundCalls(
                 f"t{turn_id}r{rnd}c", len(res.calls), user_text=text, release=release, turn_stop=stop
             )
@@ -388,12 +393,16 @@ class Conversation:
                 # after the result that was not asked for ("... 1 December. It needs to recharge.").
                 exact = plan.copy_from and all(exact_data(r) for r in plan.copy_from)
                 tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if exact else None
+                feed = tail.feed if tail is not None else cap.feed
+                # A user's turn without a call says no movement ("I am waving" copied from a result).
+                if tools and self.format == "grammar":
+                    guard = ClaimGuard(feed, lambda: bool(res.calls))
                 io = RoundIO(
-                    tail.feed if tail is not None else cap.feed,
+                    guard.feed if guard is not None else feed,
                     cap.cancel,
                     cap.user_cancel,
                     on_call if allow_tools else None,
-                    functools.partial(_release, cap, on_pause),
+                    functools.partial(_release, cap, on_pause, guard),
                 )
                 say, calls, problem = self._round(plan, gen, io)
             except Exception as e:  # a model failure must not lose the conversation
@@ -402,6 +411,10 @@ class Conversation:
                 say, calls, problem = SORRY, [], ""
                 cap.feed(say)
             calls = ran.calls + calls[len(ran.calls) :]  # a call that ran stays, even if the round failed
+            if guard is not None:
+                guard.flush()
+                say = guard.kept(say)
+                claimed |= bool(guard.dropped)
             if tail is not None:
                 tail.flush()
                 say = _ended_with_data(say, tail)
@@ -416,9 +429,9 @@ class Conversation:
                     f"ignored {len(calls)} tool call(s) after the tool-round budget was spent"
                 )
                 calls = []
-            self.history.append(
-                hist.assistant_message(say, calls, gen.text if self.format == "grammar" else "")
-            )
+            # The generated text as it is (its KV cache is reused), unless a claim was left out of it.
+            raw = gen.text if self.format == "grammar" and not (guard is not None and guard.dropped) else ""
+            self.history.append(hist.assistant_message(say, calls, raw))
             for call in calls[len(ran.calls) :]:  # calls not handed out during the round run now
                 run_now(call)
             self.history.extend(ran.messages)  # tool results after the assistant message that called
@@ -433,8 +446,10 @@ class Conversation:
         owed: list[str] = []
         if self.format == "grammar" and not cap.user_cancelled():
             owed = self._unsaid([*data, *self._data_results(res)], spoken)
+            if claimed and not res.calls:
+                owed.append(CANNOT)
         if owed:
-            said = self._read_back(owed, on_text, on_pause)
+            said = self._say_after(owed, on_text, on_pause)
             res.text = f"{res.text} {said}".strip()
         return res
 
@@ -488,13 +503,16 @@ class Conversation:
         said = " ".join(spoken)
         return [r for r in results if not carries_result(said, r)]
 
-    def _read_back(
+    def _say_after(
         self,
         owed: list[str],
         on_text: Callable[[str], None] | None,
         on_pause: Callable[[], None] | None,
     ) -> str:
-        """Say data results the turn fetched and left unsaid, as the tools wrote them; returns it.
+        """Say ``owed`` after the rounds and keep it in the history; returns it.
+
+        ``owed``: data results the turn fetched and left unsaid, as the tools wrote them, and
+        :data:`~agent.conversation.claims.CANNOT` after a movement claimed without a call.
 
         Grammar mode: a user who asked for data hears it, past the reply cap if need be.
         Measured on SmolLM2-135M: "Nod your head and tell me the time" called ``get_time``, then

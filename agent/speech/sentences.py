@@ -260,6 +260,18 @@ def _settled(buf: str) -> tuple[list[int], int]:
     return bounds, safe
 
 
+def sentence_boundaries(text: str) -> list[int]:
+    """Where sentences after the first begin in complete ``text`` (what :func:`split_sentences` cuts at).
+
+    Args:
+        text: A whole reply, or a stream's text once it has ended.
+
+    Returns:
+        Offsets, in order.
+    """
+    return _boundaries(text)
+
+
 def settled_boundaries(text: str) -> list[int]:
     """Sentence ends in growing ``text`` that more text cannot move (each followed by a complete word).
 

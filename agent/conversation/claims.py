@@ -1,0 +1,131 @@
+"""Replies that say the robot is moving when no tool call moved it.
+
+A small model copies earlier tool results as speech: after ``wave`` returned "I am waving my
+right hand.", SmolLM2-135M answered a German "look to the left" with "I'm waving my right arm."
+and "fly to the moon" with "I am flying to the moon.", with no call in either turn (a new
+user's ``chat``, measured). A robot that says it moves while it stands still misleads the
+people around it, so in a turn without a call such a sentence is not spoken
+(:class:`ClaimGuard`) and :data:`CANNOT` is said instead.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from agent.speech.sentences import sentence_boundaries, settled_boundaries
+
+CANNOT = "Sorry, I can't do that."
+"""Said instead of a claimed movement no call made."""
+
+MOTION_PARTICIPLES = frozenset(
+    (
+        "waving nodding looking turning dancing moving flying walking running jumping spinning "
+        "raising lifting lowering pointing shaking tilting rotating swimming driving rolling "
+        "grabbing climbing heading following bowing clapping"
+    ).split()
+)
+"""Verbs of the body in ``-ing`` form: "I am <verb>ing ..." claims the movement is under way."""
+
+_CLAIM = re.compile(
+    r"\s*I(?:'m|\u2019m| am)\s+(?:(?:now|still|already|just)\s+)?([A-Za-z]+)(?=[^A-Za-z])", re.I
+)
+_ADVERBS = frozenset({"now", "still", "already", "just"})
+_WORDS_TO_DECIDE = 4  # "I am now waving": a sentence's first words show whether it claims a movement
+
+
+def _claimed(sentence: str) -> str | None:
+    """The word after "I am" (and an adverb) when the sentence starts so and the word is whole."""
+    m = _CLAIM.match(sentence)
+    return m.group(1).lower() if m else None
+
+
+def claims_motion(sentence: str) -> bool:
+    """Whether ``sentence`` says the robot is moving now ("I am waving my right hand.").
+
+    Args:
+        sentence: One sentence of a reply.
+
+    Returns:
+        True when it starts "I am" / "I'm" (optionally "now", "still", "already", "just") and a
+        verb of :data:`MOTION_PARTICIPLES`.
+    """
+    return _claimed(sentence + " ") in MOTION_PARTICIPLES
+
+
+class ClaimGuard:
+    """A speech stream that leaves out sentences claiming a movement while no call was made.
+
+    A sentence that starts with "I" is held until its first words show whether it claims a
+    movement (:func:`claims_motion`; at most :data:`_WORDS_TO_DECIDE` words, and the speech
+    stage waits for a sentence's end anyway); a claim is dropped to its end when ``acted()``
+    says no call was made, anything else is forwarded. One instance per model round.
+
+    Args:
+        downstream: Receives speech deltas.
+        acted: Whether the turn has made a call by now (a round's call comes before its speech).
+    """
+
+    def __init__(self, downstream: Callable[[str], None], acted: Callable[[], bool]) -> None:
+        self.downstream, self.acted = downstream, acted
+        self.dropped: list[str] = []  # the claims left out, whole sentences
+        self._text = ""  # this round's speech so far
+        self._sent = 0  # characters of _text forwarded or dropped
+        self._start = 0  # where the current sentence starts
+        self._verdict: bool | None = None  # the current sentence: True = drop, False = forward
+
+    def feed(self, delta: str) -> None:
+        """Take one speech delta: forward it, hold it, or drop it with its claiming sentence."""
+        if delta:
+            self._text += delta
+            self._advance(final=False)
+
+    def flush(self) -> None:
+        """End of the round: decide and forward (or drop) what is held."""
+        self._advance(final=True)
+
+    def kept(self, say: str) -> str:
+        """``say`` (the round's whole speech) without the sentences this guard dropped."""
+        for claim in self.dropped:
+            say = say.replace(claim, "", 1)
+        return " ".join(say.split())
+
+    def _advance(self, final: bool) -> None:
+        while True:
+            bounds = sentence_boundaries(self._text) if final else settled_boundaries(self._text)
+            ends = [b for b in bounds if b > self._start]
+            end = ends[0] if ends else (len(self._text) if final else None)
+            if self._verdict is None:
+                self._verdict = self._decide(self._text[self._start : end], end is not None)
+                if self._verdict is None:
+                    return  # held: not enough words yet
+            if not self._verdict:
+                stop = end if end is not None else self._unsettled()
+                if stop > self._sent:
+                    self.downstream(self._text[self._sent : stop])
+                    self._sent = stop
+            if end is None:
+                return
+            if self._verdict:
+                self.dropped.append(self._text[self._start : end].strip())
+            self._start, self._verdict, self._sent = end, None, max(self._sent, end)
+            if end >= len(self._text):
+                return
+
+    def _unsettled(self) -> int:
+        """Where the text that may already belong to the next sentence begins (after a last . ! ?)."""
+        cut = max(self._text.rfind(c, self._start) for c in ".!?")
+        return cut + 1 if cut >= 0 else len(self._text)
+
+    def _decide(self, sentence: str, ended: bool) -> bool | None:
+        """True: drop it; False: forward it; None: wait for more words."""
+        words = sentence.split()
+        if not words:
+            return False if ended else None
+        if not words[0].startswith("I"):
+            return False
+        word = _claimed(sentence + " " if ended else sentence)
+        if word is not None and (word not in _ADVERBS or ended):
+            return word in MOTION_PARTICIPLES and not self.acted()
+        whole = len(words) if ended or sentence[-1:].isspace() else len(words) - 1
+        return False if ended or whole >= _WORDS_TO_DECIDE else None

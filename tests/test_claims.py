@@ -1,0 +1,85 @@
+"""Replies that claim a movement no call made: the sentence is left out, "Sorry, I can't do that." said.
+
+Stream-level cases feed :class:`~agent.conversation.claims.ClaimGuard` the same text in deltas of
+every size; the conversation case runs the real SmolLM2-135M (greedy) through typed turns.
+"""
+
+from __future__ import annotations
+
+import pytest
+from rig import AgentRig
+
+from agent.config import load_config
+from agent.conversation.claims import CANNOT, ClaimGuard, claims_motion
+from agent.events import Reply, ToolCall
+from agent.speech.sentences import split_sentences
+
+
+@pytest.mark.parametrize(
+    "sentence,claims",
+    [
+        ("I am waving my right hand.", True),
+        ("I'm waving my right arm.", True),
+        ("I am flying to the moon.", True),
+        ("I am now dancing for you!", True),
+        ("I am not able to see you.", False),
+        ("I'm happy to help!", False),
+        ("It is 05:12 on Saturday 5 December.", False),
+        ("Sure!", False),
+        ("Why did the robot wave?", False),
+    ],
+)
+def test_a_sentence_claims_a_movement_when_it_says_the_robot_is_moving_now(sentence, claims):
+    assert claims_motion(sentence) is claims
+
+
+def _guarded(text: str, step: int, acted: bool = False) -> tuple[str, list[str]]:
+    out: list[str] = []
+    guard = ClaimGuard(out.append, lambda: acted)
+    for i in range(0, len(text), step):
+        guard.feed(text[i : i + step])
+    guard.flush()
+    return "".join(out), guard.dropped
+
+
+@pytest.mark.parametrize("step", [1, 2, 3, 5, 8, 100])
+def test_a_claim_is_left_out_to_its_end_and_the_rest_goes_on_in_any_deltas(step):
+    said, dropped = _guarded("Sure! I am flying to the moon. That is fun.", step)
+    assert said.strip() == "Sure! That is fun." and dropped == ["I am flying to the moon."]
+    said, dropped = _guarded("I'm happy. I am now dancing for you!", step)
+    assert said.strip() == "I'm happy." and dropped == ["I am now dancing for you!"]
+    said, dropped = _guarded("Meet me at 3 p.m. today. It is 05:12.", step)
+    assert said == "Meet me at 3 p.m. today. It is 05:12." and dropped == []
+
+
+def test_after_a_call_the_same_words_are_said():
+    text = "I am waving my right hand."
+    assert _guarded(text, 3, acted=True) == (text, [])
+    assert _guarded(text, 3) == ("", [text])
+    guard = ClaimGuard(lambda d: None, lambda: False)
+    guard.feed("Sure! I am waving my right hand. Bye.")
+    guard.flush()
+    assert guard.kept("Sure! I am waving my right hand. Bye.") == "Sure! Bye."
+
+
+@pytest.fixture(scope="module")
+def agent():
+    cfg = load_config()
+    rig = AgentRig(cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"temperature": 0.0})}))
+    yield rig
+    rig.close()
+
+
+def test_turns_without_a_call_never_say_the_robot_moves(agent):
+    """After a wave, requests the 135M model does not map to a tool (measured: "I am waving my
+    right hand.", "I'm waving my right arm.", "I am flying to the moon." with no call)."""
+    agent.core.conversation.history.clear()
+    asks = ["please wave your right hand", "你好，请向左看", "Bitte schau nach links", "fly to the moon"]
+    evs = agent.text(*asks)
+    replies = {e.turn_id: e.text for e in evs.of(Reply)}
+    assert [c.tool for c in evs.of(ToolCall, 0)] == ["wave"]
+    assert len(replies) == len(asks), replies
+    for turn_id, reply in replies.items():
+        if not evs.of(ToolCall, turn_id):
+            assert reply and not any(claims_motion(s) for s in split_sentences(reply)), (turn_id, reply)
+    assert CANNOT in replies.values(), replies  # the guard had a claim to leave out
