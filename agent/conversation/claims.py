@@ -4,7 +4,7 @@ A small model copies earlier tool results as speech: after ``wave`` returned "I 
 right hand.", SmolLM2-135M answered a German "look to the left" with "I'm waving my right arm."
 and "fly to the moon" with "I am flying to the moon.", with no call in either turn (a new
 user's ``chat``, measured). A robot that says it moves while it stands still misleads the
-people around it, so in a turn without a call such a sentence is not spoken
+people around it, so in a turn without a call that worked such a sentence is not spoken
 (:class:`ClaimGuard`) and :data:`CANNOT` is said instead.
 """
 
@@ -63,7 +63,7 @@ class ClaimGuard:
 
     Args:
         downstream: Receives speech deltas.
-        acted: Whether the turn has made a call by now (a round's call comes before its speech).
+        acted: Whether a call of the turn has worked by now (a round's call comes before its speech).
     """
 
     def __init__(self, downstream: Callable[[str], None], acted: Callable[[], bool]) -> None:

@@ -137,6 +137,11 @@ def _ended_with_data(say: str, tail: DataTail) -> str:
     return say[: len(say) - len(rest)].rstrip() if rest and say.endswith(rest) else say
 
 
+def _acted(res: TurnResult) -> bool:
+    """A call of the turn worked: the robot did something it may speak of."""
+    return any(outcome.ok for _, _, outcome in res.calls)
+
+
 def _release(cap: SentenceCap, on_pause: Callable[[], None] | None, guard: ClaimGuard | None = None) -> None:
     """A whole utterance went through ``cap`` (an acknowledgement): count it and have it spoken now."""
     if guard is not None:
@@ -394,9 +399,10 @@ class Conversation:
                 exact = plan.copy_from and all(exact_data(r) for r in plan.copy_from)
                 tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if exact else None
                 feed = tail.feed if tail is not None else cap.feed
-                # A user's turn without a call says no movement ("I am waving" copied from a result).
+                # A user's turn without a call that worked says no movement ("I am waving" copied
+                # from an earlier result).
                 if tools and self.format == "grammar":
-                    guard = ClaimGuard(feed, lambda: bool(res.calls))
+                    guard = ClaimGuard(feed, functools.partial(_acted, res))
                 io = RoundIO(
                     guard.feed if guard is not None else feed,
                     cap.cancel,
@@ -446,7 +452,7 @@ class Conversation:
         owed: list[str] = []
         if self.format == "grammar" and not cap.user_cancelled():
             owed = self._unsaid([*data, *self._data_results(res)], spoken)
-            if claimed and not res.calls:
+            if claimed and not _acted(res):
                 owed.append(CANNOT)
         if owed:
             said = self._say_after(owed, on_text, on_pause)
