@@ -24,6 +24,8 @@ from agent.speech.sentences import split_sentences
         ("I am now dancing for you!", True),
         ("I am not able to see you.", False),
         ("I'm happy to help!", False),
+        ("I'm looking forward to it.", False),
+        ("I am looking to the left.", True),
         ("It is 05:12 on Saturday 5 December.", False),
         ("Sure!", False),
         ("Why did the robot wave?", False),
@@ -48,6 +50,8 @@ def test_a_claim_is_left_out_to_its_end_and_the_rest_goes_on_in_any_deltas(step)
     assert said.strip() == "Sure! That is fun." and dropped == ["I am flying to the moon."]
     said, dropped = _guarded("I'm happy. I am now dancing for you!", step)
     assert said.strip() == "I'm happy." and dropped == ["I am now dancing for you!"]
+    said, dropped = _guarded("I am looking forward to it. I am looking left.", step)
+    assert said.strip() == "I am looking forward to it." and dropped == ["I am looking left."]
     said, dropped = _guarded("Meet me at 3 p.m. today. It is 05:12.", step)
     assert said == "Meet me at 3 p.m. today. It is 05:12." and dropped == []
 

@@ -22,7 +22,7 @@ MOTION_PARTICIPLES = frozenset(
     (
         "waving nodding looking turning dancing moving flying walking running jumping spinning "
         "raising lifting lowering pointing shaking tilting rotating swimming driving rolling "
-        "grabbing climbing heading following bowing clapping"
+        "grabbing climbing bowing clapping"
     ).split()
 )
 """Verbs of the body in ``-ing`` form: "I am <verb>ing ..." claims the movement is under way."""
@@ -31,6 +31,7 @@ _CLAIM = re.compile(
     r"\s*I(?:'m|\u2019m| am)\s+(?:(?:now|still|already|just)\s+)?([A-Za-z]+)(?=[^A-Za-z])", re.I
 )
 _ADVERBS = frozenset({"now", "still", "already", "just"})
+_FIGURES = re.compile(r"\blooking\s+forward\b", re.I)  # "I'm looking forward to it" moves nothing
 _WORDS_TO_DECIDE = 4  # "I am now waving": a sentence's first words show whether it claims a movement
 
 
@@ -50,7 +51,7 @@ def claims_motion(sentence: str) -> bool:
         True when it starts "I am" / "I'm" (optionally "now", "still", "already", "just") and a
         verb of :data:`MOTION_PARTICIPLES`.
     """
-    return _claimed(sentence + " ") in MOTION_PARTICIPLES
+    return _claimed(sentence + " ") in MOTION_PARTICIPLES and not _FIGURES.search(sentence)
 
 
 class ClaimGuard:
@@ -125,7 +126,9 @@ class ClaimGuard:
         if not words[0].startswith("I"):
             return False
         word = _claimed(sentence + " " if ended else sentence)
+        if word == "looking" and not ended and len(sentence.split()) < _WORDS_TO_DECIDE + 1:
+            return None  # "I am looking forward": one word more decides
         if word is not None and (word not in _ADVERBS or ended):
-            return word in MOTION_PARTICIPLES and not self.acted()
+            return claims_motion(sentence) and not self.acted()
         whole = len(words) if ended or sentence[-1:].isspace() else len(words) - 1
         return False if ended or whole >= _WORDS_TO_DECIDE else None
