@@ -50,3 +50,21 @@ def _private_state_home(tmp_path_factory):
 def _private_state_dir(tmp_path_factory, monkeypatch):
     """A fresh state folder per test: what one test's agent saved is never restored in another."""
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("xdg-state")))
+
+
+@pytest.fixture(scope="module")
+def greedy_agent():
+    """The agent on the embedded models (``AgentRig``), decoding greedily, one per test module.
+
+    Greedy: a check of what the model and prompts make of a turn, not of one sampler draw (at
+    the default 0.2, 2 of 6 seeds told a joke the reply check refuses); ``bench --accuracy``
+    measures the default temperature.
+    """
+    from rig import AgentRig
+
+    from agent.config import load_config
+
+    cfg = load_config()
+    rig = AgentRig(cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"temperature": 0.0})}))
+    yield rig
+    rig.close()

@@ -7,9 +7,7 @@ every size; the conversation case runs the real SmolLM2-135M (greedy) through ty
 from __future__ import annotations
 
 import pytest
-from rig import AgentRig
 
-from agent.config import load_config
 from agent.conversation.claims import CANNOT, ClaimGuard, claims_motion
 from agent.events import Reply, ToolCall
 from agent.speech.sentences import split_sentences
@@ -66,17 +64,10 @@ def test_after_a_call_the_same_words_are_said():
     assert guard.kept("Sure! I am waving my right hand. Bye.") == "Sure! Bye."
 
 
-@pytest.fixture(scope="module")
-def agent():
-    cfg = load_config()
-    rig = AgentRig(cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"temperature": 0.0})}))
-    yield rig
-    rig.close()
-
-
-def test_turns_without_a_call_never_say_the_robot_moves(agent):
+def test_turns_without_a_call_never_say_the_robot_moves(greedy_agent):
     """After a wave, requests the 135M model does not map to a tool (measured: "I am waving my
     right hand.", "I'm waving my right arm.", "I am flying to the moon." with no call)."""
+    agent = greedy_agent
     agent.core.conversation.history.clear()
     asks = ["please wave your right hand", "你好，请向左看", "Bitte schau nach links", "fly to the moon"]
     evs = agent.text(*asks)

@@ -6,22 +6,14 @@ from datetime import datetime
 
 import numpy as np
 import pytest
-from rig import AgentRig
 
 from agent.bench.reply_checks import carries_result, reply_check, tail_after_data
-from agent.config import load_config
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
 
 
 @pytest.fixture(scope="module")
-def agent():
-    # Greedy: the check is of what the model and prompts make of these turns, not of one sampler
-    # draw (at the default 0.2, 2 of 6 seeds told a joke this check refuses). `bench --accuracy`
-    # measures the default temperature.
-    cfg = load_config()
-    rig = AgentRig(cfg.model_copy(update={"llm": cfg.llm.model_copy(update={"temperature": 0.0})}))
-    yield rig
-    rig.close()
+def agent(greedy_agent):
+    return greedy_agent
 
 
 def _reply(evs, turn_id=None) -> str:
