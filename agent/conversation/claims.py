@@ -93,8 +93,10 @@ class ClaimGuard:
 
     def _advance(self, final: bool) -> None:
         while True:
-            bounds = sentence_boundaries(self._text) if final else settled_boundaries(self._text)
-            ends = [b for b in bounds if b > self._start]
+            # Only the text from the pending sentence on: the sentences before it are settled.
+            pending = self._text[self._start :]
+            bounds = sentence_boundaries(pending) if final else settled_boundaries(pending)
+            ends = [self._start + b for b in bounds if b > 0]
             end = ends[0] if ends else (len(self._text) if final else None)
             if self._verdict is None:
                 self._verdict = self._decide(self._text[self._start : end], end is not None)

@@ -400,8 +400,8 @@ class Conversation:
                 tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if exact else None
                 feed = tail.feed if tail is not None else cap.feed
                 # A user's turn without a call that worked says no movement ("I am waving" copied
-                # from an earlier result).
-                if tools and self.format == "grammar":
+                # from an earlier result); once one worked, its speech goes straight on.
+                if tools and self.format == "grammar" and not _acted(res):
                     guard = ClaimGuard(feed, functools.partial(_acted, res))
                 io = RoundIO(
                     guard.feed if guard is not None else feed,
