@@ -59,6 +59,27 @@ def test_a_finished_timer_is_said_after_turns_that_failed(agent):
     assert carries_result(reply, done.result) and tail_after_data(reply, [done.result]) == "", reply
 
 
+LOOKS = [("what do you see",), ("who is in front of you?",), ("look at me", "what do you see")]
+
+
+@pytest.mark.parametrize("asks", LOOKS, ids=[" / ".join(a) for a in LOOKS])
+def test_a_look_without_a_camera_says_why(agent, asks):
+    """A failed data call's reason is said: the skill raised it for people.
+
+    No camera configured (the embedded config): ``describe_scene`` fails with "I have no
+    camera, so I cannot see". Measured before (greedy): "Let me look. Why did the robot...?",
+    "Let me look. I am not in front of you.", and "All right! Let me look." after a failed
+    ``look_at``.
+    """
+    agent.core.conversation.history.clear()
+    evs = agent.text(*asks)
+    last = max(e.turn_id for e in evs.of(Reply))
+    [result] = [r for r in evs.of(ToolResult, last) if r.tool == "describe_scene"]
+    assert not result.ok, result
+    reply = _reply(evs, last)
+    assert reply_check(reply, "", [("describe_scene", result.result)]) == (True, ""), reply
+
+
 # Clock times SmolLM2-135M read back one minute late without the copy prior (greedy, measured
 # here: 34 of 40 random times right without it, 40 of 40 with it).
 MISREAD_TIMES = [(15, 25), (8, 58), (22, 55), (1, 51)]

@@ -421,6 +421,8 @@ class Conversation:
                 guard.flush()
                 say = guard.kept(say)
                 claimed |= bool(guard.dropped)
+                if guard.dropped:
+                    log.info("turn %d: left out a movement no call made: %r", turn_id, guard.dropped)
             if tail is not None:
                 tail.flush()
                 say = _ended_with_data(say, tail)
@@ -495,12 +497,21 @@ class Conversation:
         return [EXAMPLE_SAY] if self.format == "grammar" else []
 
     def _data_results(self, res: TurnResult) -> list[str]:
-        """Results of this turn's calls that a reply reads back (skills with follow-up that worked)."""
+        """Results of this turn's calls that a reply reads back (skills with follow-up).
+
+        A text result of a call that worked, and the message a failed one raised: a user who
+        asked "what do you see" without a camera hears "I have no camera, so I cannot see."
+        (measured on SmolLM2-135M: "Let me look. Why did the robot...?" without it).
+        """
         out = []
         for name, _, outcome in res.calls:
             skill = self.registry.skills.get(name)
-            if skill is not None and skill.follow_up and outcome.ok and isinstance(outcome.result, str):
+            if skill is None or not skill.follow_up:
+                continue
+            if outcome.ok and isinstance(outcome.result, str):
                 out.append(outcome.result)
+            elif not outcome.ok and outcome.raised.strip():
+                out.append(_as_sentence(outcome.raised))
         return out
 
     @staticmethod
@@ -686,3 +697,10 @@ class Conversation:
     def truncate_last_reply(self, heard: str) -> None:
         """Keep only ``heard`` of the newest assistant message (barge-in: the rest was never played)."""
         hist.truncate_last_reply(self.history, heard)
+
+
+def _as_sentence(message: str) -> str:
+    """A skill's message as a spoken sentence: capital first letter, a full stop at the end."""
+    message = message.strip()
+    message = message[0].upper() + message[1:]
+    return message if message[-1] in ".!?" else message + "."

@@ -201,7 +201,7 @@ class SkillRegistry:
             return ToolOutcome(False, f"{name} did not finish within {limit:g} s")
         except BaseException as e:  # noqa: BLE001 - the skill's own failure (even sys.exit) goes to the model
             log.warning("skill %s raised %s: %s", name, type(e).__name__, e)
-            return ToolOutcome(False, f"{name} failed: {type(e).__name__}: {e}")
+            return ToolOutcome(False, f"{name} failed: {type(e).__name__}: {e}", raised=str(e))
         if dataclasses.is_dataclass(result) and not isinstance(result, type):
             result = dataclasses.asdict(result)
         result = plain_result(name, result)
@@ -230,7 +230,7 @@ class SkillRegistry:
                 outcome = ToolOutcome(True, plain_result(sk.name, call()))
             except BaseException as e:  # noqa: BLE001 - reported to the model like any failed call
                 log.warning("background skill %s raised %s: %s", sk.name, type(e).__name__, e)
-                outcome = ToolOutcome(False, f"{sk.name} failed: {type(e).__name__}: {e}")
+                outcome = ToolOutcome(False, f"{sk.name} failed: {type(e).__name__}: {e}", raised=str(e))
             if done is not None:
                 done(outcome)
 

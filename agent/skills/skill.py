@@ -182,10 +182,20 @@ class SkillError(Exception):
 
 @dataclass(frozen=True)
 class ToolOutcome:
-    """Result of one tool call: ``ok`` with the skill's return value, or a message for the model."""
+    """Result of one tool call: ``ok`` with the skill's return value, or a message for the model.
+
+    Attributes:
+        ok: The skill ran and returned.
+        result: Its return value, or the failure as the model reads it
+            (``"describe_scene failed: RuntimeError: I have no camera, so I cannot see"``).
+        raised: The message of the exception the skill itself raised ("" otherwise): skills
+            write it for people ("I have no camera, so I cannot see"), so a reply that asked
+            for data says it when the model does not.
+    """
 
     ok: bool
     result: Any
+    raised: str = ""
 
 
 @dataclass
