@@ -36,7 +36,12 @@ def test_spoken_degrees(text, expected):
     ("text", "args", "expected"),
     [
         # "please look to the left" ran look(yaw 0, pitch -1) (the issue): the side decides the sign
-        ("please look to the left", {"yaw_deg": 0, "pitch_deg": -1}, {"yaw_deg": 30.0, "pitch_deg": -1}),
+        ("please look to the left", {"yaw_deg": 0, "pitch_deg": -1}, {"yaw_deg": 30.0, "pitch_deg": 0.0}),
+        # no tilt asked for: the tilt the model wrote goes (it ran look(yaw 0, pitch 90) for this)
+        ("look to the left", {"yaw_deg": 0, "pitch_deg": 90}, {"yaw_deg": 30.0, "pitch_deg": 0.0}),
+        ("look up", {"yaw_deg": 25, "pitch_deg": 10}, {"yaw_deg": 0.0, "pitch_deg": 10}),
+        ("look up and to the left", {"yaw_deg": 20, "pitch_deg": 10}, {"yaw_deg": 20, "pitch_deg": 10}),
+        ("look left, then right and up", {"yaw_deg": 20, "pitch_deg": 10}, {"yaw_deg": 20, "pitch_deg": 10}),
         ("look right", {"yaw_deg": 20}, {"yaw_deg": -20.0}),  # the model's magnitude, the words' sign
         ("turn your head thirty degrees to the right", {"yaw_deg": 0}, {"yaw_deg": -30.0}),
         ("look up", {"yaw_deg": 0, "pitch_deg": 0}, {"yaw_deg": 0, "pitch_deg": 15.0}),

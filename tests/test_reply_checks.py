@@ -231,6 +231,9 @@ def test_a_data_tail_stream_stops_after_the_data_sentence():
         ("Please look to the left.", [("look", {"yaw_deg": 30, "pitch_deg": 0})], True),
         ("Please look to the left.", [("look", {"yaw_deg": 0, "pitch_deg": -1})], False),
         ("Please look to the left.", [("look", {"yaw_deg": 0.1})], False),  # a turn nobody sees
+        ("Please look to the left.", [("look", {"yaw_deg": 30, "pitch_deg": 30})], False),  # no tilt asked
+        ("Please look to the left.", [("look", {"yaw_deg": 30, "pitch_deg": 2})], True),  # none seen
+        ("Look up and to the left.", [("look", {"yaw_deg": 30, "pitch_deg": 15})], True),
         ("Please look to the left.", [("look", {"yaw_deg": 6})], True),  # a tenth of the 60 degrees
         (
             "Turn your head thirty degrees to the right and then wave.",

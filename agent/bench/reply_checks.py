@@ -55,7 +55,9 @@ def arguments_fit(
     * direction: a signed argument (``positive = left`` in its schema) points to the one side
       the words name, by a turn a person sees ("look to the left" → yaw of at least
       :data:`~agent.conversation.argprior.MIN_TURN_SHARE` of its range to the left: 6 degrees of
-      60); words naming both sides or neither: any;
+      60); words naming both sides: any; words naming neither: any, unless they name a side of
+      another signed argument of the call ("look to the left" asks for no tilt: pitch under
+      that share of its range);
     * side: a ``left``/``right`` choice named with its limb ("wave your right hand" →
       ``hand = "right"``; "turn to the right and wave" leaves the hand free);
     * number: the degrees said ("thirty degrees") within :data:`DEGREE_TOLERANCE` of a
@@ -87,12 +89,19 @@ def arguments_fit(
     for tool, args in calls:
         schema = schemas.get(tool) or {}
         signed = sides(schema)
+        named = {name: (pos in heard, OPPOSITES[pos] in heard) for name, pos in signed.items()}
+        one_side = any(p != n for p, n in named.values())
         for name, pos in signed.items():
-            says_pos, says_neg = pos in heard, OPPOSITES[pos] in heard
+            says_pos, says_neg = named[name]
             value = float(args.get(name, 0) or 0)
             least = MIN_TURN_SHARE * signed_range((schema.get("properties") or {}).get(name, {}))
             if says_pos != says_neg and value * (1 if says_pos else -1) < least:
                 return False, f"{tool} {name}={value:g} does not point {pos if says_pos else OPPOSITES[pos]}"
+            if one_side and not says_pos and not says_neg and abs(value) >= least:
+                return (
+                    False,
+                    f"{tool} {name}={value:g}, though the words ask for no {pos} or {OPPOSITES[pos]}",
+                )
         if degrees is not None and signed:
             if not any(abs(abs(float(args.get(n, 0) or 0)) - degrees) <= DEGREE_TOLERANCE for n in signed):
                 return False, f"{tool} does not turn the {degrees:g} degrees said"

@@ -6,8 +6,11 @@ description, as ``look`` and ``move_head`` do); when the user's words name exact
 that convention ("left" and not "right"), :func:`follow_words` makes the argument point that
 way, by the number of degrees the user said when there is exactly one ("thirty degrees"), else
 by the model's own magnitude when it is one a person sees (:data:`MIN_TURN_SHARE` of the range
-or more), else by half the argument's range. Words that name both sides, or neither, leave the
-model's value alone. Like the tool prior
+or more), else by half the argument's range. Words that name both sides leave the model's value
+alone; so do words that name neither, unless they name a side of another argument of the call:
+"look to the left" asks for no tilt, so ``pitch_deg`` takes its schema default (the model wrote
+``look(yaw 0, pitch 90)`` for it, measured: the head turned left and 30 degrees up). Like the
+tool prior
 (:mod:`agent.conversation.toolprior`) this is a prior from the user's own words, applied where
 the model is weakest.
 """
@@ -130,14 +133,21 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
     Returns:
         A copy of ``arguments``; an argument is changed only where the words name one side of its
         ``positive = <side>`` convention and the value is zero, points the other way, is under
-        :data:`MIN_TURN_SHARE` of the range, or is not the number of degrees said.
+        :data:`MIN_TURN_SHARE` of the range, or is not the number of degrees said; or where the
+        words name no side of it but one side of another signed argument (it then takes its
+        schema default, 0 where none is stated).
     """
     said = set(words(user_text))
     out = dict(arguments)
     props = parameters.get("properties") or {}
-    for name, pos in sides(parameters).items():
+    signed = sides(parameters)
+    named = {name: (pos in said, OPPOSITES[pos] in said) for name, pos in signed.items()}
+    one_side = any(p != n for p, n in named.values())
+    for name, (says_pos, says_neg) in named.items():
         prop = props[name]
-        says_pos, says_neg = pos in said, OPPOSITES[pos] in said
+        if not says_pos and not says_neg and one_side and name in out:
+            out[name] = prop.get("default", 0.0)  # not asked for: as if the model left it out
+            continue
         if says_pos == says_neg:
             continue  # neither side named, or both ("left and then right"): the model decides
         want = 1.0 if says_pos else -1.0
