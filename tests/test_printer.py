@@ -99,3 +99,39 @@ def test_json_lines_carry_every_field():
         "event": "end_of_turn_check",
         **{k: v for k, v in dataclasses.asdict(STEPS[0]).items()},
     }
+
+
+def test_a_typed_turn_shows_no_endpoint_or_asr():
+    """`chat` printed "endpoint 0 ms, ASR 0 ms" for typed turns (a new user's trial)."""
+    from agent.cli.printer import timing_line
+
+    typed = timing_line(
+        Timing(1, llm_ttft_ms=100.0, llm_ms=476.0, turn_ms=500.0, endpoint_ms=0.0, endpoint_rule="typed")
+    )
+    assert typed == "  timing: first token 100 ms | model 476 ms | turn 0.5 s"
+    spoken = timing_line(
+        Timing(1, asr_ms=64.0, llm_ttft_ms=100.0, llm_ms=476.0, turn_ms=900.0, endpoint_ms=210.0)
+    )
+    assert "endpoint 210 ms, ASR 64 ms, first token 100 ms" in spoken
+
+
+def test_a_gesture_that_outlives_the_last_turn_is_shown_before_the_park():
+    """`chat` ended on "robot moved: head_yaw 0..0 deg": the turn's timing came 0.5 s into a
+    0.6 s look, and the rest of it was never printed."""
+    from agent.events import RobotParked
+
+    out = io.StringIO()
+    printer = EventPrinter(out=out)
+    for ev in [
+        RobotCommand(0, "head_yaw", 0.0, 0.0),
+        Timing(0, llm_ms=400.0, turn_ms=500.0),
+        RobotCommand(0, "head_yaw", 30.0, 600.0),
+        RobotParked(-1, torque=False),
+    ]:
+        printer(ev)
+    lines = out.getvalue().splitlines()
+    assert "  robot moved: head_yaw 0..0 deg (1 cmds)" in lines
+    assert lines[-2:] == [
+        "  turn 0's gesture went on: head_yaw 30..30 deg (1 cmds)",
+        "robot parked at neutral, torque off",
+    ]

@@ -90,12 +90,13 @@ def timing_line(t: Timing) -> str:
 
     Returns:
         E.g. ``timing: heard back after 0.82 s | endpoint 210 ms, ASR 640 ms, first token 40 ms
-        | model 310 ms | turn 1.9 s``.
+        | model 310 ms | turn 1.9 s``; a typed turn has no endpoint or ASR mark.
     """
     parts = []
     if t.first_played_ms >= 0:
         parts.append(f"heard back after {t.first_played_ms / 1000:.2f} s")
-    marks = [("endpoint", t.endpoint_ms), ("ASR", t.asr_ms), ("first token", t.llm_ttft_ms)]
+    marks = [("endpoint", t.endpoint_ms), ("ASR", t.asr_ms)] if t.endpoint_rule != "typed" else []
+    marks.append(("first token", t.llm_ttft_ms))  # a typed turn has no endpoint and no ASR
     parts.append(", ".join(f"{name} {ms:.0f} ms" for name, ms in marks if ms >= 0))
     parts.append(f"model {t.llm_ms:.0f} ms")
     if t.tts_first_audio_ms:
@@ -182,6 +183,19 @@ class EventPrinter:
         if line is not None:
             self._line(line)
 
+    def _moves(self, turn_id: int) -> list[str]:
+        """Lines of the joint commands since the last such lines, per turn (then forgotten)."""
+        lines = []
+        for tid in sorted(self._robot):  # this turn's gestures, and earlier ones still running
+            moves = ", ".join(
+                f"{j} {lo:.0f}..{hi:.0f} deg ({n} cmds)" for j, (lo, hi, n) in self._robot[tid].items()
+            )
+            lines.append(
+                f"  robot moved: {moves}" if tid == turn_id else f"  turn {tid}'s gesture went on: {moves}"
+            )
+        self._robot.clear()
+        return lines
+
     def _text(self, ev: Event) -> str | None:
         """The text-mode line of ``ev``, or None when people need not see it."""
         if isinstance(ev, RobotCommand):
@@ -212,17 +226,7 @@ class EventPrinter:
                 f"\n  reply audio: {ev.audio}" if ev.audio else ""
             )
         if isinstance(ev, Timing):
-            lines = []
-            for tid in sorted(self._robot):  # this turn's gestures, and earlier ones still running
-                moves = ", ".join(
-                    f"{j} {lo:.0f}..{hi:.0f} deg ({n} cmds)" for j, (lo, hi, n) in self._robot[tid].items()
-                )
-                mine = tid == ev.turn_id
-                lines.append(
-                    f"  robot moved: {moves}" if mine else f"  turn {tid}'s gesture went on: {moves}"
-                )
-            self._robot.clear()
-            return "\n".join([*lines, timing_line(ev)])
+            return "\n".join([*self._moves(ev.turn_id), timing_line(ev)])
         if isinstance(ev, BargeIn):
             why = BARGE_IN_REASONS.get(ev.reason, ev.reason)
             return f"  [turn {ev.turn_id}] interrupted ({why}); speaker silent in {ev.stop_ms:.0f} ms"
@@ -244,8 +248,10 @@ class EventPrinter:
             return f"{ev.kind} device {ev.device}: {ev.message or ev.state}"
         if isinstance(ev, SceneDescribed):
             return f"  the robot sees ({ev.trigger}, {ev.took_ms / 1000:.1f} s): {ev.text}"
-        if isinstance(ev, RobotParked):
-            return f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}"
+        if isinstance(ev, RobotParked):  # the last turn's gesture went on after its timing line
+            return "\n".join(
+                [*self._moves(-1), f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}"]
+            )
         if isinstance(ev, Notice):
             return f"note: {ev.message}"
         if isinstance(ev, Skipped):
