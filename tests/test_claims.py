@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.conversation.claims import CANNOT, ClaimGuard, claims_motion
+from agent.conversation.claims import CANNOT, MISSED, ClaimGuard, asked_for, claims_motion
 from agent.events import Reply, ToolCall
 from agent.speech.sentences import split_sentences
 
@@ -77,4 +77,22 @@ def test_turns_without_a_call_never_say_the_robot_moves(greedy_agent):
     for turn_id, reply in replies.items():
         if not evs.of(ToolCall, turn_id):
             assert reply and not any(claims_motion(s) for s in split_sentences(reply)), (turn_id, reply)
-    assert CANNOT in replies.values(), replies  # the guard had a claim to leave out
+    # "fly to the moon" asked to fly: the robot cannot; the copied wave answered no one's request
+    assert replies[3] == CANNOT and replies[1] == MISSED, replies
+
+
+@pytest.mark.parametrize(
+    ("said", "claim", "asked"),
+    [
+        ("fly to the moon", "I am flying to the moon.", True),
+        ("please nod twice", "I am nodding.", True),
+        ("can you wave at me", "I'm waving my right arm.", True),
+        ("Can you dance for me?", "I am now dancing for you!", True),
+        ("clap your hands", "I am clapping.", True),
+        ("tell me a short joke", "I am looking -30 degrees to the side and 0 degrees up.", False),
+        ("你好，请向左看", "I am waving my right hand.", False),
+        ("Bitte schau nach links", "I'm waving my right arm.", False),
+    ],
+)
+def test_a_claim_was_asked_for_when_the_words_name_its_verb(said, claim, asked):
+    assert asked_for(said, claim) is asked

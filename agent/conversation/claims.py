@@ -5,7 +5,9 @@ right hand.", SmolLM2-135M answered a German "look to the left" with "I'm waving
 and "fly to the moon" with "I am flying to the moon.", with no call in either turn (a new
 user's ``chat``, measured). A robot that says it moves while it stands still misleads the
 people around it, so in a turn without a call that worked such a sentence is not spoken
-(:class:`ClaimGuard`) and :data:`CANNOT` is said instead.
+(:class:`ClaimGuard`). :data:`CANNOT` is said instead where the user asked for that movement
+("fly to the moon"); where they did not (:func:`asked_for`: a copied result, or words the model
+did not understand), :data:`MISSED` asks them to say it another way.
 """
 
 from __future__ import annotations
@@ -16,7 +18,12 @@ from collections.abc import Callable
 from agent.speech.sentences import sentence_boundaries, settled_boundaries
 
 CANNOT = "Sorry, I can't do that."
-"""Said instead of a claimed movement no call made."""
+"""Said instead of a claimed movement the user asked for and no call made."""
+
+MISSED = "Sorry, I didn't get that. Could you say it another way?"
+"""Said instead of a claimed movement the user did not ask for: the model copied an earlier result
+("I am looking -30 degrees to the side" for "tell me a short joke", or "I am waving my right hand."
+for a Chinese "look to the left"; measured on SmolLM2-135M), so the request went unanswered."""
 
 MOTION_PARTICIPLES = frozenset(
     (
@@ -52,6 +59,32 @@ def claims_motion(sentence: str) -> bool:
         verb of :data:`MOTION_PARTICIPLES`.
     """
     return _claimed(sentence + " ") in MOTION_PARTICIPLES and not _FIGURES.search(sentence)
+
+
+def _stem(participle: str) -> str:
+    """The verb's stem a user's word starts with: waving → wav, nodding → nod, flying → fly."""
+    stem = participle[:-3]
+    if len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
+        stem = stem[:-1]  # nodding, spinning, clapping; not rolling or calling
+    return stem
+
+
+def asked_for(user_text: str, claim: str) -> bool:
+    """Whether the user's words ask for the movement ``claim`` says is under way.
+
+    Args:
+        user_text: What the user said this turn.
+        claim: A sentence :func:`claims_motion` accepts ("I am flying to the moon.").
+
+    Returns:
+        True when a word of ``user_text`` starts with the claimed verb's stem (flying → "fly";
+        waving → "wave", "waves"; nodding → "nod").
+    """
+    verb = _claimed(claim + " ")
+    if verb is None or not verb.endswith("ing"):
+        return False
+    stem = _stem(verb)
+    return any(w.startswith(stem) for w in re.findall(r"[a-z]+", user_text.lower()))
 
 
 class ClaimGuard:

@@ -27,7 +27,7 @@ from agent.control import ReleaseGate, StopSignal
 from agent.conversation import history as hist
 from agent.conversation.argprior import follow_words
 from agent.conversation.background import BackgroundCalls
-from agent.conversation.claims import CANNOT, ClaimGuard
+from agent.conversation.claims import CANNOT, MISSED, ClaimGuard, asked_for
 from agent.conversation.context import fit_history
 from agent.conversation.prompt import EXAMPLE_SAY, Prompter, resolve_format
 from agent.conversation.results import DataTail, carries_result, exact_data, tail_after_data
@@ -351,7 +351,7 @@ class Conversation:
         cap = SentenceCap(self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, stop)
         seen: dict[str, int] = {}
         spoken: list[str] = []
-        claimed = False  # a movement was claimed (and left unsaid)
+        claims: list[str] = []  # movements claimed while no call worked (left unsaid)
         skills = list(self.registry.skills.values())
         for rnd in range(self.cfg.max_tool_rounds):
             allow_tools = tools and rnd < self.cfg.max_tool_rounds - 1 and bool(self.registry.skills)
@@ -420,7 +420,7 @@ class Conversation:
             if guard is not None:
                 guard.flush()
                 say = guard.kept(say)
-                claimed |= bool(guard.dropped)
+                claims += guard.dropped
                 if guard.dropped:
                     log.info("turn %d: left out a movement no call made: %r", turn_id, guard.dropped)
             if tail is not None:
@@ -454,8 +454,8 @@ class Conversation:
         owed: list[str] = []
         if self.format == "grammar" and not cap.user_cancelled():
             owed = self._unsaid([*data, *self._data_results(res)], spoken)
-            if claimed and not _acted(res):
-                owed.append(CANNOT)
+            if claims and not _acted(res):
+                owed.append(CANNOT if any(asked_for(text, c) for c in claims) else MISSED)
         if owed:
             said = self._say_after(owed, on_text, on_pause)
             res.text = f"{res.text} {said}".strip()
@@ -529,7 +529,8 @@ class Conversation:
         """Say ``owed`` after the rounds and keep it in the history; returns it.
 
         ``owed``: data results the turn fetched and left unsaid, as the tools wrote them, and
-        :data:`~agent.conversation.claims.CANNOT` after a movement claimed without a call.
+        :data:`~agent.conversation.claims.CANNOT` (or ``MISSED`` where the user asked for no
+        movement) after a movement claimed without a call.
 
         Grammar mode: a user who asked for data hears it, past the reply cap if need be.
         Measured on SmolLM2-135M: "Nod your head and tell me the time" called ``get_time``, then
