@@ -16,7 +16,7 @@ from typing import Annotated
 from pydantic import Field
 
 from agent.skills import SkillContext, skill
-from agent.state.timers import done_message
+from agent.state.timers import done_message, timer_label
 
 
 @skill(background=True, follow_up=False, keywords=("timer", "remind", "countdown", "alarm"))
@@ -26,6 +26,7 @@ def set_timer(
     label: str = "timer",
 ) -> str:
     """Set a timer; the robot tells the user when it is done."""
+    label = timer_label(label)
     if ctx.timers is not None:
         return ctx.timers.run(ctx.timers.start(label, seconds), ctx.shutdown)
     if ctx.shutdown.wait(seconds):

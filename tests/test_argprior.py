@@ -66,3 +66,32 @@ def test_the_schema_states_the_sign_convention(look):
     props = look["properties"]
     assert "positive = left" in props["yaw_deg"]["description"]
     assert "positive = up" in props["pitch_deg"]["description"]
+
+
+@pytest.fixture(scope="module")
+def timer():
+    from skills.timer import set_timer
+
+    reg = SkillRegistry()
+    reg.register(set_timer)
+    return reg.skills["set_timer"].parameters
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "expected"),
+    [
+        # a new user's chat: "two hours" was written as 2.5 seconds
+        ("set a timer for two hours", {"seconds": 2.5}, {"seconds": 7200.0}),
+        (
+            "set a timer for 1 minute 30 seconds",
+            {"seconds": 130, "label": "tea"},
+            {"seconds": 90.0, "label": "tea"},
+        ),
+        ("set a timer for ten seconds", {"seconds": 10}, {"seconds": 10.0}),
+        ("cancel the timer", {"seconds": 10}, {"seconds": 10}),  # no duration said: the model's
+        ("set a timer for 0 seconds", {"seconds": 5}, {"seconds": 0.0}),  # said: the check refuses it
+    ],
+)
+def test_a_duration_said_is_the_argument_in_seconds(timer, text, args, expected):
+    assert "in seconds" in timer["properties"]["seconds"]["description"]
+    assert follow_words(text, timer, args) == expected

@@ -128,7 +128,8 @@ def test_background_timer_is_spoken_once_after_the_turn(agent):
     started = [r for r in evs.of(ToolResult) if r.tool == "set_timer"]
     assert started and started[0].ok and started[0].result["status"] == "started"
     done = evs.of(BackgroundDone)
-    assert len(done) == 1 and done[0].ok and f"{secs:g} seconds is done" in done[0].result
+    assert secs == 1.0  # the duration said (the argument prior)
+    assert len(done) == 1 and done[0].ok and done[0].result == "Time is up: the timer for 1 second is done."
     assert done[0].call_id == started[0].call_id
     # Never inside the turn that started it: after that turn's timing event, in a turn of its own.
     user_turn = started[0].turn_id
@@ -138,6 +139,17 @@ def test_background_timer_is_spoken_once_after_the_turn(agent):
     assert after[0] == "BackgroundDone" and after[-2:] == ["Reply", "Timing"]
     assert evs.of(Reply, done[0].turn_id)[0].text  # the robot says the timer is done
     assert not agent.text().of(BackgroundDone)  # exactly once
+
+
+def test_a_refused_background_call_is_not_left_running(agent):
+    """ "set a timer for 0 seconds": the argument check refuses it, and ``chat`` then waited its
+    30 s for a timer that never started (a new user's trial)."""
+    conv = agent.core.conversation
+    before = conv.background_running
+    evs = agent.text("Set a timer for 0 seconds.")
+    refused = [r for r in evs.of(ToolResult) if r.tool == "set_timer"]
+    assert refused and not refused[0].ok and "greater than 0" in refused[0].result, refused
+    assert conv.background_running == before
 
 
 def test_background_results_arrive_in_finishing_order_between_turns(agent):

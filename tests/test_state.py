@@ -28,7 +28,7 @@ from agent.conversation.background import BackgroundCalls
 from agent.skills import SkillContext, ToolOutcome, load_registry
 from agent.state import PendingTimer, StateStore, TimerBook
 from agent.state.keep import AgentState, history_tail, state_path
-from agent.state.timers import missed_message, rearm, spoken_length
+from agent.state.timers import missed_message, rearm, spoken_duration, spoken_length, timer_label
 from hardware.config import RobotConfig
 from hardware.factory import build_robot
 
@@ -312,7 +312,7 @@ def test_a_pending_timer_fires_at_its_original_due_time_after_a_restart(tmp_path
     assert rearm(TimerBook(store), threading.Event(), report_as) == (0, 1)
     done = background.next(timeout=15)
     fired = time.time()
-    assert done is not None and done.result == "Time is up: the egg timer for 120 seconds is done."
+    assert done is not None and done.result == "Time is up: the egg timer for 2 minutes is done."
     assert due <= fired < due + 1.5, fired - due
     assert store.timers() == []
 
@@ -369,3 +369,17 @@ def test_state_command_shows_and_clears_the_file(tmp_path):
     out = subprocess.run([*bolt, "clear", "--path", str(path)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0 and "removed" in out.stdout
     assert list(tmp_path.glob("state.sqlite3*")) == []
+
+
+def test_spoken_durations_and_timer_labels():
+    assert [spoken_duration(s) for s in (300, 60, 7200, 1, 2.5, 90)] == [
+        "5 minutes",
+        "1 minute",
+        "2 hours",
+        "1 second",
+        "2.5 seconds",
+        "90 seconds",
+    ]
+    # The 135M model labels a timer with the user's command ("the Set a timer for 5 seconds").
+    labels = ["Set a timer", "Cancel the timer", "egg timer", "tea", "", "Set a timer for 5 seconds"]
+    assert [timer_label(x) for x in labels] == ["timer", "timer", "egg timer", "tea timer", "timer", "timer"]

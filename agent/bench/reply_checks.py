@@ -41,8 +41,6 @@ _SIZES = frozenset("short long little quick small funny good nice new another".s
 
 # --- argument checks (pure) ---------------------------------------------------------------------
 
-TIME_UNITS = {("second", "seconds"): 1.0, ("minute", "minutes"): 60.0, ("hour", "hours"): 3600.0}
-"""Spoken durations and their seconds (a timer's argument)."""
 DEGREE_TOLERANCE = 5.0
 """How far a turn's degrees may be from the number said, degrees."""
 
@@ -78,14 +76,12 @@ def arguments_fit(
         sides,
         signed_range,
         spoken_degrees,
-        spoken_quantity,
+        spoken_seconds,
     )
 
     heard = set(spoken_words(said))
     degrees = spoken_degrees(said)
-    seconds = next(
-        (q * f for units, f in TIME_UNITS.items() if (q := spoken_quantity(said, units)) is not None), None
-    )
+    seconds = spoken_seconds(said)
     for tool, args in calls:
         schema = schemas.get(tool) or {}
         signed = sides(schema)

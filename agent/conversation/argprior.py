@@ -1,4 +1,4 @@
-"""The argument prior: a direction or side the user named decides the sign of an argument.
+"""The argument prior: sides and durations the user named decide a skill's arguments.
 
 A small model writes numbers badly: "please look to the left" ran ``look(yaw 0, pitch -1)``. A
 skill states each signed argument's convention in its schema (``"positive = left"`` in the
@@ -12,7 +12,8 @@ alone; so do words that name neither, unless they name a side of another argumen
 ``look(yaw 0, pitch 90)`` for it, measured: the head turned left and 30 degrees up). Like the
 tool prior
 (:mod:`agent.conversation.toolprior`) this is a prior from the user's own words, applied where
-the model is weakest.
+the model is weakest. An argument "in seconds" (its description says so, as ``set_timer``'s
+does) is the duration the words say ("two hours" was written as ``seconds 2.5``).
 """
 
 from __future__ import annotations
@@ -94,6 +95,21 @@ def spoken_quantity(text: str, units: tuple[str, ...]) -> float | None:
     return found[0] if len(found) == 1 else None
 
 
+TIME_UNITS = {("second", "seconds"): 1.0, ("minute", "minutes"): 60.0, ("hour", "hours"): 3600.0}
+"""Spoken duration units and their length in seconds."""
+
+
+def spoken_seconds(text: str) -> float | None:
+    """The duration said in ``text``, in seconds ("five minutes" → 300, "1 minute 30 seconds" → 90).
+
+    Returns:
+        The sum over the units said once each with one number, or None when no unit has exactly
+        one number before it.
+    """
+    found = [q * f for units, f in TIME_UNITS.items() if (q := spoken_quantity(text, units)) is not None]
+    return sum(found) if found else None
+
+
 def spoken_degrees(text: str) -> float | None:
     """The one number of degrees said in ``text`` ("30 degrees", "forty five degrees"), or None."""
     return spoken_quantity(text, ("degree", "degrees"))
@@ -135,11 +151,18 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         ``positive = <side>`` convention and the value is zero, points the other way, is under
         :data:`MIN_TURN_SHARE` of the range, or is not the number of degrees said; or where the
         words name no side of it but one side of another signed argument (it then takes its
-        schema default, 0 where none is stated).
+        schema default, 0 where none is stated); and an argument whose description states it
+        is "in seconds" is the duration the words say (:func:`spoken_seconds`) when they say one.
     """
     said = set(words(user_text))
     out = dict(arguments)
     props = parameters.get("properties") or {}
+    duration = spoken_seconds(user_text)
+    for name, prop in props.items():
+        # A length in seconds ("timer length in seconds") is the duration said: the model wrote
+        # set_timer(seconds 2.5) for "two hours" (a new user's chat, measured).
+        if duration is not None and name in out and "in seconds" in str(prop.get("description", "")):
+            out[name] = duration
     signed = sides(parameters)
     named = {name: (pos in said, OPPOSITES[pos] in said) for name, pos in signed.items()}
     one_side = any(p != n for p, n in named.values())

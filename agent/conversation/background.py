@@ -48,6 +48,15 @@ class BackgroundCalls:
 
         return done
 
+    def not_started(self) -> None:
+        """Uncount a call that got a :meth:`callback` and was refused before it started.
+
+        Bad arguments or a stuck skill: it will never call back (``chat`` waited 30 s at its end
+        for "set a timer for 0 seconds", rejected by the argument check).
+        """
+        with self._lock:
+            self.running -= 1
+
     def next(self, timeout: float = 0.0) -> BackgroundDone | None:
         """The next finished call (FIFO, each returned once), or None after ``timeout`` s."""
         try:

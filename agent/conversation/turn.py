@@ -624,9 +624,10 @@ class Conversation:
                 f"arguments this turn; do not call it again, answer the user",
             )
         else:
-            outcome = self.registry.call(
-                call["name"], call["arguments"], self.ctx, self.background.callback(call["name"], call_id)
-            )
+            on_done = self.background.callback(call["name"], call_id)
+            outcome = self.registry.call(call["name"], call["arguments"], self.ctx, on_done)
+            if on_done is not None and not outcome.ok:  # refused: a started call answers "started"
+                self.background.not_started()
         self.emit(ToolResult(turn_id, call["name"], outcome.ok, outcome.result, call_id))
         res.calls.append((call["name"], call["arguments"], outcome))
         ran.calls.append(call)

@@ -162,7 +162,8 @@ class SkillRegistry:
             unknown tool (lists the valid ones), invalid arguments (names the unit), timeout,
             or the skill's exception. A background skill returns at once with
             ``{"status": "started"}``; its real outcome goes to ``on_background_done`` from a
-            worker thread when it finishes (never a timeout: background work may be long).
+            worker thread when it finishes (never a timeout: background work may be long). A
+            call refused before it starts (``ok=False``) never calls ``on_background_done``.
 
         """
         sk = self.skills.get(name)

@@ -37,9 +37,34 @@ def spoken_length(seconds: float) -> str:
     return f"{seconds:g} second"
 
 
+def spoken_duration(seconds: float) -> str:
+    """A length as said after "for": 300 -> "5 minutes", 60 -> "1 minute", 7200 -> "2 hours"."""
+    length = spoken_length(seconds)
+    return length if length.startswith("1 ") else length + "s"
+
+
+_NOT_A_NAME = frozenset("set start make cancel stop a an the my me for please".split())
+
+
+def timer_label(label: str) -> str:
+    """A timer's name as said in "the ... is done": the model's label without command words.
+
+    The 135M model labels timers with the user's command ("Set a timer", "Cancel the timer"),
+    which made "Time is up: the Set a timer for 5 seconds is done." (a new user's ``chat``).
+
+    Returns:
+        "timer" for those; "egg timer" for "egg timer"; "tea timer" for "tea".
+    """
+    said = label.lower().split()
+    if "timer" in said:
+        said = said[: said.index("timer")]
+    kept = [w for w in said if w.strip(".,!?") not in _NOT_A_NAME]
+    return " ".join([*kept, "timer"])
+
+
 def done_message(label: str, seconds: float) -> str:
     """What a timer that fires on time reports (the model reads it out)."""
-    return f"Time is up: the {label} for {seconds:g} seconds is done."
+    return f"Time is up: the {label} for {spoken_duration(seconds)} is done."
 
 
 def kept_message(label: str) -> str:
