@@ -506,6 +506,7 @@ class Robot:
             loop = self._loop
             if loop is not None and loop is not threading.current_thread():
                 loop.join(timeout=1.0)
+            self._sender.tag = None  # the park is nobody's gesture (not the last turn's)
             state, _ = self.status()
             park = getattr(self.driver, "park", None)
             if park is not None:

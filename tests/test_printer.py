@@ -126,6 +126,7 @@ def test_a_gesture_that_outlives_the_last_turn_is_shown_before_the_park():
         RobotCommand(0, "head_yaw", 0.0, 0.0),
         Timing(0, llm_ms=400.0, turn_ms=500.0),
         RobotCommand(0, "head_yaw", 30.0, 600.0),
+        RobotCommand(-1, "head_yaw", 0.0, 900.0),  # the park: nobody's gesture
         RobotParked(-1, torque=False),
     ]:
         printer(ev)

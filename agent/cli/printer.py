@@ -183,16 +183,24 @@ class EventPrinter:
         if line is not None:
             self._line(line)
 
-    def _moves(self, turn_id: int) -> list[str]:
-        """Lines of the joint commands since the last such lines, per turn (then forgotten)."""
+    def _moves(self, turn_id: int | None) -> list[str]:
+        """Lines of the joint commands since the last such lines, per turn (then forgotten).
+
+        ``turn_id``: the turn whose timing this is ("robot moved"); other turns' gestures "went
+        on"; commands of no turn (-1: a move between turns, the park) are left out at the park
+        (None), whose own line says it.
+        """
         lines = []
         for tid in sorted(self._robot):  # this turn's gestures, and earlier ones still running
             moves = ", ".join(
                 f"{j} {lo:.0f}..{hi:.0f} deg ({n} cmds)" for j, (lo, hi, n) in self._robot[tid].items()
             )
-            lines.append(
-                f"  robot moved: {moves}" if tid == turn_id else f"  turn {tid}'s gesture went on: {moves}"
-            )
+            if tid == turn_id:
+                lines.append(f"  robot moved: {moves}")
+            elif tid >= 0:
+                lines.append(f"  turn {tid}'s gesture went on: {moves}")
+            elif turn_id is not None:
+                lines.append(f"  robot moved between turns: {moves}")
         self._robot.clear()
         return lines
 
@@ -250,7 +258,7 @@ class EventPrinter:
             return f"  the robot sees ({ev.trigger}, {ev.took_ms / 1000:.1f} s): {ev.text}"
         if isinstance(ev, RobotParked):  # the last turn's gesture went on after its timing line
             return "\n".join(
-                [*self._moves(-1), f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}"]
+                [*self._moves(None), f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}"]
             )
         if isinstance(ev, Notice):
             return f"note: {ev.message}"
