@@ -271,7 +271,7 @@ class Robot:
 
         """
         if self._estopped:
-            raise RuntimeError("emergency stop is latched; clear it before moving")
+            raise RuntimeError("my emergency stop is on, so I cannot move until someone clears it")
         if isinstance(anim, str):
             if anim not in self.animations:
                 raise KeyError(

@@ -276,3 +276,21 @@ def test_only_exact_data_ends_a_reply():
         True,
         "",
     )
+
+
+ESTOP = "look failed: RuntimeError: my emergency stop is on, so I cannot move until someone clears it"
+
+
+@pytest.mark.parametrize(
+    ("reply", "carried"),
+    [
+        ("I'm sorry, I can't move until someone clears the emergency stop.", True),
+        ("My emergency stop is on, so I cannot move until someone clears it.", True),
+        ("Of course! I'm sorry, I can only move 10% of the way.", False),  # one word: no reason
+        ("Sure! Why did the robot do that?", False),
+    ],
+)
+def test_a_reason_is_carried_by_half_its_words(reply, carried):
+    from agent.conversation.results import carries_reason
+
+    assert carries_reason(reply, ESTOP) is carried

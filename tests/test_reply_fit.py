@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from agent.bench.reply_checks import carries_result, reply_check, tail_after_data
+from agent.conversation.results import carries_reason
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
 
 
@@ -78,6 +79,27 @@ def test_a_look_without_a_camera_says_why(agent, asks):
     assert not result.ok, result
     reply = _reply(evs, last)
     assert reply_check(reply, "", [("describe_scene", result.result)]) == (True, ""), reply
+
+
+def test_a_move_refused_by_the_e_stop_says_why(agent):
+    """A movement that fails says the reason its skill raised, as a data skill's does.
+
+    A new user's ``chat`` after "emergency stop": "wave" got "Sure! You can't clear the
+    emergency stop, it's a bug in your code.", "nod your head" "All right! Why did the robot
+    need to recharge?" (nothing said why the robot stood still).
+    """
+    agent.core.conversation.history.clear()
+    robot = agent.core.robot
+    robot.estop()
+    try:
+        evs = agent.text("wave your right hand", "nod your head", "look to the left")
+    finally:
+        robot.clear_estop()
+    failed = [r for r in evs.of(ToolResult) if not r.ok]
+    assert len({r.turn_id for r in failed}) == 3, [(r.tool, r.result) for r in evs.of(ToolResult)]
+    for r in failed:
+        reply = _reply(evs, r.turn_id)
+        assert carries_reason(reply, r.result), (r.tool, reply)
 
 
 # Clock times SmolLM2-135M read back one minute late without the copy prior (greedy, measured

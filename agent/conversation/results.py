@@ -76,6 +76,32 @@ def carries_result(reply: str, result: Any) -> bool:
     return bool(content & {_stem(w) for w in said})
 
 
+REASON_SHARE = 0.5
+"""Share of a failure reason's content words a reply must say to carry it."""
+
+
+def carries_reason(reply: str, reason: str) -> bool:
+    """Whether ``reply`` says why a call failed: :data:`REASON_SHARE` of ``reason``'s content words.
+
+    Stricter than :func:`carries_result`, whose one shared word is enough for data: "I'm sorry,
+    I can only move 10% of the way." shares "move" with "my emergency stop is on, so I cannot
+    move until someone clears it" and says nothing of why (SmolLM2-135M, measured).
+
+    Args:
+        reply: What the robot said.
+        reason: The message the skill raised (an ``NAME failed: Error:`` prefix is ignored).
+
+    Returns:
+        True when at least half of the reason's content words (three letters or more, not stop
+        words, same first four letters) are in the reply.
+    """
+    content = {
+        _stem(w) for w in spoken_words(_ERROR_PREFIX.sub("", reason)) if len(w) >= 3 and w not in STOP_WORDS
+    }
+    said = {_stem(w) for w in spoken_words(reply)}
+    return bool(content) and len(content & said) >= REASON_SHARE * len(content)
+
+
 EXACT_MAX_WORDS = 12
 """Longest result without a clock time that counts as exact data, words ("the timer for 10 seconds")."""
 

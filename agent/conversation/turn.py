@@ -30,7 +30,7 @@ from agent.conversation.background import BackgroundCalls
 from agent.conversation.claims import CANNOT, MISSED, ClaimGuard, asked_for
 from agent.conversation.context import fit_history
 from agent.conversation.prompt import EXAMPLE_SAY, Prompter, resolve_format
-from agent.conversation.results import DataTail, carries_result, exact_data, tail_after_data
+from agent.conversation.results import DataTail, carries_reason, carries_result, exact_data, tail_after_data
 from agent.conversation.rounds import (
     REPLY_OPENING,
     GrammarRounds,
@@ -453,7 +453,7 @@ class Conversation:
         res.text = limit_sentences(hist.join_unique(spoken), cap.limit)
         owed: list[str] = []
         if self.format == "grammar" and not cap.user_cancelled():
-            owed = self._unsaid([*data, *self._data_results(res)], spoken)
+            owed = self._unsaid([*data, *self._data_results(res)], spoken, self._reasons(res))
             if claims and not _acted(res):
                 owed.append(CANNOT if any(asked_for(text, c) for c in claims) else MISSED)
         if owed:
@@ -497,28 +497,39 @@ class Conversation:
         return [EXAMPLE_SAY] if self.format == "grammar" else []
 
     def _data_results(self, res: TurnResult) -> list[str]:
-        """Results of this turn's calls that a reply reads back (skills with follow-up).
+        """What of this turn's calls a reply reads back.
 
-        A text result of a call that worked, and the message a failed one raised: a user who
-        asked "what do you see" without a camera hears "I have no camera, so I cannot see."
-        (measured on SmolLM2-135M: "Let me look. Why did the robot...?" without it).
+        The text result of a data skill (``follow_up``) that worked, and the message any skill
+        raised when it failed: a user who asked "what do you see" without a camera hears "I have
+        no camera, so I cannot see." (measured on SmolLM2-135M: "Let me look. Why did the
+        robot...?" without it), and one who asks for a wave while the e-stop is latched hears
+        why nothing moves ("Sure! You can't clear the emergency stop, it's a bug in your code."
+        without it, a new user's ``chat``).
         """
         out = []
         for name, _, outcome in res.calls:
             skill = self.registry.skills.get(name)
-            if skill is None or not skill.follow_up:
+            if skill is None:
                 continue
-            if outcome.ok and isinstance(outcome.result, str):
+            if outcome.ok and skill.follow_up and isinstance(outcome.result, str):
                 out.append(outcome.result)
             elif not outcome.ok and outcome.raised.strip():
                 out.append(_as_sentence(outcome.raised))
         return out
 
     @staticmethod
-    def _unsaid(results: list[str], spoken: list[str]) -> list[str]:
-        """The data ``results`` that nothing the turn said carries (:func:`carries_result`)."""
+    def _unsaid(results: list[str], spoken: list[str], reasons: frozenset[str] = frozenset()) -> list[str]:
+        """The ``results`` that nothing the turn said carries.
+
+        Data by :func:`carries_result` (a word or number of it); a failure's reason, one of
+        ``reasons``, by :func:`carries_reason` (half of its words).
+        """
         said = " ".join(spoken)
-        return [r for r in results if not carries_result(said, r)]
+        return [r for r in results if not (carries_reason if r in reasons else carries_result)(said, r)]
+
+    def _reasons(self, res: TurnResult) -> frozenset[str]:
+        """The failure reasons among :meth:`_data_results` (as said)."""
+        return frozenset(_as_sentence(o.raised) for _, _, o in res.calls if not o.ok and o.raised.strip())
 
     def _say_after(
         self,
