@@ -76,9 +76,18 @@ def resolve_model(ref: str, what: str = "model") -> Path:
     if not path.exists():
         raise ModelNotFoundError(
             f"{what} file not found: {path}; fix the path in the config "
-            f"or use a packaged default such as packaged:{next(iter(PACKAGED))}"
+            f"or use a packaged default such as {_packaged_like(path)}"
         )
     return path
+
+
+def _packaged_like(path: Path) -> str:
+    """The packaged models of the same kind as ``path`` (same file suffix), else all of them.
+
+    A missing ``.gguf`` LLM was offered ``packaged:whisper-tiny.en`` (a speech recognizer).
+    """
+    same = [n for n, (_, inner, _) in PACKAGED.items() if Path(inner).suffix == path.suffix]
+    return " or ".join(f"packaged:{n}" for n in same or PACKAGED)
 
 
 def _download(ref: str, what: str) -> Path:

@@ -219,6 +219,22 @@ def test_the_page_shows_a_controls_error_message(live):
 # --- 2. typed lines on stdin (bolt-agent chat) ------------------------------------------------------
 
 
+@pytest.mark.parametrize(
+    ("typed", "clean", "problem"),
+    [
+        # a new user's trial: "\x1b[31m" left "[31m" in the transcript
+        ("what\x07 time\x1b[31m is it", "what time is it", "2 control characters removed"),
+        ("\x1b[1;32mhello\x1b[0m there", "hello there", "2 control characters removed"),
+        ("\x1b]0;my title\x07wave", "wave", "2 control characters removed"),
+        ("nod\x00", "nod", "1 control character removed"),
+    ],
+)
+def test_terminal_escape_sequences_are_dropped_whole(typed, clean, problem):
+    from agent.pipeline.sources import clean_typed
+
+    assert clean_typed(typed) == (clean, [problem])
+
+
 def test_chat_stdin_with_invalid_utf8_control_characters_empty_and_a_1mb_line():
     lines = [
         b"\xff\xfehello robot, \xc3\x28 how are you",  # invalid UTF-8 (two sequences + one)

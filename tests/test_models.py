@@ -16,8 +16,13 @@ def test_unknown_packaged_name_lists_choices():
 
 
 def test_missing_local_path_says_what(tmp_path):
-    with pytest.raises(ModelNotFoundError, match=r"LLM file not found: .*bolt\.gguf"):
+    with pytest.raises(ModelNotFoundError, match=r"LLM file not found: .*bolt\.gguf") as e:
         resolve_model(str(tmp_path / "bolt.gguf"), "LLM")
+    # a packaged model of the same kind (it offered the speech recognizer for an LLM)
+    assert str(e.value).endswith("such as packaged:smollm2-135m")
+    with pytest.raises(ModelNotFoundError) as e:
+        resolve_model(str(tmp_path / "voice.onnx"), "voice")
+    assert str(e.value).endswith("such as packaged:piper-joe-medium")
 
 
 def test_hf_reference_resolves_from_cache_offline(tmp_path, monkeypatch):

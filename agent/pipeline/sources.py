@@ -49,16 +49,20 @@ and far more than a spoken turn); the rest is cut with a notice."""
 log = logging.getLogger(__name__)
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+# Terminal escape sequences (ECMA-48: CSI "ESC [ ... final", OSC "ESC ] ... BEL/ST", two-byte
+# "ESC x"): dropped whole, or "\x1b[31m" would leave "[31m" in the transcript.
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[@-Z\\-_])")
 _REPORTED = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # tabs and line ends are no news
 
 
 def clean_typed(text: str, limit: int = MAX_TYPED) -> tuple[str, list[str]]:
     """A typed line as the model should get it, and what was changed.
 
-    Control characters (C0, DEL, C1: NUL, escape sequences, tabs, stray newlines) become
-    spaces, runs of spaces one, the ends are stripped; over ``limit`` characters the line
-    is cut at the last space before it. U+FFFD (what a decoder with ``errors="replace"``
-    puts for bytes that are not UTF-8) is counted and reported.
+    Terminal escape sequences (colours, cursor moves) are dropped whole; other control
+    characters (C0, DEL, C1: NUL, tabs, stray newlines) become spaces, runs of spaces one, the
+    ends are stripped; over ``limit`` characters the line is cut at the last space before it.
+    U+FFFD (what a decoder with ``errors="replace"`` puts for bytes that are not UTF-8) is
+    counted and reported.
 
     Args:
         text: The line as typed.
@@ -72,8 +76,8 @@ def clean_typed(text: str, limit: int = MAX_TYPED) -> tuple[str, list[str]]:
     if (bad := text.count("\ufffd")) > 0:
         problems.append(f"{bad} invalid UTF-8 sequences replaced by U+FFFD")
     if (ctrl := len(_REPORTED.findall(text))) > 0:
-        problems.append(f"{ctrl} control characters removed")
-    clean = " ".join(_CONTROL.sub(" ", text).split())
+        problems.append(f"{ctrl} control character{'s' if ctrl > 1 else ''} removed")
+    clean = " ".join(_CONTROL.sub(" ", _ESCAPE.sub("", text)).split())
     if len(clean) > limit:
         problems.append(f"cut from {len(clean)} to {limit} characters")
         cut = clean[:limit]
