@@ -366,9 +366,29 @@ def test_state_command_shows_and_clears_the_file(tmp_path):
         ).stdout
     )
     assert [t["label"] for t in shown["timers"]] == ["tea timer"] and shown["estop_since_utc"] is not None
+    assert shown["saved"] is True
     out = subprocess.run([*bolt, "clear", "--path", str(path)], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0 and "removed" in out.stdout
     assert list(tmp_path.glob("state.sqlite3*")) == []
+
+
+def test_showing_a_damaged_file_leaves_it_alone(tmp_path):
+    """`state show` on a damaged file renamed it aside and made a new empty one (a new user's
+    trial): a read command changed files. `run` still moves it aside (the tests above)."""
+    path = tmp_path / "state.sqlite3"
+    path.write_bytes(b"not a database at all" * 100)
+    bolt = [sys.executable, "-m", "agent", "state", "show", "--path", str(path)]
+    out = subprocess.run(bolt, capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 1 and out.stderr.count("cannot read") == 1, out.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["state.sqlite3"]
+    assert path.read_bytes() == b"not a database at all" * 100
+    missing = subprocess.run([*bolt[:-1], str(tmp_path / "none")], capture_output=True, text=True, cwd=ROOT)
+    assert json.loads(
+        subprocess.run(
+            [*bolt[:-1], str(tmp_path / "none"), "--json"], capture_output=True, text=True, cwd=ROOT
+        ).stdout
+    ) == {"path": str(tmp_path / "none"), "saved": False}
+    assert missing.returncode == 0 and "no saved state" in missing.stdout
 
 
 def test_spoken_durations_and_timer_labels():

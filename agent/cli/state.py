@@ -17,7 +17,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from agent.cli.common import ConfigOpt, JsonOpt, load_or_exit
+from agent.cli.common import ConfigOpt, JsonOpt, load_or_exit, setup_logging
 
 state_app = typer.Typer(no_args_is_help=True, help="Show or clear what `run` keeps across restarts.")
 
@@ -34,18 +34,26 @@ def _path(config: Path | None, path: Path | None) -> Path:
 
 @state_app.command("show")
 def state_show(config: ConfigOpt = None, path: PathOpt = None, json_out: JsonOpt = False) -> None:
-    """Print the pending timers, the kept conversation and whether the e-stop is latched."""
+    """Print the pending timers, the kept conversation and whether the e-stop is latched.
+
+    Only reads: a damaged file is reported (exit status 1) and left where it is.
+    """
     from agent.state import StateStore
 
     file = _path(config, path)
     if not file.is_file():
-        typer.echo(f"{file}: no saved state")
+        typer.echo(json.dumps({"path": str(file), "saved": False}) if json_out else f"{file}: no saved state")
         return
-    store = StateStore.open(file, lambda message: typer.echo(f"warning: {message}", err=True))
+    setup_logging(False)  # the store's one warning line on a fault
+    # Read only: showing a damaged file must not move it aside (``run`` does that).
+    store = StateStore.open(file, read_only=True)
+    readable = store.enabled
     snap = store.snapshot()
     store.close()
+    if not readable:
+        raise typer.Exit(1)
     if json_out:
-        typer.echo(json.dumps({**asdict(snap), "path": str(snap.path)}))
+        typer.echo(json.dumps({**asdict(snap), "path": str(snap.path), "saved": True}))
         return
     now = time.time()
     typer.echo(f"{snap.path}")

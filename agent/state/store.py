@@ -106,17 +106,27 @@ class StateStore:
         return self._conn is not None
 
     @classmethod
-    def open(cls, path: Path, on_problem: Callable[[str], None] | None = None) -> StateStore:
+    def open(
+        cls, path: Path, on_problem: Callable[[str], None] | None = None, read_only: bool = False
+    ) -> StateStore:
         """Open (or create) the store at ``path``; a fault is reported and leaves it disabled or fresh.
 
         Args:
             path: The database file, e.g. ``/var/lib/bolt-agent/state.sqlite3``.
             on_problem: Receives one line per fault (see the class).
+            read_only: Only read (``bolt-agent state show``): nothing is created, and a corrupt
+                file is reported and left where it is (``run`` moves it aside).
 
         Returns:
             The store; :attr:`enabled` is False when the file cannot be used at all.
         """
         store = cls(path, on_problem)
+        if read_only:
+            try:
+                store._conn = store._connect_read_only()
+            except sqlite3.DatabaseError as e:  # OperationalError too: missing, locked, unreadable
+                store._problem(f"cannot read {path} ({e}); it is left as it is")
+            return store
         try:
             store._conn = store._connect()
         except sqlite3.OperationalError as e:  # locked, read-only or no such folder: keep the file
@@ -146,6 +156,22 @@ class StateStore:
                 raise sqlite3.DatabaseError(f"quick_check: {check}")
             # A write at once: finds a read-only folder or another process's lock now, not later.
             conn.executescript(f"BEGIN IMMEDIATE;{_SCHEMA}COMMIT;")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _connect_read_only(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(
+            f"{self.path.resolve().as_uri()}?mode=ro",
+            uri=True,
+            timeout=BUSY_TIMEOUT_S,
+            check_same_thread=False,
+        )
+        try:
+            check = conn.execute("PRAGMA quick_check").fetchone()[0]
+            if check != "ok":
+                raise sqlite3.DatabaseError(f"quick_check: {check}")
         except BaseException:
             conn.close()
             raise
