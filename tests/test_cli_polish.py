@@ -99,3 +99,28 @@ def test_one_readable_file_is_enough_to_go_on(tmp_path):
     assert printer.errors == 0
     assert file_problem(wav) is None
     assert file_problem(missing) == f"{missing}: file not found"
+
+
+@pytest.mark.parametrize("command", ["chat", "listen", "demo"])
+def test_an_out_that_is_a_file_exits_1_before_loading_models(tmp_path, command):
+    """`chat --out FILE` loaded the models, then failed every reply WAV ("EEXIST") and exited 0."""
+    afile = tmp_path / "afile"
+    afile.write_text("mine")
+    wav = tmp_path / "a.wav"
+    wav.write_bytes(b"RIFF")  # readable (listen checks that first); never decoded here
+    args = {"chat": ["chat"], "listen": ["listen", wav], "demo": ["demo"]}[command]
+    for out in (afile, afile / "sub"):
+        r = subprocess.run(
+            [*CLI, *map(str, args), "--out", str(out)],
+            input="hello\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
+        )
+        assert r.returncode == 1 and r.stdout == "", (r.stdout, r.stderr)
+        assert (
+            r.stderr.strip()
+            == f"error: --out {out}: {afile} is not a folder; name a folder for the reply WAVs"
+        )
+    assert afile.read_text() == "mine"

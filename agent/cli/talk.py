@@ -7,6 +7,7 @@ the command within 2 s, with status 0.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -43,6 +44,7 @@ def demo(
     with Stopper() as stopper:
         cfg = load_or_exit(config)
         printer = EventPrinter(json_out, verbose=verbose)
+        exit_unless_folder(out)
         core, bus = build_agent(cfg, printer, stopper)
         try:
             inputs, origin = demo_inputs(fixtures_root(), core.tts)
@@ -72,6 +74,7 @@ def listen(
         cfg = load_or_exit(config)
         printer = EventPrinter(json_out, verbose=verbose)
         exit_unless_readable(files, printer)
+        exit_unless_folder(out)
         core, bus = build_agent(cfg, printer, stopper)
         source = FileSource(files, False, bus.publish)
         try:
@@ -79,6 +82,32 @@ def listen(
         finally:
             core.close()
     if source.unreadable == len(files):
+        raise typer.Exit(1)
+
+
+def exit_unless_folder(out: Path) -> None:
+    """Exit 1 before any model loads when ``--out`` cannot be the folder of the reply WAVs.
+
+    A file of that name made every reply an error ("cannot write reply WAV
+    /tmp/afile/reply_000.wav: EEXIST") after the models had loaded, and the run ended with
+    status 0 and no WAV (a new user's trial). The folder itself is made when the first reply
+    is written.
+
+    Args:
+        out: The ``--out`` folder.
+
+    Raises:
+        typer.Exit: Status 1 after one ``error:`` line: ``out`` (or a parent of it) is not a
+            folder, or it cannot be written.
+    """
+    at = out
+    while not at.exists() and at.parent != at:
+        at = at.parent  # the nearest part that exists is where the folder will be made
+    if not at.is_dir():
+        echo_error(f"--out {out}: {at} is not a folder; name a folder for the reply WAVs")
+        raise typer.Exit(1)
+    if not os.access(at, os.W_OK | os.X_OK):
+        echo_error(f"--out {out}: {at} is not writable; name a folder you can write to")
         raise typer.Exit(1)
 
 
@@ -123,6 +152,8 @@ def chat(
     with Stopper() as stopper:
         cfg = load_or_exit(config)
         printer = EventPrinter(json_out, verbose=verbose)
+        if out is not None:
+            exit_unless_folder(out)
         core, bus = build_agent(cfg, printer, stopper)
         prompt = (lambda: typer.echo("you> ", nl=False)) if sys.stdin.isatty() and not json_out else None
         sink = WavSink(out) if out is not None else NullSink()
