@@ -32,7 +32,7 @@ def skills_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
     for msg in [*reg.load_errors, *notes]:
         typer.echo(f"warning: {msg}", err=True)
     for name, why in reg.left_out.items():
-        typer.echo(f"left out: {name} ({why})", err=True)
+        typer.echo(f"left out: {name}: {why}", err=True)
     for s in reg.skills.values():
         if json_out:
             typer.echo(

@@ -58,7 +58,8 @@ class SkillRegistry:
         choices: Name lists for :class:`~agent.skills.skill.Choices` parameters, by key
             (``"animations"``); set them with :meth:`set_choices` or ``load_registry``.
         joints: The body's joints; None offers every skill whatever it ``needs``.
-        left_out: Skills not offered on this body, with the reason (name → reason).
+        left_out: Skills not offered on this body, with the reason and where the skill is
+            defined (name → "reason (path:line)": two files may define a skill of one name).
 
     """
 
@@ -90,8 +91,8 @@ class SkillRegistry:
         sk = build_skill(fn, source or _where(fn), self.choices)
         why = self._not_offered(sk)
         if why:
-            self.left_out[sk.name] = why
-            log.info("skill %s left out: %s", sk.name, why)
+            self.left_out[sk.name] = f"{why} ({sk.source})"
+            log.info("skill %s left out: %s", sk.name, self.left_out[sk.name])
             return None
         if sk.name in self.skills:
             raise SkillError(
