@@ -356,10 +356,12 @@ def check_reachy_daemon(cfg: Any, timeout_s: float = 2.0) -> tuple[Check, dict[s
         if not isinstance(status, dict):
             raise ValueError(f"unexpected status {status!r}")
     except (OSError, ValueError, http.client.HTTPException) as e:  # HTTPException: not HTTP on that port
-        if rm.host in ("localhost", "127.0.0.1", "::1"):  # a Lite: its USB cable goes to this computer
+        if rm.host in ("localhost", "127.0.0.1", "::1"):  # a Lite, or the simulator, on this computer
             start = (
-                "start reachy-mini-daemon on this computer (the robot's USB cable goes here; "
-                "installed by jetson/install.sh: sudo systemctl start reachy-mini-daemon)"
+                "start reachy-mini-daemon on this computer: with the robot (a Lite: its USB cable "
+                "goes here; installed by jetson/install.sh) sudo systemctl start reachy-mini-daemon; "
+                "without it, the simulator: REACHY_MINI_TELEMETRY=0 DO_NOT_TRACK=1 "
+                ".venv/bin/reachy-mini-daemon --sim --headless --no-media"
             )
         else:
             start = f"start reachy-mini-daemon on {rm.host} (a Wireless robot runs its own: power it on)"

@@ -99,6 +99,21 @@ def test_doctor_runs_on_the_reachy_configs(path):
         assert "reachy-mini-daemon" in checks["reachy-daemon"]["fix"]
 
 
+def test_an_absent_local_daemon_is_started_for_the_robot_or_the_simulator():
+    """doctor on the simulator config offered only the robot's service and its USB cable."""
+    from agent.doctor import check_reachy_daemon
+
+    with socket.socket() as s:  # a loopback port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = load_config(ROOT / "launch" / "reachy_mini_sim.toml")
+    cfg.robot.reachy_mini.host, cfg.robot.reachy_mini.port = "127.0.0.1", port
+    check, status = check_reachy_daemon(cfg, timeout_s=1.0)
+    assert not check.ok and status is None and f"127.0.0.1:{port} is not reachable" in check.detail
+    assert "sudo systemctl start reachy-mini-daemon" in check.fix
+    assert "reachy-mini-daemon --sim --headless --no-media" in check.fix
+
+
 def test_budget_command_on_the_jetson_reachy_config():
     from agent.cli import app
 
