@@ -251,7 +251,12 @@ def test_estop_button_latches_the_robot_and_clear_releases_it(live, page, tmp_pa
     n0, start = len(robot.driver.commands), len(live.log.events)
     Select(drv.find_element(By.ID, "anim-select")).select_by_visible_text("nod")
     drv.find_element(By.ID, "anim-play").click()
-    until(drv, lambda d: "latched" in text_of(d, "#control-msg"), 10, "a refused animation is not reported")
+    until(
+        drv,
+        lambda d: "emergency stop is on" in text_of(d, "#control-msg"),
+        10,
+        "a refused animation is not reported",
+    )
     drv.find_element(By.ID, "say-text").send_keys("wave your right hand", Keys.ENTER)
     wait_turn(live, start)
     calls = [e for e in live.log.events[start:] if isinstance(e, ToolCall)]

@@ -9,6 +9,7 @@ the floor is free.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
@@ -245,3 +246,39 @@ def test_a_moved_stretch_that_ends_the_prompt_leaves_its_last_token_to_be_read_i
         assert int(got.argmax()) == int(read_afresh(model, prompt).argmax())
     finally:
         model.close()
+
+
+def test_a_barge_in_cuts_every_reply_of_the_turn_to_what_was_heard():
+    """A turn's speech in two assistant messages (a joke, then the timer result read back after
+    the rounds): the cut emptied only the newest and kept the joke whole, unheard (seen in CI);
+    and a cut message kept its generated text, which the grammar path renders instead."""
+    from agent.conversation.history import truncate_turn
+    from agent.conversation.toolgrammar import as_grammar_messages
+
+    joke, done = "Why did the robot go on holiday?", "Time is up: the timer for 2 seconds is done."
+    call = {"type": "function", "function": {"name": "wave", "arguments": {}}}
+
+    def turn():
+        return [
+            {"role": "user", "content": "earlier"},
+            {"role": "assistant", "content": "Earlier reply.", "raw": '{"say": "Earlier reply."}'},
+            {"role": "user", "content": "[background result] timer done"},
+            {"role": "assistant", "content": "", "tool_calls": [call], "raw": '{"call": {"tool": "wave"}}'},
+            {
+                "role": "assistant",
+                "content": joke,
+                "raw": '{"call": {"tool": "none"}, "say": "' + joke + '"}',
+            },
+            {"role": "assistant", "content": done},
+        ]
+
+    history = turn()
+    assert truncate_turn(history, []) == ""
+    assert [m["content"] for m in history[3:]] == ["", "", ""]
+    assert "raw" not in history[4] and history[3]["raw"] and history[1]["raw"]  # unchanged ones keep it
+    assert history[3]["tool_calls"] == [call]  # the call ran
+    assert joke not in json.dumps(as_grammar_messages(history))
+
+    history = turn()
+    assert truncate_turn(history, [joke, "Time is up:"]) == f"{joke} Time is up:"
+    assert [m["content"] for m in history[4:]] == [joke, "Time is up:"] and "raw" in history[4]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent.speech.words import words
+from agent.speech.words import normalize, words
 
 # The say string to its closing quote, or to the end of a reply cut off by the token cap.
 _SAY_FIELD = re.compile(r'\s*,\s*"say"\s*:\s*"(?:[^"\\]|\\.)*(?:"|$)')
@@ -34,12 +34,39 @@ def last_reply(history: list[dict[str, Any]]) -> str:
     return next((m["content"] for m in reversed(history) if m["role"] == "assistant"), "") or ""
 
 
-def truncate_last_reply(history: list[dict[str, Any]], heard: str) -> None:
-    """Keep only ``heard`` of the newest assistant message (barge-in: the rest was never played)."""
-    for msg in reversed(history):
-        if msg["role"] == "assistant":
-            msg["content"] = heard
-            return
+def truncate_turn(history: list[dict[str, Any]], heard: list[str]) -> str:
+    """Keep only the ``heard`` pieces in the newest turn's replies (barge-in: the rest was never played).
+
+    A turn's speech may span several assistant messages (a tool round, then a reply round; a
+    read-back said after the rounds). Cutting only the newest one kept a joke the user never
+    heard whole and emptied the timer result after it (seen in CI). Each message of the turn
+    (after its last user message) keeps the pieces, in order, that it holds; a message that
+    loses words also loses its generated text (``raw``, which the grammar path renders in its
+    place); its tool calls stay (they ran).
+
+    Args:
+        history: The conversation (changed in place).
+        heard: The sentence pieces that were played, in order.
+
+    Returns:
+        What the turn's replies keep, joined ("" when nothing was heard).
+    """
+    start = max((i for i, m in enumerate(history) if m["role"] == "user"), default=-1) + 1
+    pieces = [p for p in heard if normalize(p)]
+    kept_all: list[str] = []
+    for msg in history[start:]:
+        if msg["role"] != "assistant":
+            continue
+        content = str(msg.get("content") or "")
+        mine = []
+        while pieces and normalize(pieces[0]) in normalize(content):
+            mine.append(pieces.pop(0))
+        kept = " ".join(mine)
+        if normalize(kept) != normalize(content):
+            msg["content"] = kept
+            msg.pop("raw", None)
+        kept_all += mine
+    return " ".join(kept_all)
 
 
 def join_unique(parts: list[str]) -> str:

@@ -690,10 +690,6 @@ class Conversation:
         data = (done.result,) if done.ok and isinstance(done.result, str) else ()
         return self.turn(note, turn_id, on_text=on_text, stop=stop, tools=False, data=data)
 
-    def last_reply(self) -> str:
-        """The newest assistant message's text ("" when there is none)."""
-        return hist.last_reply(self.history)
-
     def forget_since(self, length: int) -> None:
         """Drop every history message after the first ``length`` (a dropped turn leaves no trace)."""
         del self.history[length:]
@@ -707,9 +703,12 @@ class Conversation:
         gone = {id(m) for m in messages}
         self.history[:] = [m for m in self.history if id(m) not in gone]
 
-    def truncate_last_reply(self, heard: str) -> None:
-        """Keep only ``heard`` of the newest assistant message (barge-in: the rest was never played)."""
-        hist.truncate_last_reply(self.history, heard)
+    def truncate_turn(self, heard: list[str]) -> str:
+        """Keep only the ``heard`` pieces of the newest turn's replies; returns what is kept.
+
+        See :func:`agent.conversation.history.truncate_turn` (barge-in: the rest was never played).
+        """
+        return hist.truncate_turn(self.history, heard)
 
 
 def _as_sentence(message: str) -> str:

@@ -50,7 +50,6 @@ from agent.events import (
 from agent.pipeline.core import AgentCore
 from agent.pipeline.queues import StageQueue, TurnGate
 from agent.pipeline.work import WorkTracker
-from agent.speech.words import normalize
 
 log = logging.getLogger(__name__)
 
@@ -288,10 +287,7 @@ class TurnDriver:
     def _cut_history(self, msg: CutHistory) -> None:
         """Keep only what the user heard of an interrupted reply."""
         self._untidy = True
-        conv = self.core.conversation
-        full = conv.last_reply()
-        kept = " ".join(p for p in msg.heard if normalize(p) and normalize(p) in normalize(full))
-        conv.truncate_last_reply(kept)
+        kept = self.core.conversation.truncate_turn(list(msg.heard))
         self.core.keep_history()
         dropped = " ".join(p for p in msg.generated if p not in msg.heard)
         self.publish(HistoryCut(msg.turn_id, kept, dropped))
