@@ -140,9 +140,10 @@ def test_doctor_without_a_daemon_says_how_to_start_it(tmp_path: Path) -> None:
     assert daemon["detail"].startswith("reachy-mini-daemon at localhost:8000 is not reachable (")
     assert "Connection refused" in daemon["detail"]
     assert daemon["fix"] == (
-        "start reachy-mini-daemon on this computer (the robot's USB cable goes here; installed by "
-        "jetson/install.sh: sudo systemctl start reachy-mini-daemon), "
-        f"or check [robot.reachy_mini] host and port in {cfg}"
+        "start reachy-mini-daemon on this computer: with the robot (a Lite: its USB cable goes "
+        "here; installed by jetson/install.sh) sudo systemctl start reachy-mini-daemon; without "
+        "it, the simulator: REACHY_MINI_TELEMETRY=0 DO_NOT_TRACK=1 .venv/bin/reachy-mini-daemon "
+        f"--sim --headless --no-media, or check [robot.reachy_mini] host and port in {cfg}"
     )
     assert runs["none"]["rc"] == 1
     version = checks["reachy-version"]

@@ -401,5 +401,21 @@ def test_spoken_durations_and_timer_labels():
         "90 seconds",
     ]
     # The 135M model labels a timer with the user's command ("the Set a timer for 5 seconds").
-    labels = ["Set a timer", "Cancel the timer", "egg timer", "tea", "", "Set a timer for 5 seconds"]
-    assert [timer_label(x) for x in labels] == ["timer", "timer", "egg timer", "tea timer", "timer", "timer"]
+    labels = [
+        "Set a timer",
+        "Cancel the timer",
+        "egg timer",
+        "tea",
+        "",
+        "Set a timer for 5 seconds",
+        "Set a timer.",
+    ]
+    assert [timer_label(x) for x in labels] == [
+        "timer",
+        "timer",
+        "egg timer",
+        "tea timer",
+        "timer",
+        "timer",
+        "timer",
+    ]

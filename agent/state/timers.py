@@ -55,10 +55,10 @@ def timer_label(label: str) -> str:
     Returns:
         "timer" for those; "egg timer" for "egg timer"; "tea timer" for "tea".
     """
-    said = label.lower().split()
+    said = [w for w in (w.strip(".,!?;:") for w in label.lower().split()) if w]
     if "timer" in said:
         said = said[: said.index("timer")]
-    kept = [w for w in said if w.strip(".,!?") not in _NOT_A_NAME]
+    kept = [w for w in said if w not in _NOT_A_NAME]
     return " ".join([*kept, "timer"])
 
 
