@@ -109,6 +109,8 @@ def test_a_typed_turn_shows_no_endpoint_or_asr():
         Timing(1, llm_ttft_ms=100.0, llm_ms=476.0, turn_ms=500.0, endpoint_ms=0.0, endpoint_rule="typed")
     )
     assert typed == "  timing: first token 100 ms | model 476 ms | turn 0.5 s"
+    background = timing_line(Timing(6, llm_ttft_ms=220.0, llm_ms=627.0, turn_ms=800.0, endpoint_ms=0.0))
+    assert background == "  timing: first token 220 ms | model 627 ms | turn 0.8 s"  # a timer's turn
     spoken = timing_line(
         Timing(1, asr_ms=64.0, llm_ttft_ms=100.0, llm_ms=476.0, turn_ms=900.0, endpoint_ms=210.0)
     )

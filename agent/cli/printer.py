@@ -90,13 +90,16 @@ def timing_line(t: Timing) -> str:
 
     Returns:
         E.g. ``timing: heard back after 0.82 s | endpoint 210 ms, ASR 640 ms, first token 40 ms
-        | model 310 ms | turn 1.9 s``; a typed turn has no endpoint or ASR mark.
+        | model 310 ms | turn 1.9 s``; a typed turn or a background result's turn has no
+        endpoint or ASR mark.
     """
     parts = []
     if t.first_played_ms >= 0:
         parts.append(f"heard back after {t.first_played_ms / 1000:.2f} s")
-    marks = [("endpoint", t.endpoint_ms), ("ASR", t.asr_ms)] if t.endpoint_rule != "typed" else []
-    marks.append(("first token", t.llm_ttft_ms))  # a typed turn has no endpoint and no ASR
+    # A typed turn, or a turn of the robot's own (a background result), has no endpoint and no ASR.
+    unspoken = t.endpoint_rule == "typed" or (not t.endpoint_rule and t.asr_ms <= 0 and t.endpoint_ms <= 0)
+    marks = [] if unspoken else [("endpoint", t.endpoint_ms), ("ASR", t.asr_ms)]
+    marks.append(("first token", t.llm_ttft_ms))
     parts.append(", ".join(f"{name} {ms:.0f} ms" for name, ms in marks if ms >= 0))
     parts.append(f"model {t.llm_ms:.0f} ms")
     if t.tts_first_audio_ms:
