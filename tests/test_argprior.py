@@ -8,13 +8,17 @@ from agent.conversation.argprior import follow_words, spoken_degrees
 from agent.skills import SkillRegistry
 
 
+def _schema(fn) -> dict:
+    """A real skill's JSON schema, as the registry builds it."""
+    reg = SkillRegistry()
+    return reg.register(fn).parameters
+
+
 @pytest.fixture(scope="module")
 def look():
     from skills.motion import look as look_skill
 
-    reg = SkillRegistry()
-    reg.register(look_skill)
-    return reg.skills["look"].parameters
+    return _schema(look_skill)
 
 
 @pytest.mark.parametrize(
@@ -72,9 +76,7 @@ def test_the_schema_states_the_sign_convention(look):
 def timer():
     from skills.timer import set_timer
 
-    reg = SkillRegistry()
-    reg.register(set_timer)
-    return reg.skills["set_timer"].parameters
+    return _schema(set_timer)
 
 
 @pytest.mark.parametrize(
