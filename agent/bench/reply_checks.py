@@ -73,6 +73,7 @@ def arguments_fit(
     from agent.conversation.argprior import (
         MIN_TURN_SHARE,
         OPPOSITES,
+        named_sides,
         sides,
         signed_range,
         spoken_degrees,
@@ -85,7 +86,7 @@ def arguments_fit(
     for tool, args in calls:
         schema = schemas.get(tool) or {}
         signed = sides(schema)
-        named = {name: (pos in heard, OPPOSITES[pos] in heard) for name, pos in signed.items()}
+        named = named_sides(heard, schema)
         one_side = any(p != n for p, n in named.values())
         for name, pos in signed.items():
             says_pos, says_neg = named[name]

@@ -47,11 +47,10 @@ def state_show(config: ConfigOpt = None, path: PathOpt = None, json_out: JsonOpt
     setup_logging(False)  # the store's one warning line on a fault
     # Read only: showing a damaged file must not move it aside (``run`` does that).
     store = StateStore.open(file, read_only=True)
-    readable = store.enabled
+    if not store.enabled:
+        raise typer.Exit(1)
     snap = store.snapshot()
     store.close()
-    if not readable:
-        raise typer.Exit(1)
     if json_out:
         typer.echo(json.dumps({**asdict(snap), "path": str(snap.path), "saved": True}))
         return

@@ -125,6 +125,20 @@ def sides(parameters: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def named_sides(said: set[str], parameters: dict[str, Any]) -> dict[str, tuple[bool, bool]]:
+    """Which sides of each signed argument the words name.
+
+    Args:
+        said: The user's words (lower case).
+        parameters: The skill's JSON schema (:func:`sides` reads its conventions).
+
+    Returns:
+        Signed argument name → ``(positive side named, negative side named)``: for ``look`` and
+        "look to the left", ``{"yaw_deg": (True, False), "pitch_deg": (False, False)}``.
+    """
+    return {name: (pos in said, OPPOSITES[pos] in said) for name, pos in sides(parameters).items()}
+
+
 def signed_range(prop: dict[str, Any]) -> float:
     """How far a signed argument may go either way: the smaller of ``|minimum|`` and ``|maximum|``.
 
@@ -163,8 +177,7 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         # set_timer(seconds 2.5) for "two hours" (a new user's chat, measured).
         if duration is not None and name in out and "in seconds" in str(prop.get("description", "")):
             out[name] = duration
-    signed = sides(parameters)
-    named = {name: (pos in said, OPPOSITES[pos] in said) for name, pos in signed.items()}
+    named = named_sides(said, parameters)
     one_side = any(p != n for p, n in named.values())
     for name, (says_pos, says_neg) in named.items():
         prop = props[name]

@@ -61,7 +61,7 @@ def claims_motion(sentence: str) -> bool:
     return _claimed(sentence + " ") in MOTION_PARTICIPLES and not _FIGURES.search(sentence)
 
 
-def _stem(participle: str) -> str:
+def _verb_stem(participle: str) -> str:
     """The verb's stem a user's word starts with: waving → wav, nodding → nod, flying → fly."""
     stem = participle[:-3]
     if len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
@@ -83,7 +83,7 @@ def asked_for(user_text: str, claim: str) -> bool:
     verb = _claimed(claim + " ")
     if verb is None or not verb.endswith("ing"):
         return False
-    stem = _stem(verb)
+    stem = _verb_stem(verb)
     return any(w.startswith(stem) for w in re.findall(r"[a-z]+", user_text.lower()))
 
 

@@ -453,7 +453,8 @@ class Conversation:
         res.text = limit_sentences(hist.join_unique(spoken), cap.limit)
         owed: list[str] = []
         if self.format == "grammar" and not cap.user_cancelled():
-            owed = self._unsaid([*data, *self._data_results(res)], spoken, self._reasons(res))
+            reasons = frozenset(_reason(o) for _, _, o in res.calls) - {""}
+            owed = self._unsaid([*data, *self._data_results(res)], spoken, reasons)
             if claims and not _acted(res):
                 owed.append(CANNOT if any(asked_for(text, c) for c in claims) else MISSED)
         if owed:
@@ -509,12 +510,10 @@ class Conversation:
         out = []
         for name, _, outcome in res.calls:
             skill = self.registry.skills.get(name)
-            if skill is None:
-                continue
-            if outcome.ok and skill.follow_up and isinstance(outcome.result, str):
+            if skill is not None and outcome.ok and skill.follow_up and isinstance(outcome.result, str):
                 out.append(outcome.result)
-            elif not outcome.ok and outcome.raised.strip():
-                out.append(_as_sentence(outcome.raised))
+            elif skill is not None and _reason(outcome):
+                out.append(_reason(outcome))
         return out
 
     @staticmethod
@@ -526,10 +525,6 @@ class Conversation:
         """
         said = " ".join(spoken)
         return [r for r in results if not (carries_reason if r in reasons else carries_result)(said, r)]
-
-    def _reasons(self, res: TurnResult) -> frozenset[str]:
-        """The failure reasons among :meth:`_data_results` (as said)."""
-        return frozenset(_as_sentence(o.raised) for _, _, o in res.calls if not o.ok and o.raised.strip())
 
     def _say_after(
         self,
@@ -709,6 +704,11 @@ class Conversation:
         See :func:`agent.conversation.history.truncate_turn` (barge-in: the rest was never played).
         """
         return hist.truncate_turn(self.history, heard)
+
+
+def _reason(outcome: ToolOutcome) -> str:
+    """What the skill of a failed call raised, as a spoken sentence ("" for none, or a success)."""
+    return _as_sentence(outcome.raised) if not outcome.ok and outcome.raised.strip() else ""
 
 
 def _as_sentence(message: str) -> str:
