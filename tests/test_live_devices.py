@@ -123,7 +123,7 @@ def test_missing_device_lists_devices(pulse, tmp_path):
     cfg = tmp_path / "bad.toml"
     cfg.write_text('[audio]\ninput_device = "no such microphone"\n')
     p = subprocess.run(
-        [*BIN, "run", "--config", str(cfg)],
+        [*BIN, "run", "--config", str(cfg), "--json"],
         cwd=ROOT,
         env=pulse.env,
         capture_output=True,
@@ -132,6 +132,8 @@ def test_missing_device_lists_devices(pulse, tmp_path):
     )
     assert p.returncode == 2
     assert "no such microphone" in p.stderr and "'pulse'" in p.stderr, p.stderr
+    events = [json.loads(line)["event"] for line in p.stdout.splitlines()]
+    assert events == ["error"]  # checked before any model loads: no "ready"
 
 
 def test_one_turn_spoken_back(agent, pulse, fixtures_dir, asr, tmp_path):

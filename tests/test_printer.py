@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import io
 import json
+import re
+from pathlib import Path
 
+import agent.events
 from agent.cli.printer import EventPrinter
 from agent.events import (
     BargeIn,
@@ -99,6 +103,20 @@ def test_json_lines_carry_every_field():
         "event": "end_of_turn_check",
         **{k: v for k, v in dataclasses.asdict(STEPS[0]).items()},
     }
+
+
+def test_the_readme_names_every_event_json_lines_print():
+    """A machine reading ``--json`` learns the event names from the README's list."""
+    public = {
+        cls.name
+        for _, cls in inspect.getmembers(agent.events, inspect.isclass)
+        if issubclass(cls, Event) and cls is not Event and cls.public
+    }
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    paragraph = readme.split("`--json` prints JSON Lines on stdout", 1)[1].split("\n\n", 1)[0]
+    listed = set(re.findall(r"`([a-z_]+)`", paragraph))
+    assert len(public) >= 20
+    assert sorted(public - listed) == []
 
 
 def test_a_typed_turn_shows_no_endpoint_or_asr():

@@ -76,3 +76,17 @@ def test_cli_skills_new_and_list(tmp_path):
     )
     assert r.returncode == 0
     assert "wiggle(mode, angle_deg)" in r.stdout and '"maximum": 90' in r.stdout and "wiggle.py:" in r.stdout
+
+
+def test_cli_skills_new_refuses_a_name_the_robot_has_already(tmp_path):
+    """A second skill of one name never loads: the template would be written for nothing."""
+    import subprocess
+
+    r = subprocess.run(
+        [sys.executable, "-m", "agent", "skills", "new", "wave", "--dir", str(tmp_path / "s")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 2 and not (tmp_path / "s" / "wave.py").exists()
+    assert "'wave' is a skill already" in r.stderr and "skills/motion.py:" in r.stderr, r.stderr

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from agent.cli.common import ConfigOpt, JsonOpt, load_or_exit
 
+if TYPE_CHECKING:
+    from agent.skills import SkillRegistry
+
 skills_app = typer.Typer(no_args_is_help=True, help="Inspect and create skills.")
 
 
-@skills_app.command("list")
-def skills_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
-    """List the skills the model can call, with their schema and source."""
+def _registry(config: Path | None) -> tuple[SkillRegistry, list[str]]:
+    """The skills of ``config``'s robot (packaged, its folders, entry points) and the libraries' notes."""
     from agent.skills import load_registry
     from hardware.factory import load_libraries
 
@@ -29,6 +31,13 @@ def skills_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
         joints=[j.name for j in cfg.robot.joints],
         libraries={kind: list(lib) for kind, lib in libraries.items()},
     )
+    return reg, notes
+
+
+@skills_app.command("list")
+def skills_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
+    """List the skills the model can call, with their schema and source."""
+    reg, notes = _registry(config)
     for msg in [*reg.load_errors, *notes]:
         typer.echo(f"warning: {msg}", err=True)
     for name, why in reg.left_out.items():
@@ -60,10 +69,17 @@ def skills_list(config: ConfigOpt = None, json_out: JsonOpt = False) -> None:
 def skills_new(
     name: Annotated[str, typer.Argument(help="skill name, e.g. greet_guest")],
     folder: Annotated[Path, typer.Option("--dir", help="folder to write NAME.py into")] = Path("skills"),
+    config: ConfigOpt = None,
 ) -> None:
-    """Write a commented template skill to start from."""
+    """Write a commented template skill to start from (refused when NAME is a skill already)."""
     from agent.skills import SkillError, new_skill_file
 
+    reg, _ = _registry(config)
+    taken = {n: f"left out on this body: {why}" for n, why in reg.left_out.items()}
+    taken.update({n: sk.source for n, sk in reg.skills.items()})
+    if name in taken:  # a second skill of one name is not loaded: the template would never run
+        typer.echo(f"error: {name!r} is a skill already ({taken[name]}); choose another name", err=True)
+        raise typer.Exit(2)
     try:
         path = new_skill_file(name, folder)
     except SkillError as e:
