@@ -9,7 +9,9 @@ import pytest
 
 from agent.bench.reply_checks import carries_result, reply_check, tail_after_data
 from agent.conversation.results import carries_reason
+from agent.conversation.toolgrammar import ACKNOWLEDGEMENTS
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
+from agent.speech.sentences import split_sentences
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +72,8 @@ def test_a_look_without_a_camera_says_why(agent, asks):
     No camera configured (the embedded config): ``describe_scene`` fails with "I have no
     camera, so I cannot see". Measured before (greedy): "Let me look. Why did the robot...?",
     "Let me look. I am not in front of you.", and "All right! Let me look." after a failed
-    ``look_at``.
+    ``look_at``; then, with the reason said after the model's words, "Let me look. Why did the
+    robot...? I have no camera, so I cannot see.": the reason alone is said now.
     """
     agent.core.conversation.history.clear()
     evs = agent.text(*asks)
@@ -79,6 +82,9 @@ def test_a_look_without_a_camera_says_why(agent, asks):
     assert not result.ok, result
     reply = _reply(evs, last)
     assert reply_check(reply, "", [("describe_scene", result.result)]) == (True, ""), reply
+    # Besides the reason only the skill's preamble and an acknowledgement of a movement.
+    others = set(split_sentences(reply)) - {"I have no camera, so I cannot see.", "Let me look."}
+    assert others <= set(ACKNOWLEDGEMENTS), reply
 
 
 def test_a_move_refused_by_the_e_stop_says_why(agent):

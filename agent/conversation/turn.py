@@ -478,13 +478,19 @@ class Conversation:
         skill with follow-up, a failed call, or a round that said nothing) and the sentence
         cap leaves room for them; otherwise only when the user's words still point at a
         tool not yet called and the next round could still call it.
+
+        A call that failed with a reason its skill raised for people needs no words of the
+        model: the reason is said as written after the rounds. The round that read it back
+        added words that do not fit (SmolLM2-135M, greedy, no camera: "Let me look. Why did the
+        robot...? I have no camera, so I cannot see."), and cost a model round.
         """
         if self.format != "grammar":
             return True
-        needs_words = not say.strip()
-        for name, _, outcome in res.calls[first:]:
+        reasons = [_reason(outcome) for _, _, outcome in res.calls[first:]]
+        needs_words = not say.strip() and not any(reasons)
+        for (name, _, outcome), reason in zip(res.calls[first:], reasons, strict=True):
             sk = self.registry.skills.get(name)
-            needs_words |= sk is None or sk.follow_up or not outcome.ok
+            needs_words |= not reason and (sk is None or sk.follow_up or not outcome.ok)
         if needs_words and may_speak:
             return True
         if not tools or rnd + 1 >= self.cfg.max_tool_rounds - 1:  # the next round could only talk
