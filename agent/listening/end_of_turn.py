@@ -57,7 +57,11 @@ after a cut one up to 0.99 ("Can you", "Tell me", "Please raise" 0.97-0.99), pla
 0.01-0.99 ("What can you do?" 0.03, "Nod your head if you can hear me." 0.02); no trailing
 silence orders them either. Gemma 3 270M (base, Q4_K_M) as the text model instead of
 SmolLM2-135M: plain commands -0.18 … -2.21, pauses after a complete clause -0.70 … -1.89, as
-overlapping. Words and prosody at a 200 ms pause do not tell "Look up, [0.6 s] and then look
+overlapping. Whisper's own odds of a comma against an end after the transcript (its next-token
+log10 P(``,`` ``...``) / P(``.`` ``?`` ``!`` end of text), forced on the words it heard, the
+same audio: it hears prosody and words together), measured 2026-12-05: the six paused sentences
+still answered in two parts -1.28 … -2.06 at the pause, plain commands -0.70 … -2.76 at their end:
+no better. Words and prosody at a 200 ms pause do not tell "Look up, [0.6 s] and then look
 down" from "Look up." on these voices; only more silence does (``[turn] confirm_ms``: the reply
 is prepared while it lasts).
 
