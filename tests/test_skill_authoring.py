@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from datetime import datetime
 
@@ -56,37 +57,25 @@ def test_skills_from_an_installed_package_entry_point(tmp_path, monkeypatch):
     sys.modules.pop("bolt_extra_skills", None)
 
 
-def test_cli_skills_new_and_list(tmp_path):
-    import subprocess
-
-    r = subprocess.run(
-        [sys.executable, "-m", "agent", "skills", "new", "wiggle", "--dir", str(tmp_path / "s")],
-        capture_output=True,
-        text=True,
-        timeout=120,
+def _skills_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``bolt-agent skills ARGS`` in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "agent", "skills", *args], capture_output=True, text=True, timeout=120
     )
+
+
+def test_cli_skills_new_and_list(tmp_path):
+    r = _skills_cli("new", "wiggle", "--dir", str(tmp_path / "s"))
     assert r.returncode == 0 and "wiggle.py" in r.stdout
     cfg = tmp_path / "robot.toml"
     cfg.write_text('[skills]\nfolders = ["s"]\n')
-    r = subprocess.run(
-        [sys.executable, "-m", "agent", "skills", "list", "--config", str(cfg)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = _skills_cli("list", "--config", str(cfg))
     assert r.returncode == 0
     assert "wiggle(mode, angle_deg)" in r.stdout and '"maximum": 90' in r.stdout and "wiggle.py:" in r.stdout
 
 
 def test_cli_skills_new_refuses_a_name_the_robot_has_already(tmp_path):
     """A second skill of one name never loads: the template would be written for nothing."""
-    import subprocess
-
-    r = subprocess.run(
-        [sys.executable, "-m", "agent", "skills", "new", "wave", "--dir", str(tmp_path / "s")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    r = _skills_cli("new", "wave", "--dir", str(tmp_path / "s"))
     assert r.returncode == 2 and not (tmp_path / "s" / "wave.py").exists()
     assert "'wave' is a skill already" in r.stderr and "skills/motion.py:" in r.stderr, r.stderr
