@@ -145,6 +145,30 @@ def test_only_tools_the_words_still_point_at_are_left():
     assert tools_left("Wave your hand.", skills, set(), 0.0) == {}
 
 
+NEGATED = [
+    ("stop waving", {"stop": 6.0, NO_TOOL: -6.0}, ["wave"]),
+    ("Stop dancing!", {"stop": 6.0, NO_TOOL: -6.0}, ["dance"]),
+    ("don't wave", {NO_TOOL: 6.0}, ["wave"]),
+    ("don\u2019t nod", {NO_TOOL: 6.0}, ["nod"]),  # a typographic apostrophe
+    ("please do not ever dance", {NO_TOOL: 6.0}, ["dance"]),
+    ("Don't nod, wave.", {"wave": 6.0, NO_TOOL: -6.0}, ["nod"]),
+    ("Stop. Wave your hand.", {"stop": 6.0, "wave": 6.0, NO_TOOL: -6.0}, []),
+    ("no, wave the other hand", {"wave": 6.0, NO_TOOL: -6.0}, []),
+    ("don't stop", {NO_TOOL: 6.0}, []),  # stopping is never held back
+]
+
+
+@pytest.mark.parametrize("text,bonuses,refused", NEGATED, ids=[t for t, _, _ in NEGATED])
+def test_a_negated_movement_gets_no_bonus_and_its_call_is_refused(text, bonuses, refused):
+    """A new user's chat: "stop waving" called stop and then wave, "don't wave" called wave."""
+    from agent.conversation.toolprior import said_not_to, tool_prior
+
+    skills = list(load_registry([], entry_points=False).skills.values())
+    assert tool_prior(text, skills, set(), 6.0) == bonuses
+    assert tools_left(text, skills, {"stop"}, 6.0).get("wave", 0.0) == bonuses.get("wave", 0.0)
+    assert sorted(s.name for s in skills if said_not_to(text, s)) == refused
+
+
 def test_history_without_raw_text_keeps_speech_and_call_together():
     history = [
         {"role": "user", "content": "Wave."},

@@ -88,6 +88,29 @@ def test_unknown_tool_and_wrong_types_become_results(model, ctx):
     assert len(tool_msgs) == 2 and all(m["content"].startswith("ERROR") for m in tool_msgs)
 
 
+WAVE_THEN_STOP = (
+    r'root ::= "<tool_call>{\"name\": \"wave\", \"arguments\": {}}</tool_call>'
+    r'<tool_call>{\"name\": \"stop\", \"arguments\": {}}</tool_call>"'
+)
+
+
+@pytest.mark.parametrize("text", ["Don't wave.", "Stop waving!", "Please do not ever wave."])
+def test_a_movement_the_user_said_not_to_do_is_not_run_and_the_robot_says_so(model, ctx, text):
+    """SmolLM2-135M called ``wave`` for "don't wave" and after ``stop`` for "stop waving" (a new
+    user's chat); whatever the model writes, a movement the words only negate does not run."""
+    _, res, events = run(model, ctx, WAVE_THEN_STOP, text=text, max_tool_rounds=2)
+    by_name = {name: o for name, _, o in res.calls}
+    assert not by_name["wave"].ok and by_name["wave"].raised == "I won't wave, as you asked"
+    assert "not run: the user asked not to" in by_name["wave"].result
+    assert by_name["stop"].ok  # stopping always runs
+    assert [e.tool for e in events if isinstance(e, ToolResult)] == ["wave", "stop"]
+
+
+def test_a_movement_named_apart_from_the_negation_runs(model, ctx):
+    _, res, _ = run(model, ctx, WAVE_THEN_STOP, text="Don't nod, wave.", max_tool_rounds=2)
+    assert [(name, o.ok) for name, _, o in res.calls] == [("wave", True), ("stop", True)]
+
+
 def test_reply_that_is_nothing_but_thinking(model, ctx):
     only_thinking = r'root ::= "<think>The user wants something. I will think about it.</think>"'
     spoken = []

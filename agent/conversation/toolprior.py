@@ -9,11 +9,63 @@ processor acting only where the tool name is written. The grammar keeps every ch
 
 from __future__ import annotations
 
+import re
+
 from agent.conversation.toolgrammar import NO_TOOL
 from agent.skills import Skill
-from agent.speech.words import normalize, words
+from agent.speech.words import words
 
 STOPWORDS = frozenset({"get", "set", "the", "and", "for", "you", "can", "your", "with", "make", "please"})
+
+NEGATIONS: tuple[tuple[str, ...], ...] = tuple(
+    tuple(c.split())
+    for c in ("don't", "dont", "don t", "do not", "never", "stop", "quit", "no more", "not", "without")
+)
+"""Words after which the next word is what the user does *not* want ("stop waving", "don't dance");
+"don t": a typographic apostrophe splits the word. Not a bare "no": "no, wave the other hand"."""
+
+_BEFORE_THE_VERB = frozenset("you please ever even to be any more longer keep".split())
+"""Words that may stand between a negation and its verb ("do not ever wave", "please stop to dance")."""
+
+
+def negated(user_text: str) -> list[bool]:
+    """For each word of ``user_text`` (:func:`~agent.speech.words.words`), whether it is negated.
+
+    The negated word is the first one after a cue of :data:`NEGATIONS` that is not a filler of
+    :data:`_BEFORE_THE_VERB`, in the same clause: "stop waving" negates "waving", "please do not
+    dance" "dance", "stop and wave" only "and", "Stop. Wave." nothing. The cue itself is not
+    negated ("stop" still names ``stop``).
+
+    Args:
+        user_text: What the user said.
+
+    Returns:
+        One flag per word, in order.
+    """
+    return [no for clause in re.split(r"[.,;:!?]", user_text) for no in _negated_in(words(clause))]
+
+
+def _negated_in(said: list[str]) -> list[bool]:
+    """:func:`negated` of one clause's words."""
+    out = [False] * len(said)
+    i = 0
+    while i < len(said):
+        cue = next((c for c in NEGATIONS if tuple(said[i : i + len(c)]) == c), None)
+        if cue is None:
+            i += 1
+            continue
+        j = i + len(cue)
+        while j < len(said) and said[j] in _BEFORE_THE_VERB:
+            j += 1
+        if j < len(said):
+            out[j] = True
+        i = j
+    return out
+
+
+def wanted_words(user_text: str) -> list[str]:
+    """The words of ``user_text`` without the negated ones (:func:`negated`): what the user asks for."""
+    return [w for w, no in zip(words(user_text), negated(user_text), strict=True) if not no]
 
 
 def name_words(name: str) -> set[str]:
@@ -30,7 +82,8 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
 
     A tool gets ``bonus`` when every word of its name (split at ``_``) or one of its
     declared ``keywords`` is in the user's text, half of it for a shared 4-letter stem ("dancing")
-    when no tool matches exactly.
+    when no tool matches exactly. Negated words (:func:`negated`) count as not said: "stop
+    waving" names ``stop``, not ``wave`` (a new user's ``chat`` got ``stop`` and then ``wave``).
     Tools already called this turn get nothing; ``"none"`` gets the bonus when no other
     tool does (small talk stays small talk) and minus the bonus when one does.
 
@@ -45,8 +98,8 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     """
     if bonus <= 0:
         return {}
-    said = set(words(user_text))
-    text = normalize(user_text)
+    said = set(wanted_words(user_text))
+    text = " ".join(wanted_words(user_text))
     out: dict[str, float] = {}
     for s in skills:
         parts = name_words(s.name)
@@ -69,10 +122,11 @@ def tool_words(user_text: str, skill: Skill) -> set[str]:
     """The user's words that point at ``skill``, as :func:`tool_prior` finds them (empty: none do).
 
     Its name's words when all were said, the words of each keyword said, or, failing those,
-    the said words sharing a 4-letter stem with one of them ("dancing").
+    the said words sharing a 4-letter stem with one of them ("dancing"). Negated words
+    (:func:`negated`: "don't wave") point at nothing.
     """
-    said = set(words(user_text))
-    text = f" {normalize(user_text)} "
+    said = set(wanted_words(user_text))
+    text = f" {' '.join(wanted_words(user_text))} "
     parts = name_words(skill.name)
     out = set(parts) if parts and parts <= said else set()
     for k in skill.keywords:
@@ -82,6 +136,25 @@ def tool_words(user_text: str, skill: Skill) -> set[str]:
         keys = {w for w in parts if len(w) > 2} | {k for k in skill.keywords if " " not in k}
         out = {w for w in said if len(w) >= 4 and any(len(k) >= 4 and k[:4] == w[:4] for k in keys)}
     return out
+
+
+def said_not_to(user_text: str, skill: Skill) -> bool:
+    """Whether the user's words name ``skill`` only where they negate it ("don't wave", "stop dancing").
+
+    A skill that stops (``stop`` in its name) never counts: stopping always runs ("don't stop"
+    is not a reason to keep moving when the model calls ``stop``).
+
+    Args:
+        user_text: What the user said this turn.
+        skill: The skill a tool call names.
+
+    Returns:
+        True when no wanted word points at ``skill`` (:func:`tool_words`) and a negated one does.
+    """
+    if "stop" in name_words(skill.name) or tool_words(user_text, skill):
+        return False
+    not_wanted = " ".join(w for w, no in zip(words(user_text), negated(user_text), strict=True) if no)
+    return bool(tool_words(not_wanted, skill))
 
 
 def tools_left(user_text: str, skills: list[Skill], called: set[str], bonus: float) -> dict[str, float]:

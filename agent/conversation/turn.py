@@ -40,7 +40,7 @@ from agent.conversation.rounds import (
     RoundPlan,
 )
 from agent.conversation.toolgrammar import NO_TOOL
-from agent.conversation.toolprior import tool_prior, tools_left
+from agent.conversation.toolprior import said_not_to, tool_prior, tools_left
 from agent.engines import ChatEngine, Decoding, Generation
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
@@ -624,7 +624,15 @@ class Conversation:
         seen[key] = seen.get(key, 0) + 1
         self.emit(ToolCall(turn_id, call["name"], call["arguments"], call_id))
         stop_turn = False
-        if seen[key] >= REPEAT_STOP:
+        if skill is not None and skill.side_effects and said_not_to(ran.user_text, skill):
+            # "stop waving", "don't dance": SmolLM2-135M called wave and dance (a new user's chat).
+            log.info("turn %d: not run: %s, the user said not to", turn_id, call["name"])
+            outcome = ToolOutcome(
+                False,
+                f"{call['name']} not run: the user asked not to",
+                raised=f"I won't {call['name'].replace('_', ' ')}, as you asked",
+            )
+        elif seen[key] >= REPEAT_STOP:
             outcome = ToolOutcome(
                 False, f"{call['name']} was called {seen[key]} times with the same arguments; stopped"
             )
