@@ -225,6 +225,29 @@ def test_a_data_tail_stream_stops_after_the_data_sentence():
     assert "".join(out) == "Sure! It is 9:41." and not tail.closed
 
 
+def test_a_background_result_in_words_ends_its_reply_once_half_of_it_is_said():
+    """A timer the model labelled at length is not exact data, and still ends its reply.
+
+    A new user's chat: "Time is up: ... is done. You can continue to play a game of pasta.";
+    one shared word ("time") does not say such a result.
+    """
+    from agent.control import StopSignal
+    from agent.conversation.results import DataTail, carries_data, exact_data, tail_after_data
+    from agent.state.timers import done_message
+
+    done = done_message("pasta for the dinner with my friends tonight timer", 600)
+    assert not exact_data(done)
+    assert not carries_data("Time for a break!", done) and carries_data(done, done)
+    out: list[str] = []
+    stop = StopSignal()
+    tail = DataTail([done], out.append, stop)
+    for word in f"Time for pasta! {done} You can continue to play a game of pasta.".split(" "):
+        tail.feed(word + " ")
+    tail.flush()
+    assert "".join(out) == f"Time for pasta! {done}" and stop.is_set()
+    assert tail_after_data(f"{done} You can go.", [done], carries_data) == "You can go."
+
+
 @pytest.mark.parametrize(
     ("said", "calls", "ok"),
     [

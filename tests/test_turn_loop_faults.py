@@ -111,6 +111,26 @@ def test_a_movement_named_apart_from_the_negation_runs(model, ctx):
     assert [(name, o.ok) for name, _, o in res.calls] == [("wave", True), ("stop", True)]
 
 
+def test_a_background_result_in_words_ends_its_turns_reply(model, ctx):
+    """A new user's chat: a timer's turn said "Time is up: ... is done. You can continue to play a
+    game of pasta.": a finished call's result is all its turn is for, exact data or not."""
+    from agent.events import BackgroundDone
+    from agent.state.timers import done_message
+
+    done = done_message("pasta for the dinner with my friends tonight timer", 600)
+    said = f"{done} You can continue to play a game of pasta."
+    spoken = []
+    conv = Conversation(
+        model,
+        load_registry([]),
+        ctx,
+        LLMConfig(tool_format="hermes", temperature=0.0, output_grammar=f'root ::= "{said}"'),
+    )
+    finished = BackgroundDone(0, tool="set_timer", ok=True, result=done, call_id="t0r0c0")
+    res = conv.background_turn(finished, 1, on_text=spoken.append)
+    assert "".join(spoken).strip() == done and res.text == done
+
+
 def test_reply_that_is_nothing_but_thinking(model, ctx):
     only_thinking = r'root ::= "<think>The user wants something. I will think about it.</think>"'
     spoken = []

@@ -119,12 +119,26 @@ def exact_data(result: Any) -> bool:
     return bool(re.search(r"\d", text)) and len(text.split()) <= EXACT_MAX_WORDS
 
 
-def tail_after_data(reply: str, results: list[Any]) -> str:
+def carries_data(reply: str, result: Any) -> bool:
+    """Whether ``reply`` says a result that must end its reply: exact data, or a background result.
+
+    Exact data (:func:`exact_data`) by :func:`carries_result`; any other result (a finished timer
+    the model labelled in words: "Time is up: the pasta timer is done.") by :func:`carries_reason`'s
+    share of its words, as one shared word ("time") does not say it.
+    """
+    return carries_result(reply, result) if exact_data(result) else carries_reason(reply, result_text(result))
+
+
+def tail_after_data(
+    reply: str, results: list[Any], carried: Callable[[str, Any], bool] = carries_result
+) -> str:
     """What ``reply`` says after the sentence that carries every one of ``results`` ("" when nothing).
 
     Args:
         reply: What the robot said.
         results: The data results the reply reads back.
+        carried: Whether a text carries a result (:func:`carries_result`, or :func:`carries_data`
+            as :class:`DataTail` judges).
 
     Returns:
         The words after the end of that sentence; the whole reply when it never carries them all.
@@ -134,7 +148,7 @@ def tail_after_data(reply: str, results: list[Any]) -> str:
     sentences = split_sentences(reply)
     for i in range(len(sentences)):
         said = " ".join(sentences[: i + 1])
-        if all(carries_result(said, r) for r in results):
+        if all(carried(said, r) for r in results):
             return " ".join(sentences[i + 1 :]).strip()
     return reply.strip()
 
@@ -142,9 +156,9 @@ def tail_after_data(reply: str, results: list[Any]) -> str:
 class DataTail:
     """A speech stream that ends with the sentence carrying a round's data results.
 
-    Text is forwarded as it comes until every result has been said; the rest of that sentence is
-    then held until its end is certain (the next sentence begins, or the round ends), forwarded,
-    and the stream is closed: ``stop`` is set so the model stops writing.
+    Text is forwarded as it comes until every result has been said (:func:`carries_data`); the
+    rest of that sentence is then held until its end is certain (the next sentence begins, or the
+    round ends), forwarded, and the stream is closed: ``stop`` is set so the model stops writing.
 
     Args:
         results: The tool results the round reads back (its copy sources).
@@ -166,7 +180,7 @@ class DataTail:
         self._text += delta
         if self._carried_at is None:
             self._forward_to(len(self._text))
-            if all(carries_result(self._text, r) for r in self.results):
+            if all(carries_data(self._text, r) for r in self.results):
                 self._carried_at = len(self._text)
             return
         ends = [b for b in settled_boundaries(self._text) if b >= self._carried_at]

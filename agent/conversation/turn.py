@@ -30,7 +30,14 @@ from agent.conversation.background import BackgroundCalls
 from agent.conversation.claims import CANNOT, MISSED, ClaimGuard, asked_for
 from agent.conversation.context import fit_history
 from agent.conversation.prompt import EXAMPLE_SAY, Prompter, resolve_format
-from agent.conversation.results import DataTail, carries_reason, carries_result, exact_data, tail_after_data
+from agent.conversation.results import (
+    DataTail,
+    carries_data,
+    carries_reason,
+    carries_result,
+    exact_data,
+    tail_after_data,
+)
 from agent.conversation.rounds import (
     REPLY_OPENING,
     GrammarRounds,
@@ -133,7 +140,7 @@ def _ended_with_data(say: str, tail: DataTail) -> str:
     """``say`` cut where its data round's speech was cut (the history keeps what was spoken)."""
     if not tail.closed:
         return say
-    rest = tail_after_data(say, tail.results)
+    rest = tail_after_data(say, tail.results, carries_data)
     return say[: len(say) - len(rest)].rstrip() if rest and say.endswith(rest) else say
 
 
@@ -395,8 +402,10 @@ class Conversation:
                     examples=tuple(self._examples()),
                 )
                 # A round that reads data back ends with the sentence that carries it: nothing
-                # after the result that was not asked for ("... 1 December. It needs to recharge.").
-                exact = plan.copy_from and all(exact_data(r) for r in plan.copy_from)
+                # after the result that was not asked for ("... 1 December. It needs to recharge.");
+                # a background result is all its turn is for ("Time is up: ... done. You can
+                # continue to play a game of pasta.", a new user's chat).
+                exact = plan.copy_from and all(exact_data(r) or r in data for r in plan.copy_from)
                 tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if exact else None
                 feed = tail.feed if tail is not None else cap.feed
                 # A user's turn without a call that worked says no movement ("I am waving" copied
@@ -453,8 +462,10 @@ class Conversation:
         res.text = limit_sentences(hist.join_unique(spoken), cap.limit)
         owed: list[str] = []
         if self.format == "grammar" and not cap.user_cancelled():
+            # Said by half their words: a failure's reason, and background data (as DataTail).
             reasons = frozenset(_reason(o) for _, _, o in res.calls) - {""}
-            owed = self._unsaid([*data, *self._data_results(res)], spoken, reasons)
+            whole = reasons | {r for r in data if not exact_data(r)}
+            owed = self._unsaid([*data, *self._data_results(res)], spoken, whole)
             if claims and not _acted(res):
                 owed.append(CANNOT if any(asked_for(text, c) for c in claims) else MISSED)
         if owed:
@@ -523,14 +534,14 @@ class Conversation:
         return out
 
     @staticmethod
-    def _unsaid(results: list[str], spoken: list[str], reasons: frozenset[str] = frozenset()) -> list[str]:
+    def _unsaid(results: list[str], spoken: list[str], whole: frozenset[str] = frozenset()) -> list[str]:
         """The ``results`` that nothing the turn said carries.
 
-        Data by :func:`carries_result` (a word or number of it); a failure's reason, one of
-        ``reasons``, by :func:`carries_reason` (half of its words).
+        Data by :func:`carries_result` (a word or number of it); one of ``whole`` (a failure's
+        reason, a background result in words) by :func:`carries_reason` (half of its words).
         """
         said = " ".join(spoken)
-        return [r for r in results if not (carries_reason if r in reasons else carries_result)(said, r)]
+        return [r for r in results if not (carries_reason if r in whole else carries_result)(said, r)]
 
     def _say_after(
         self,
