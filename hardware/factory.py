@@ -165,8 +165,17 @@ def load_libraries(cfg: RobotConfig) -> tuple[dict[str, dict[str, Gesture]], lis
     return {"dances": dict(dances), "emotions": dict(emotions)}, messages + more
 
 
-def _animations(cfg: RobotConfig, joints: dict[str, Joint]) -> tuple[dict[str, Animation], list[str]]:
-    """Packaged animations that fit this body, then the config's folders (reported when they do not fit)."""
+def body_animations(cfg: RobotConfig, joints: dict[str, Joint]) -> tuple[dict[str, Animation], list[str]]:
+    """The keyframe animations a robot of ``cfg`` gets, read from files; no driver starts.
+
+    Args:
+        cfg: The robot's config (``animation_folders``).
+        joints: Its joints by name.
+
+    Returns:
+        Packaged animations that fit this body, then the config folders' (by name), and the
+        loading notes (a file that does not parse, an animation that does not fit the joints).
+    """
     packaged, messages = load_animations([BUILTIN_ANIMATIONS])
     animations = {n: a for n, a in packaged.items() if a.joints <= set(joints)}
     if cfg.animation_folders:
@@ -205,7 +214,7 @@ def build_robot(
 
     """
     joints = [Joint(j.name, j.min_deg, j.max_deg, j.neutral_deg, j.max_speed_dps) for j in cfg.joints]
-    animations, messages = _animations(cfg, {j.name: j for j in joints})
+    animations, messages = body_animations(cfg, {j.name: j for j in joints})
     libraries, more = load_libraries(cfg)
     messages += more
     by_driver: dict[str, list[tuple[int, JointConfig]]] = {}

@@ -142,8 +142,11 @@ def test_cli_animate_and_see(fixtures_dir, tmp_path):
     assert {x["joint"] for x in lines} >= {"head_pitch"} and all(
         -30 <= x["deg"] <= 30 for x in lines if x["joint"] == "head_pitch"
     )
+    # An unknown name is refused before the robot opens: it printed ~100 joint commands (the
+    # simulated robot parking) before the error (a new user's trial).
     res = runner.invoke(app, ["animate", "moonwalk"])
-    assert res.exit_code == 1 and "no animation 'moonwalk'" in res.output
+    assert (res.exit_code, res.stdout) == (1, "")
+    assert res.stderr == "error: no animation 'moonwalk'; known: dance, nod, wave\n"
     bad = tmp_path / "bad.toml"
     bad.write_text("[robot]\ncontrol_rate_hz = -1\n")
     res = runner.invoke(app, ["animate", "nod", "--config", str(bad)])

@@ -258,6 +258,24 @@ def test_sigterm_during_bench_parks_a_serial_robot(serial_robot, fixtures_dir, t
     board_parked(board)
 
 
+def test_a_closed_stdout_ends_animate_quietly_and_parks_a_serial_robot(serial_robot):
+    """`bolt-agent animate nod | head -3` ended in a BrokenPipeError traceback (a new user's trial)."""
+    board, cfg = serial_robot
+    p = subprocess.Popen(
+        [*BIN, "animate", "dance", "--config", str(cfg)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = [p.stdout.readline() for _ in range(3)]
+    p.stdout.close()  # as `head -3` does
+    rc = p.wait(30)
+    assert (rc, p.stderr.read()) == (0, "")
+    assert len(lines) == 3 and all(line.endswith(" deg\n") for line in lines), lines
+    board_parked(board)
+
+
 def test_sigterm_during_animate_parks_the_robot():
     p = Proc(["animate", "dance", "--json"], env={**os.environ, "PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + 60

@@ -391,6 +391,59 @@ def test_showing_a_damaged_file_leaves_it_alone(tmp_path):
     assert missing.returncode == 0 and "no saved state" in missing.stdout
 
 
+def test_clear_deletes_a_state_file_even_damaged_and_nothing_else(tmp_path):
+    """`state clear --path /tmp/precious.toml` deleted a config and said "removed"; a folder gave
+    an IsADirectoryError traceback; `state show` on a folder said "no saved state" (a new user's
+    trial). A damaged state file is still cleared: that is how a user recovers."""
+    env = {k: v for k, v in os.environ.items() if k not in ("JOURNAL_STREAM", "INVOCATION_ID")}
+
+    def bolt(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "agent", "state", *args], capture_output=True, text=True, cwd=ROOT, env=env
+        )
+
+    config = tmp_path / "precious.toml"
+    config.write_text('[robot]\ndriver = "sim"\n')
+    out = bolt("clear", "--path", str(config))
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr == f"error: {config} is not a state file (not an SQLite database); left as it is\n"
+    assert config.read_text() == '[robot]\ndriver = "sim"\n'
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for command in ("clear", "show"):
+        out = bolt(command, "--path", str(folder))
+        assert (out.returncode, out.stdout) == (1, "")
+        assert out.stderr == f"error: {folder} is a folder, not a state file; left as it is\n"
+    assert folder.is_dir()
+
+    other = tmp_path / "places.sqlite"
+    conn = sqlite3.connect(other)
+    conn.execute("CREATE TABLE moz_places (url TEXT)")
+    conn.commit()
+    conn.close()
+    before = other.read_bytes()
+    out = bolt("clear", "--path", str(other))
+    assert (out.returncode, out.stdout) == (1, "")
+    assert out.stderr == (
+        f"error: {other} is an SQLite database with other tables (moz_places), not a state file; "
+        f"left as it is\n"
+    )
+    assert other.read_bytes() == before
+
+    damaged = tmp_path / "state.sqlite3"
+    store, _ = open_store(damaged)
+    store.add_timer(PendingTimer("t1", "tea timer", 300.0, time.time() + 200, time.time()))
+    store.close()
+    data = bytearray(damaged.read_bytes())
+    data[100:] = b"\xff" * (len(data) - 100)  # the SQLite header stays, every page is garbage
+    damaged.write_bytes(bytes(data))
+    assert bolt("show", "--path", str(damaged)).returncode == 1  # `show` calls it damaged
+    out = bolt("clear", "--path", str(damaged))
+    assert (out.returncode, out.stdout, out.stderr) == (0, f"{damaged}: removed\n", "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder", "places.sqlite", "precious.toml"]
+
+
 def test_spoken_durations_and_timer_labels():
     assert [spoken_duration(s) for s in (300, 60, 7200, 1, 2.5, 90)] == [
         "5 minutes",

@@ -10,6 +10,9 @@ Added to the ``bolt-agent`` app by :mod:`agent.cli.main`. Exit codes:
 from __future__ import annotations
 
 import json
+import os
+import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +24,10 @@ from agent.config import CameraConfig, Config, ConfigError, load_config
 
 if TYPE_CHECKING:
     from hardware.robot import Robot
+
+
+PLAY_WAIT_S = 30.0
+"""How long ``animate`` waits for a gesture to end (a looping one ends here), s."""
 
 
 def _fail(msg: str, code: int = 1) -> NoReturn:
@@ -123,26 +130,66 @@ def _config(path: Path | None) -> Config:
         _fail(str(e), 2)
 
 
+def _gestures_without_opening(cfg: Config) -> tuple[set[str], list[str]]:
+    """The names ``animate`` can play on this body and the loading notes; no driver starts, nothing moves."""
+    from hardware.factory import body_animations, load_libraries
+
+    # The loaders build_robot uses, so the names are the robot's (a joint's limits only feed notes).
+    animations, messages = body_animations(cfg.robot, {j.name: j for j in cfg.robot.joints})
+    libraries, more = load_libraries(cfg.robot)
+    names = set(animations).union(*libraries.values())
+    return names, messages + more
+
+
+def _quiet_stdout() -> None:
+    """Send what stdout still gets to /dev/null: its reader left (``| head``), so no later write fails."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (a test's capture): nothing to redirect
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+
+
 def animate(
     name: Annotated[str, typer.Argument(help="animation name (file stem or its 'name')")],
     config: Annotated[Path | None, typer.Option("--config", help="robot config TOML")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per joint command")] = False,
 ) -> None:
-    """Play an animation on the configured robot and print every clamped joint command."""
+    """Play an animation on the configured robot and print every clamped joint command.
+
+    An unknown name exits 1 before the robot is opened (nothing moves). When stdout's reader
+    goes away (``| head``) the animation stops, the robot parks and the command exits 0 quietly.
+    """
     cfg = _config(config)
+    names, notes = _gestures_without_opening(cfg)
+    if name not in names:
+        for m in notes:  # e.g. the dances' package is missing: why a dance is not there
+            typer.echo(f"note: {m}", err=True)
+        _fail(f"no animation {name!r}; known: {', '.join(sorted(names)) or 'none'}")
     t0 = time.monotonic()
+    reader_gone = threading.Event()
 
     def show(joint: str, deg: float, t_ms: float) -> None:
-        if as_json:
-            typer.echo(json.dumps({"t_ms": round(t_ms, 1), "joint": joint, "deg": deg}))
-        else:
-            typer.echo(f"{t_ms:8.1f} ms  {joint:<12} {deg:8.3f} deg")
+        if reader_gone.is_set():
+            return
+        line = (
+            json.dumps({"t_ms": round(t_ms, 1), "joint": joint, "deg": deg})
+            if as_json
+            else f"{t_ms:8.1f} ms  {joint:<12} {deg:8.3f} deg"
+        )
+        try:
+            typer.echo(line)
+        except BrokenPipeError:  # raised in the motion loop (or parking): must not stop the robot there
+            _quiet_stdout()
+            reader_gone.set()
 
     robot = _robot(cfg, show)
     gestures = dict(robot.animations)
     for lib in robot.libraries.values():  # a Reachy Mini's dances and emotions
         gestures.update(lib)
-    if name not in gestures:
+    if name not in gestures:  # the loaders disagreed with the check above (files changed meanwhile)
         robot.close()
         _fail(f"no animation {name!r}; known: {', '.join(sorted(gestures)) or 'none'}")
     real = cfg.robot.driver != "sim" or any(d.kind != "sim" for d in cfg.robot.drivers.values())
@@ -162,7 +209,12 @@ def animate(
 
     restore = install_shutdown(robot, signals=(signal.SIGTERM, signal.SIGINT))  # park on Ctrl-C and SIGTERM
     try:
-        robot.play(gestures[name], wait=True)
+        robot.play(gestures[name])
+        deadline = time.monotonic() + PLAY_WAIT_S
+        while not robot.wait_idle(0.05) and time.monotonic() < deadline:
+            if reader_gone.is_set():  # as a program killed by SIGPIPE would, but parked (the finally)
+                robot.stop()
+                break
     finally:
         robot.close()
         restore()

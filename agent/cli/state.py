@@ -13,11 +13,11 @@ import os
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, NoReturn, Optional
 
 import typer
 
-from agent.cli.common import ConfigOpt, JsonOpt, load_or_exit, setup_logging
+from agent.cli.common import ConfigOpt, JsonOpt, echo_error, load_or_exit, setup_logging
 
 state_app = typer.Typer(no_args_is_help=True, help="Show or clear what `run` keeps across restarts.")
 
@@ -32,15 +32,22 @@ def _path(config: Path | None, path: Path | None) -> Path:
     return path if path is not None else state_path(load_or_exit(config).state.path, os.environ)
 
 
+def _refuse(file: Path, problem: str) -> NoReturn:
+    echo_error(f"{file} {problem}; left as it is")
+    raise typer.Exit(1)
+
+
 @state_app.command("show")
 def state_show(config: ConfigOpt = None, path: PathOpt = None, json_out: JsonOpt = False) -> None:
     """Print the pending timers, the kept conversation and whether the e-stop is latched.
 
-    Only reads: a damaged file is reported (exit status 1) and left where it is.
+    Only reads: a damaged file or a folder is reported (exit status 1) and left where it is.
     """
     from agent.state import StateStore
 
     file = _path(config, path)
+    if file.is_dir():
+        _refuse(file, "is a folder, not a state file")
     if not file.is_file():
         typer.echo(json.dumps({"path": str(file), "saved": False}) if json_out else f"{file}: no saved state")
         return
@@ -71,9 +78,19 @@ def state_clear(config: ConfigOpt = None, path: PathOpt = None) -> None:
     """Delete the state file: the next start forgets timers, the conversation and a latched e-stop.
 
     Stop the service first (``sudo systemctl stop bolt-agent``): a running agent keeps writing.
+    A damaged state file is deleted too (that is how to recover); a folder or a file that is not
+    a state database (a config, text) is reported (exit status 1) and left where it is.
     """
+    from agent.state import not_a_state_file
+
     file = _path(config, path)
+    problem = not_a_state_file(file)
+    if problem is not None:  # `--path` may name anything: delete only what the store wrote
+        _refuse(file, problem)
     removed = [p for p in (file, Path(f"{file}-wal"), Path(f"{file}-shm")) if p.exists()]
     for p in removed:
-        p.unlink()
+        try:
+            p.unlink()
+        except OSError as e:  # a folder we may not write: say so, no traceback
+            _refuse(p, f"cannot be removed ({e.strerror or e})")
     typer.echo(f"{file}: {'removed' if removed else 'no saved state'}")

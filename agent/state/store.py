@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +43,12 @@ CREATE TABLE IF NOT EXISTS timers (
 CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY, message TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS flags (key TEXT PRIMARY KEY, since_utc REAL NOT NULL);
 """
+
+_TABLES = frozenset({"timers", "history", "flags"})
+"""The tables of ``_SCHEMA``: a database with others is someone else's."""
+
+_SQLITE_HEADER = b"SQLite format 3\x00"
+"""The first 16 bytes of every SQLite database file (https://sqlite.org/fileformat.html)."""
 
 ESTOP = "estop"
 """The flag set while the robot's emergency stop is latched."""
@@ -83,6 +90,54 @@ class StateSnapshot:
     turns: int
     messages: int
     estop_since_utc: float | None
+
+
+def not_a_state_file(path: Path) -> str | None:
+    """Why ``path`` is not a state file that may be deleted (``bolt-agent state clear``), or None.
+
+    A state file is an SQLite database with no tables but the store's. A damaged one (the SQLite
+    header, pages that fail :meth:`StateStore.open`'s read-only check) still is one, so clearing
+    it recovers; so is an empty file (SQLite reads it as an empty database). Reads only.
+
+    Args:
+        path: The file, e.g. ``/var/lib/bolt-agent/state.sqlite3``.
+
+    Returns:
+        None when ``path`` is a state file or does not exist; else what it is instead, as a phrase
+        that follows the path ("is a folder, not a state file"). Never raises: a file that
+        cannot be read gives "cannot be read (<reason>)".
+    """
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if stat.S_ISDIR(mode):
+        return "is a folder, not a state file"
+    if not stat.S_ISREG(mode):  # a device or a pipe: even reading its header could block or consume it
+        return "is not a regular file, not a state file"
+    try:
+        with path.open("rb") as f:
+            header = f.read(len(_SQLITE_HEADER))
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if header not in (b"", _SQLITE_HEADER):
+        return "is not a state file (not an SQLite database)"
+    try:
+        conn = StateStore(path)._connect_read_only()
+    except sqlite3.DatabaseError:
+        return None  # our format but damaged: what clearing is for
+    try:
+        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        conn.close()
+    others = sorted(tables - _TABLES)
+    if others:
+        return f"is an SQLite database with other tables ({', '.join(others)}), not a state file"
+    return None
 
 
 class StateStore:
