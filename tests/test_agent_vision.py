@@ -7,6 +7,7 @@ from rig import AgentRig
 
 from agent.bench.latency import EventLog
 from agent.config import load_config
+from agent.conversation.results import carries_result
 from agent.events import Notice, Reply, ToolCall, ToolResult, Transcript
 from agent.pipeline import Bus, build_core
 
@@ -30,7 +31,8 @@ def test_spoken_what_do_you_see_uses_the_camera(seeing_agent, fixtures_dir):
     result = next(e for e in evs if isinstance(e, ToolResult) and e.tool == "describe_scene")
     assert result.ok and ("people" in str(result.result) or "person" in str(result.result))
     reply = next(e for e in evs if isinstance(e, Reply))
-    assert reply.text
+    # The scene's words reach the user (a new user heard "Let me look. What do you see?").
+    assert carries_result(reply.text, result.result["summary"]), (reply.text, result.result["summary"])
 
 
 def test_scene_summary_goes_into_the_newest_user_turn(seeing_agent):

@@ -317,3 +317,13 @@ def test_a_reason_is_carried_by_half_its_words(reply, carried):
     from agent.conversation.results import carries_reason
 
     assert carries_reason(reply, ESTOP) is carried
+
+
+def test_a_dict_result_is_said_by_its_description_or_summary():
+    from agent.conversation.results import spoken_result
+
+    scene = {"people": 2, "summary": "2 people: one on the left", "description": ""}
+    assert spoken_result(scene) == "2 people: one on the left"
+    assert spoken_result({**scene, "description": " A man holds a mug. "}) == "A man holds a mug."
+    assert spoken_result({"status": "started"}) == "" and spoken_result(3) == ""
+    assert spoken_result("It is 10:41.") == "It is 10:41."

@@ -49,6 +49,30 @@ def result_text(result: Any) -> str:
     return result if isinstance(result, str) else json.dumps(result, default=str)
 
 
+SPOKEN_FIELDS = ("description", "summary")
+"""Fields of a dict result that say it in words, best first: a vision-language model's
+``description``, then a ``summary`` line (``describe_scene``: "2 people: one on the left ...")."""
+
+
+def spoken_result(result: Any) -> str:
+    """What of a tool result a reply reads back: text as it is; a dict by its words.
+
+    Args:
+        result: A skill's return value.
+
+    Returns:
+        ``result`` when it is text; the first non-empty :data:`SPOKEN_FIELDS` of a dict
+        ("I see a man with a red mug."); "" for anything else (a status dict, numbers alone).
+    """
+    if isinstance(result, str):
+        return result
+    if isinstance(result, dict):
+        return next(
+            (v.strip() for k in SPOKEN_FIELDS if isinstance(v := result.get(k), str) and v.strip()), ""
+        )
+    return ""
+
+
 def carries_result(reply: str, result: Any) -> bool:
     """Whether ``reply`` passes on a tool result, spoken forms allowed.
 

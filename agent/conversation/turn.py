@@ -36,6 +36,7 @@ from agent.conversation.results import (
     carries_reason,
     carries_result,
     exact_data,
+    spoken_result,
     tail_after_data,
 )
 from agent.conversation.rounds import (
@@ -517,7 +518,9 @@ class Conversation:
     def _data_results(self, res: TurnResult) -> list[str]:
         """What of this turn's calls a reply reads back.
 
-        The text result of a data skill (``follow_up``) that worked, and the message any skill
+        The words of a data skill's result (``follow_up``) that worked (:func:`spoken_result`: a
+        dict's description or summary; a new user heard "Let me look. What do you see?" while
+        ``describe_scene`` had counted 2 people), and the message any skill
         raised when it failed: a user who asked "what do you see" without a camera hears "I have
         no camera, so I cannot see." (measured on SmolLM2-135M: "Let me look. Why did the
         robot...?" without it), and one who asks for a wave while the e-stop is latched hears
@@ -527,8 +530,8 @@ class Conversation:
         out = []
         for name, _, outcome in res.calls:
             skill = self.registry.skills.get(name)
-            if skill is not None and outcome.ok and skill.follow_up and isinstance(outcome.result, str):
-                out.append(outcome.result)
+            if skill is not None and outcome.ok and skill.follow_up and spoken_result(outcome.result):
+                out.append(spoken_result(outcome.result))
             elif skill is not None and _reason(outcome):
                 out.append(_reason(outcome))
         return out
@@ -561,8 +564,8 @@ class Conversation:
         instead ("I am not nodding."), even when offered no tools. Acknowledgements ("Sure!",
         "Let me look.") can also spend the two-sentence cap before a data round. The result
         itself is what a data round aims at (the copy prior, :class:`DataTail`), so it is said
-        without another model round. Text results only: a dict (``describe_scene``) is not
-        speech.
+        without another model round. A dict is said by its words (:func:`spoken_result`), never
+        as JSON.
         """
         say = " ".join(owed)
         if on_pause is not None:
@@ -707,7 +710,7 @@ class Conversation:
         """
         status = "finished" if done.ok else "failed"
         note = f"(The background task {done.tool} {status}: {done.result})"
-        data = (done.result,) if done.ok and isinstance(done.result, str) else ()
+        data = (spoken_result(done.result),) if done.ok and spoken_result(done.result) else ()
         return self.turn(note, turn_id, on_text=on_text, stop=stop, tools=False, data=data)
 
     def forget_since(self, length: int) -> None:
