@@ -59,7 +59,9 @@ def test_spoken_degrees(text, expected):
         # the right sign and a turn nobody sees (the demo ran look(yaw 0.1)): half the range
         ("please look to the left", {"yaw_deg": 0.1}, {"yaw_deg": 30.0}),
         ("turn your head to the right", {"yaw_deg": -0.3}, {"yaw_deg": -30.0}),
-        ("look up a little", {"pitch_deg": 3}, {"pitch_deg": 3}),  # a tenth of pitch's 30: seen
+        ("look up a little", {"pitch_deg": 3}, {"pitch_deg": 6.0}),  # the least seen: a fifth of 30
+        ("look up a little", {"pitch_deg": 8}, {"pitch_deg": 8}),  # seen: the model's own
+        ("look down", {"pitch_deg": -3}, {"pitch_deg": -15.0}),  # a new user's chat: 3 degrees unseen
     ],
 )
 def test_the_named_side_decides_the_sign(look, text, args, expected):

@@ -257,7 +257,8 @@ def test_a_background_result_in_words_ends_its_reply_once_half_of_it_is_said():
         ("Please look to the left.", [("look", {"yaw_deg": 30, "pitch_deg": 30})], False),  # no tilt asked
         ("Please look to the left.", [("look", {"yaw_deg": 30, "pitch_deg": 2})], True),  # none seen
         ("Look up and to the left.", [("look", {"yaw_deg": 30, "pitch_deg": 15})], True),
-        ("Please look to the left.", [("look", {"yaw_deg": 6})], True),  # a tenth of the 60 degrees
+        ("Please look to the left.", [("look", {"yaw_deg": 12})], True),  # a tenth of -60..60
+        ("Please look to the left.", [("look", {"yaw_deg": 6})], False),
         (
             "Turn your head thirty degrees to the right and then wave.",
             [("look", {"yaw_deg": -30}), ("wave", {})],

@@ -52,7 +52,7 @@ def arguments_fit(
 
     * direction: a signed argument (``positive = left`` in its schema) points to the one side
       the words name, by a turn a person sees ("look to the left" → yaw of at least
-      :data:`~agent.conversation.argprior.MIN_TURN_SHARE` of its range to the left: 6 degrees of
+      :data:`~agent.conversation.argprior.MIN_TURN_SHARE` of its range to the left: 12 degrees of
       60); words naming both sides: any; words naming neither: any, unless they name a side of
       another signed argument of the call ("look to the left" asks for no tilt: pitch under
       that share of its range);

@@ -6,7 +6,7 @@ description, as ``look`` and ``move_head`` do); when the user's words name exact
 that convention ("left" and not "right"), :func:`follow_words` makes the argument point that
 way, by the number of degrees the user said when there is exactly one ("thirty degrees"), else
 by the model's own magnitude when it is one a person sees (:data:`MIN_TURN_SHARE` of the range
-or more), else by half the argument's range. Words that name both sides leave the model's value
+either way, or more), else by half the argument's range. Words that name both sides leave the model's value
 alone; so do words that name neither, unless they name a side of another argument of the call:
 "look to the left" asks for no tilt, so ``pitch_deg`` takes its schema default (the model wrote
 ``look(yaw 0, pitch 90)`` for it, measured: the head turned left and 30 degrees up). Like the
@@ -33,11 +33,13 @@ OPPOSITES = {
 }
 """The other side of each direction word a schema may name as positive."""
 
-MIN_TURN_SHARE = 0.1
-"""Smallest magnitude, as a share of an argument's range, that answers a side said without a number:
-6 degrees of ``look``'s 60. SmolLM2-135M wrote "please look to the left" as ``look(yaw 0.1)`` and
-"turn your head to the right" as ``yaw -0.3`` (measured, the demo and a compound command): the
-right sign, and a turn nobody sees."""
+MIN_TURN_SHARE = 0.2
+"""Smallest magnitude, as a share of an argument's range either way (:func:`signed_range`), that
+answers a side said without a number: a tenth of the whole range, 12 degrees of ``look``'s yaw
+(-60..60) and 6 of its pitch (-30..30). SmolLM2-135M wrote "please look to the left" as
+``look(yaw 0.1)``, "turn your head to the right" as ``yaw -0.3`` (measured, the demo and a
+compound command) and "look down" as ``pitch -3`` (a new user's chat, against 15 for "look up"):
+the right sign, and a turn nobody sees."""
 
 _CONVENTION = re.compile(r"positive\s*=\s*(\w+)", re.IGNORECASE)
 _TENS = {
@@ -151,6 +153,17 @@ def signed_range(prop: dict[str, Any]) -> float:
     return min(abs(float(prop.get("maximum", 45.0))), abs(float(prop.get("minimum", -45.0))))
 
 
+A_LITTLE = (("a", "little"), ("a", "bit"), ("slightly",), ("a", "touch"))
+"""Words that ask for a small turn: the smallest one a person sees (:data:`MIN_TURN_SHARE`), not
+half the range."""
+
+
+def _says_a_little(user_text: str) -> bool:
+    """Whether the words ask for a small turn (:data:`A_LITTLE`)."""
+    said = words(user_text)
+    return any(tuple(said[i : i + len(p)]) == p for p in A_LITTLE for i in range(len(said)))
+
+
 def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
     """``arguments`` with every signed argument pointing where the user's words say.
 
@@ -163,7 +176,8 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
     Returns:
         A copy of ``arguments``; an argument is changed only where the words name one side of its
         ``positive = <side>`` convention and the value is zero, points the other way, is under
-        :data:`MIN_TURN_SHARE` of the range, or is not the number of degrees said; or where the
+        :data:`MIN_TURN_SHARE` of the range (then half the range, or that share where the words
+        say "a little": :data:`A_LITTLE`), or is not the number of degrees said; or where the
         words name no side of it but one side of another signed argument (it then takes its
         schema default, 0 where none is stated); and an argument whose description states it
         is "in seconds" is the duration the words say (:func:`spoken_seconds`) when they say one.
@@ -194,7 +208,8 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         bound = signed_range(prop)
         said_deg = spoken_degrees(user_text)
         seen = abs(value) >= MIN_TURN_SHARE * bound
-        magnitude = said_deg if said_deg is not None else abs(value) if seen else bound / 2
+        least = MIN_TURN_SHARE * bound if _says_a_little(user_text) else bound / 2
+        magnitude = said_deg if said_deg is not None else abs(value) if seen else least
         target = want * min(magnitude, bound)
         if value != target and (value * want <= 0 or not seen or said_deg is not None):
             out[name] = target
