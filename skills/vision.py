@@ -56,6 +56,9 @@ def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right"
         ctx: The robot and the camera (left out of the tool schema).
         target: face or person = the nearest one the camera sees; left, right, centre = a fixed direction.
 
+    Raises:
+        RuntimeError: no camera, no picture yet, or nobody of ``target`` in view (the message is
+            said to the user).
     """
     robot = ctx.robot
     if target in TURN_DEG:
@@ -66,8 +69,8 @@ def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right"
     if scene is None:
         raise RuntimeError("the camera has no picture yet")
     found = scene.faces if target == "face" else scene.people
-    if not found:
-        return f"I see no {target}; staying as I am"
+    if not found:  # a failure said to people: "Sure!" alone left the user waiting for a turn
+        raise RuntimeError(f"I see no {target} to look at, so I stay as I am")
     best = max(found, key=lambda d: d.box[2] * d.box[3])
     hfov = getattr(vision.describer, "hfov_deg", None) or getattr(
         getattr(vision.describer, "base", None), "hfov_deg", 62.2

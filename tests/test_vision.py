@@ -164,4 +164,11 @@ def test_describe_scene_and_look_at_skills(fixtures_dir):
     assert reg.call("look_at", {"target": "left"}, ctx).ok
     no_cam = reg.call("describe_scene", {}, SkillContext(robot=robot))
     assert not no_cam.ok and "no camera" in no_cam.result
+    # Nobody in view: a reason said to the user (only "Sure!" was heard while the head stayed).
+    v.feed(read_image(fixtures_dir / "images" / "horses.jpg"), time.monotonic())
+    robot.wait_idle(5)
+    before = robot.positions()
+    nobody = reg.call("look_at", {"target": "person"}, ctx)
+    assert not nobody.ok and nobody.raised == "I see no person to look at, so I stay as I am"
+    assert robot.positions() == before
     robot.close()
