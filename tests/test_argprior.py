@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 import pytest
+from pydantic import Field
 
 from agent.conversation.argprior import follow_words, spoken_degrees
-from agent.skills import SkillRegistry
+from agent.skills import SkillContext, SkillRegistry, skill
 
 
 def _schema(fn) -> dict:
@@ -99,3 +102,39 @@ def timer():
 def test_a_duration_said_is_the_argument_in_seconds(timer, text, args, expected):
     assert "in seconds" in timer["properties"]["seconds"]["description"]
     assert follow_words(text, timer, args) == expected
+
+
+def _point(
+    ctx: SkillContext,
+    side: Literal["left", "right"],
+    angle_deg: Annotated[float, Field(ge=0, le=90, description="arm raise in degrees")] = 45,
+) -> str:
+    """Point to one side with an arm (the README's example skill)."""
+    return f"pointing {side}"
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "expected"),
+    [
+        # a new user's chat: the README's own example ran point(side left) at its default 45
+        (
+            "point to the left with your arm at 80 degrees",
+            {"side": "left"},
+            {"side": "left", "angle_deg": 80.0},
+        ),
+        (
+            "point right at forty five degrees",
+            {"side": "right", "angle_deg": 10},
+            {"side": "right", "angle_deg": 45.0},
+        ),
+        ("point left 120 degrees", {"side": "left"}, {"side": "left", "angle_deg": 90.0}),  # within its range
+        ("point to the left", {"side": "left", "angle_deg": 30}, {"side": "left", "angle_deg": 30}),
+    ],
+)
+def test_the_one_angle_without_a_side_is_the_degrees_said(text, args, expected):
+    assert follow_words(text, _schema(skill(clamp=True)(_point)), args) == expected
+
+
+def test_degrees_said_with_a_side_go_to_the_signed_argument(look):
+    # look has no unsigned angle: "30 degrees to the right" is the yaw's, as before
+    assert follow_words("turn 30 degrees to the right", look, {"yaw_deg": 0}) == {"yaw_deg": -30.0}

@@ -18,6 +18,7 @@ does) is the duration the words say ("two hours" was written as ``seconds 2.5``)
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -164,6 +165,19 @@ def _says_a_little(user_text: str) -> bool:
     return any(tuple(said[i : i + len(p)]) == p for p in A_LITTLE for i in range(len(said)))
 
 
+def _unsigned_angle(parameters: dict[str, Any], named: dict[str, tuple[bool, bool]]) -> str | None:
+    """The call's one numeric argument in degrees that has no side convention, if it has exactly one."""
+    props = parameters.get("properties") or {}
+    angles = [
+        n
+        for n, p in props.items()
+        if n not in named
+        and p.get("type") in ("number", "integer")
+        and (n.endswith("_deg") or "degree" in str(p.get("description", "")).lower())
+    ]
+    return angles[0] if len(angles) == 1 else None
+
+
 def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
     """``arguments`` with every signed argument pointing where the user's words say.
 
@@ -179,8 +193,11 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         :data:`MIN_TURN_SHARE` of the range (then half the range, or that share where the words
         say "a little": :data:`A_LITTLE`), or is not the number of degrees said; or where the
         words name no side of it but one side of another signed argument (it then takes its
-        schema default, 0 where none is stated); and an argument whose description states it
-        is "in seconds" is the duration the words say (:func:`spoken_seconds`) when they say one.
+        schema default, 0 where none is stated); an argument whose description states it
+        is "in seconds" is the duration the words say (:func:`spoken_seconds`) when they say one;
+        and the one numeric argument in degrees without a side convention (``angle_deg``) is
+        the number of degrees said, within its range, when the words name no side of a signed
+        argument (those take the degrees then).
     """
     said = set(words(user_text))
     out = dict(arguments)
@@ -192,6 +209,13 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         if duration is not None and name in out and "in seconds" in str(prop.get("description", "")):
             out[name] = duration
     named = named_sides(said, parameters)
+    angle = _unsigned_angle(parameters, named)
+    said_deg = spoken_degrees(user_text)
+    if angle is not None and said_deg is not None and not any(p or n for p, n in named.values()):
+        # "raise your right arm 45 degrees" ran raise_arm(side right) at its default 90 (a new
+        # user's chat): the one angle of the call is the one said, within its range.
+        lo, hi = (float(props[angle].get(k, v)) for k, v in (("minimum", -math.inf), ("maximum", math.inf)))
+        out[angle] = min(max(said_deg, lo), hi)
     one_side = any(p != n for p, n in named.values())
     for name, (says_pos, says_neg) in named.items():
         prop = props[name]
@@ -206,7 +230,6 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         except (TypeError, ValueError):
             value = 0.0
         bound = signed_range(prop)
-        said_deg = spoken_degrees(user_text)
         seen = abs(value) >= MIN_TURN_SHARE * bound
         least = MIN_TURN_SHARE * bound if _says_a_little(user_text) else bound / 2
         magnitude = said_deg if said_deg is not None else abs(value) if seen else least
