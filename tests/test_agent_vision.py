@@ -8,7 +8,7 @@ from rig import AgentRig
 from agent.bench.latency import EventLog
 from agent.config import load_config
 from agent.conversation.results import carries_result
-from agent.events import Notice, Reply, ToolCall, ToolResult, Transcript
+from agent.events import Notice, PlaybackStarted, Reply, Timing, ToolCall, ToolResult, Transcript
 from agent.pipeline import Bus, build_core
 
 
@@ -33,6 +33,11 @@ def test_spoken_what_do_you_see_uses_the_camera(seeing_agent, fixtures_dir):
     reply = next(e for e in evs if isinstance(e, Reply))
     # The scene's words reach the user (a new user heard "Let me look. What do you see?").
     assert carries_result(reply.text, result.result["summary"]), (reply.text, result.result["summary"])
+    # "Let me look." is heard while the model still writes the round that reads the scene back.
+    turn = reply.turn_id
+    assert evs.of(PlaybackStarted, turn)[0].text == "Let me look."
+    t = evs.of(Timing, turn)[0]
+    assert t.llm_rounds == 2 and 0 < t.first_played_ms < t.asr_done_ms + t.llm_ms, t
 
 
 def test_scene_summary_goes_into_the_newest_user_turn(seeing_agent):

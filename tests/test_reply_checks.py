@@ -328,3 +328,27 @@ def test_a_dict_result_is_said_by_its_description_or_summary():
     assert spoken_result({**scene, "description": " A man holds a mug. "}) == "A man holds a mug."
     assert spoken_result({"status": "started"}) == "" and spoken_result(3) == ""
     assert spoken_result("It is 10:41.") == "It is 10:41."
+
+
+def test_a_data_round_starts_with_its_data_and_a_short_sentence_is_said_whole():
+    from agent.conversation.results import DataHead, carries_data, short_sentence
+
+    estop = "Emergency stop: my motors are off until someone clears it."
+    assert short_sentence(estop) and not short_sentence("A man holds a red mug. " * 3)
+    assert not carries_data("The robot needs to recharge, so it's off until someone clears it.", estop)
+    assert carries_data(f"Okay. {estop}", estop)
+    out: list[str] = []
+    head = DataHead(["It is 10:41 on Saturday 5 December."], out.append)
+    for word in "Why did the robot go on holiday? It is 10:41 on Saturday 5 December. Bye.".split(" "):
+        head.feed(word + " ")
+    head.flush()
+    assert "".join(out) == "It is 10:41 on Saturday 5 December. Bye. "
+    assert head.dropped == "Why did the robot go on holiday?"
+    assert head.kept("Why did the robot go on holiday? It is 10:41.") == "It is 10:41."
+    # A round that never says its data forwards nothing: the turn reads the data back after it.
+    out.clear()
+    head = DataHead([estop], out.append)
+    wrong = "The robot needs to recharge, so it's off until someone clears it."
+    head.feed(wrong)
+    head.flush()
+    assert out == [] and head.kept(wrong) == ""

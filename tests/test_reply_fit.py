@@ -108,6 +108,19 @@ def test_a_move_refused_by_the_e_stop_says_why(agent):
         assert carries_reason(reply, r.result), (r.tool, reply)
 
 
+def test_an_emergency_stop_is_confirmed_as_its_skill_wrote_it(agent):
+    """A data round says its data first and whole: the e-stop's confirmation was answered "I'm
+    sorry, I can't help you. You're not allowed to use the emergency stop." (a new user's chat)
+    and "The robot needs to recharge, so it's off until someone clears it. It was a joke."."""
+    agent.core.conversation.history.clear()
+    try:
+        evs = agent.text("emergency stop")
+        assert [c.tool for c in evs.of(ToolCall)] == ["emergency_stop"]
+        assert _reply(evs) == "Emergency stop: my motors are off until someone clears it."
+    finally:
+        agent.core.robot.clear_estop()
+
+
 # Clock times SmolLM2-135M read back one minute late without the copy prior (greedy, measured
 # here: 34 of 40 random times right without it, 40 of 40 with it).
 MISREAD_TIMES = [(15, 25), (8, 58), (22, 55), (1, 51)]

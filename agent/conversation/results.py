@@ -104,7 +104,7 @@ REASON_SHARE = 0.5
 """Share of a failure reason's content words a reply must say to carry it."""
 
 
-def carries_reason(reply: str, reason: str) -> bool:
+def carries_reason(reply: str, reason: str, share: float = REASON_SHARE) -> bool:
     """Whether ``reply`` says why a call failed: :data:`REASON_SHARE` of ``reason``'s content words.
 
     Stricter than :func:`carries_result`, whose one shared word is enough for data: "I'm sorry,
@@ -114,6 +114,7 @@ def carries_reason(reply: str, reason: str) -> bool:
     Args:
         reply: What the robot said.
         reason: The message the skill raised (an ``NAME failed: Error:`` prefix is ignored).
+        share: Share of its content words that must be said (1.0: all of them).
 
     Returns:
         True when at least half of the reason's content words (three letters or more, not stop
@@ -123,7 +124,7 @@ def carries_reason(reply: str, reason: str) -> bool:
         _stem(w) for w in spoken_words(_ERROR_PREFIX.sub("", reason)) if len(w) >= 3 and w not in STOP_WORDS
     }
     said = {_stem(w) for w in spoken_words(reply)}
-    return bool(content) and len(content & said) >= REASON_SHARE * len(content)
+    return bool(content) and len(content & said) >= share * len(content)
 
 
 EXACT_MAX_WORDS = 12
@@ -143,14 +144,29 @@ def exact_data(result: Any) -> bool:
     return bool(re.search(r"\d", text)) and len(text.split()) <= EXACT_MAX_WORDS
 
 
-def carries_data(reply: str, result: Any) -> bool:
-    """Whether ``reply`` says a result that must end its reply: exact data, or a background result.
+def short_sentence(result: Any) -> bool:
+    """Whether ``result`` is a sentence written for people: :data:`EXACT_MAX_WORDS` words or fewer.
 
-    Exact data (:func:`exact_data`) by :func:`carries_result`; any other result (a finished timer
-    the model labelled in words: "Time is up: the pasta timer is done.") by :func:`carries_reason`'s
-    share of its words, as one shared word ("time") does not say it.
+    Such a result is said whole (:func:`carries_data`) and ends its reply, like exact data: the
+    emergency stop's "Emergency stop: my motors are off until someone clears it." was answered
+    "The robot needs to recharge, so it's off until someone clears it. It was a joke." (SmolLM2-135M,
+    greedy, a new user's chat): half of its words, and a falsehood.
     """
-    return carries_result(reply, result) if exact_data(result) else carries_reason(reply, result_text(result))
+    text = _ERROR_PREFIX.sub("", result_text(result))
+    return exact_data(result) or 0 < len(text.split()) <= EXACT_MAX_WORDS
+
+
+def carries_data(reply: str, result: Any) -> bool:
+    """Whether ``reply`` says a result it reads back, as the turn loop judges.
+
+    Exact data (:func:`exact_data`) by :func:`carries_result` (its time or number); another short
+    sentence (:func:`short_sentence`: a confirmation, a failure's reason) by all of its content
+    words; a longer result (a description, a finished timer the model labelled at length) by
+    :func:`carries_reason`'s share of its words: one shared word ("time", "stop") does not say it.
+    """
+    if exact_data(result):
+        return carries_result(reply, result)
+    return carries_reason(reply, result_text(result), 1.0 if short_sentence(result) else REASON_SHARE)
 
 
 def tail_after_data(
@@ -175,6 +191,60 @@ def tail_after_data(
         if all(carried(said, r) for r in results):
             return " ".join(sentences[i + 1 :]).strip()
     return reply.strip()
+
+
+class DataHead:
+    """A speech stream that starts with the data a round reads back: what comes before it is left out.
+
+    Everything is held until the text carries every result (:func:`carries_data`); the text from
+    the last sentence start that still carries them all is then forwarded, and the rest of the
+    round goes straight on. A round that never says its data forwards nothing (the turn then
+    reads the data back as written). SmolLM2-135M opened data rounds with the system prompt's
+    example joke and more ("Why did the robot went on holiday? The robot needs to recharge, so
+    it's off until someone clears it." for an emergency stop; "Let me look. Why did the robot
+    went on holiday? 2 people: ..."; a new user's chat and the bench, greedy). The speech stage
+    waits for a sentence's end anyway, so a data sentence the model writes first costs no time.
+
+    Args:
+        results: The data the round reads back (not failure reasons: those are said after the
+            rounds as written).
+        downstream: Receives speech deltas.
+    """
+
+    def __init__(self, results: list[str], downstream: Callable[[str], None]) -> None:
+        self.results, self.downstream = list(results), downstream
+        self._text = ""  # this round's speech so far
+        self.dropped = ""  # what was left out before the data
+        self.opened = False
+
+    def feed(self, delta: str) -> None:
+        """Take one speech delta: hold it until the data is said, then forward from the data on."""
+        if self.opened:
+            self.downstream(delta)
+            return
+        self._text += delta
+        if all(carries_data(self._text, r) for r in self.results):
+            from agent.speech.sentences import sentence_boundaries
+
+            start = next(
+                b
+                for b in reversed([0, *sentence_boundaries(self._text)])
+                if b == 0 or all(carries_data(self._text[b:], r) for r in self.results)
+            )
+            self.dropped, self.opened = self._text[:start].strip(), True
+            if self._text[start:]:
+                self.downstream(self._text[start:])
+
+    def flush(self) -> None:
+        """End of the round: a round that never said its data is left out whole."""
+        if not self.opened:
+            self.dropped = self._text.strip()
+
+    def kept(self, say: str) -> str:
+        """``say`` (the round's whole speech) without what this stream left out before the data."""
+        if self.dropped and say.strip().startswith(self.dropped):
+            return say.strip()[len(self.dropped) :].strip()
+        return say
 
 
 class DataTail:

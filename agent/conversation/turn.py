@@ -31,11 +31,10 @@ from agent.conversation.claims import CANNOT, MISSED, ClaimGuard, asked_for
 from agent.conversation.context import fit_history
 from agent.conversation.prompt import EXAMPLE_SAY, Prompter, resolve_format
 from agent.conversation.results import (
+    DataHead,
     DataTail,
     carries_data,
-    carries_reason,
-    carries_result,
-    exact_data,
+    short_sentence,
     spoken_result,
     tail_after_data,
 )
@@ -381,6 +380,7 @@ class Conversation:
             res.rounds += 1
             gen = Generation()
             tail: DataTail | None = None
+            head: DataHead | None = None
             guard: ClaimGuard | None = None
             ran = _RoundCalls(
                 f"t{turn_id}r{rnd}c", len(res.calls), user_text=text, release=release, turn_stop=stop
@@ -406,9 +406,16 @@ class Conversation:
                 # after the result that was not asked for ("... 1 December. It needs to recharge.");
                 # a background result is all its turn is for ("Time is up: ... done. You can
                 # continue to play a game of pasta.", a new user's chat).
-                exact = plan.copy_from and all(exact_data(r) or r in data for r in plan.copy_from)
+                exact = plan.copy_from and all(short_sentence(r) or r in data for r in plan.copy_from)
                 tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if exact else None
                 feed = tail.feed if tail is not None else cap.feed
+                # ... and starts with it (grammar mode: the small model's words before the data
+                # did not fit, the system prompt's example joke first of all).
+                reasons = {_reason(o) for _, _, o in res.calls}
+                read_back = [r for r in plan.copy_from if r not in reasons]
+                if read_back and self.format == "grammar":
+                    head = DataHead(read_back, feed)
+                    feed = head.feed
                 # A user's turn without a call that worked says no movement ("I am waving" copied
                 # from an earlier result); once one worked, its speech goes straight on.
                 if tools and self.format == "grammar" and not _acted(res):
@@ -433,6 +440,11 @@ class Conversation:
                 claims += guard.dropped
                 if guard.dropped:
                     log.info("turn %d: left out a movement no call made: %r", turn_id, guard.dropped)
+            if head is not None:
+                head.flush()
+                say = head.kept(say)
+                if head.dropped:
+                    log.info("turn %d: left out before the data: %r", turn_id, head.dropped)
             if tail is not None:
                 tail.flush()
                 say = _ended_with_data(say, tail)
@@ -447,8 +459,9 @@ class Conversation:
                     f"ignored {len(calls)} tool call(s) after the tool-round budget was spent"
                 )
                 calls = []
-            # The generated text as it is (its KV cache is reused), unless a claim was left out of it.
-            raw = gen.text if self.format == "grammar" and not (guard is not None and guard.dropped) else ""
+            # The generated text as it is (its KV cache is reused), unless words were left out of it.
+            cut = (guard is not None and guard.dropped) or (head is not None and head.dropped)
+            raw = gen.text if self.format == "grammar" and not cut else ""
             self.history.append(hist.assistant_message(say, calls, raw))
             for call in calls[len(ran.calls) :]:  # calls not handed out during the round run now
                 run_now(call)
@@ -463,10 +476,7 @@ class Conversation:
         res.text = limit_sentences(hist.join_unique(spoken), cap.limit)
         owed: list[str] = []
         if self.format == "grammar" and not cap.user_cancelled():
-            # Said by half their words: a failure's reason, and background data (as DataTail).
-            reasons = frozenset(_reason(o) for _, _, o in res.calls) - {""}
-            whole = reasons | {r for r in data if not exact_data(r)}
-            owed = self._unsaid([*data, *self._data_results(res)], spoken, whole)
+            owed = self._unsaid([*data, *self._data_results(res)], spoken)
             if claims and not _acted(res):
                 owed.append(CANNOT if any(asked_for(text, c) for c in claims) else MISSED)
         if owed:
@@ -537,14 +547,16 @@ class Conversation:
         return out
 
     @staticmethod
-    def _unsaid(results: list[str], spoken: list[str], whole: frozenset[str] = frozenset()) -> list[str]:
-        """The ``results`` that nothing the turn said carries.
+    def _unsaid(results: list[str], spoken: list[str]) -> list[str]:
+        """The ``results`` that nothing the turn said carries (:func:`carries_data`).
 
-        Data by :func:`carries_result` (a word or number of it); one of ``whole`` (a failure's
-        reason, a background result in words) by :func:`carries_reason` (half of its words).
+        Exact data by its time or number; anything else (a failure's reason, a confirmation, a
+        description) by half of its words: one shared word does not say it ("I'm sorry, I can't
+        help you. You're not allowed to use the emergency stop." shares "emergency stop" with
+        "Emergency stop: my motors are off until someone clears it.", a new user's chat).
         """
         said = " ".join(spoken)
-        return [r for r in results if not (carries_reason if r in whole else carries_result)(said, r)]
+        return [r for r in results if not carries_data(said, r)]
 
     def _say_after(
         self,
