@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import signal
+from collections import defaultdict
 
 import pytest
 from gemma4_model import tiny_gemma4
@@ -165,6 +166,37 @@ def test_tool_prior_becomes_a_logit_bias_on_name_pieces():
     assert bias["wave"] - bias.get("none", 0.0) == pytest.approx(8.0, abs=1e-3)
     assert bias["nod"] - bias.get("none", 0.0) == pytest.approx(4.0, abs=1e-3)
     assert "w" not in bias and "wa" not in bias  # too short: would push letters inside speech
+
+
+def test_a_generic_verb_carries_the_bonus_of_the_favoured_name_it_starts(tmp_path):
+    """A user's ``get_weather`` was never called ("get" carried get_time's 0 and "none" won)."""
+    from agent.engines.priors import ToolChoicePrior
+
+    (tmp_path / "weather.py").write_text(
+        "from agent.skills import SkillContext, skill\n\n\n"
+        '@skill(keywords=("weather", "forecast"))\n'
+        "def get_weather(ctx: SkillContext) -> str:\n"
+        '    """Tell the weather forecast."""\n'
+        '    return "sunny"\n'
+    )
+    reg = load_registry([tmp_path])
+    names = [*reg.names(), NO_TOOL]
+    bonuses = tool_prior("weather forecast please", list(reg.skills.values()), set(), 6.0)
+    assert bonuses == {"get_weather": 6.0, NO_TOOL: -6.0}
+    vocab = load_vocab(SMOLLM2, small())
+
+    def bias_after(written: str) -> dict[str, float]:
+        prior = ToolChoicePrior(vocab.plain_tokens, lambda ids: written, 0, bonuses, names)
+        scores: defaultdict[int, float] = defaultdict(float)
+        prior([0], scores)
+        return {vocab.plain_text([t]): b for t, b in scores.items()}
+
+    start = bias_after('{"call": {"tool": "')
+    # "get" now stands 12 above "none" as "weather_report"'s own first piece would; "nod" 6
+    assert start["get"] - start.get("none", 0.0) == pytest.approx(12.0, abs=1e-3)
+    assert start["nod"] - start.get("none", 0.0) == pytest.approx(6.0, abs=1e-3)
+    after = bias_after('{"call": {"tool": "get_')
+    assert after.get("weather", 0.0) - after["time"] == pytest.approx(6.0, abs=1e-3)
 
 
 def test_a_request_becomes_a_body_and_names_what_the_server_cannot_carry():

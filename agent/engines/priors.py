@@ -135,6 +135,10 @@ class CopyPrior:
         return scores
 
 
+GENERIC_VERBS = frozenset({"get", "set", "make", "do"})
+"""First words of tool names that say nothing of the tool (``get_time``, ``get_weather``, ``set_timer``)."""
+
+
 class ToolChoicePrior:
     """llama.cpp logits processor that turns :func:`tool_prior` bonuses into a bias on whole tool names.
 
@@ -194,12 +198,18 @@ class ToolChoicePrior:
         """``L(written)``: the lowest bonus among the names the written value can still become.
 
         A value that already spells a whole name counts as that name: "look" for ``look``
-        (favoured) is not held back by ``look_at``, which would still need "_at".
+        (favoured) is not held back by ``look_at``, which would still need "_at". A value that
+        spells only a generic verb (:data:`GENERIC_VERBS`: "get", "get_") says nothing of which
+        tool follows, so it carries the *highest* bonus of its names and the words after it
+        decide: a user's ``get_weather`` was never called for "weather forecast please" (its
+        "get" carried ``get_time``'s 0, so "none" won), while ``weather_report`` always was.
         """
         if written[1:] in self.bonuses and written.startswith('"'):
             return self.bonuses[written[1:]]
         vals = [b for t, b in self._targets if t.startswith(written)]
-        return min(vals) if vals else None
+        if not vals:
+            return None
+        return max(vals) if written[1:].rstrip("_") in GENERIC_VERBS else min(vals)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         """Return ``scores`` (float32 logits over the vocabulary) with the name bias added in place."""
