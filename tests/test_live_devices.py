@@ -134,6 +134,16 @@ def test_missing_device_lists_devices(pulse, tmp_path):
     assert "no such microphone" in p.stderr and "'pulse'" in p.stderr, p.stderr
     events = [json.loads(line)["event"] for line in p.stdout.splitlines()]
     assert events == ["error"]  # checked before any model loads: no "ready"
+    text = subprocess.run(
+        [*BIN, "run", "--config", str(cfg)],
+        cwd=ROOT,
+        env=pulse.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert text.returncode == 2 and text.stdout == ""  # said once, on stderr (it was said twice)
+    assert text.stderr.count("no input device matches") == 1, text.stderr
 
 
 def test_one_turn_spoken_back(agent, pulse, fixtures_dir, asr, tmp_path):

@@ -79,3 +79,13 @@ def test_cli_skills_new_refuses_a_name_the_robot_has_already(tmp_path):
     r = _skills_cli("new", "wave", "--dir", str(tmp_path / "s"))
     assert r.returncode == 2 and not (tmp_path / "s" / "wave.py").exists()
     assert "'wave' is a skill already" in r.stderr and "skills/motion.py:" in r.stderr, r.stderr
+
+
+def test_cli_skills_list_says_each_load_error_once(tmp_path):
+    (tmp_path / "s").mkdir()
+    (tmp_path / "s" / "broken.py").write_text("def broken(:\n")
+    cfg = tmp_path / "robot.toml"
+    cfg.write_text('[skills]\nfolders = ["s"]\n')
+    r = _skills_cli("list", "--config", str(cfg))
+    assert r.returncode == 0 and "wave(" in r.stdout
+    assert r.stderr.count("broken.py:1: skill file skipped: SyntaxError") == 1, r.stderr

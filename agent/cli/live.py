@@ -73,8 +73,7 @@ def _run(
     # From GGUF headers only, before any model is loaded; an "openai" engine runs the model elsewhere.
     verdict = check_budget(cfg) if cfg.llm.engine != "openai" else None
     if verdict is not None and not verdict.fits:
-        printer(Error(-1, verdict.message))
-        echo_error(verdict.message)
+        _report(printer, verdict.message)
         raise typer.Exit(2)
     if verdict is not None and verdict.message.startswith("memory not planned"):
         log.warning("%s", verdict.message)
@@ -82,8 +81,7 @@ def _run(
         backend = SoundDeviceBackend()
         find_device(backend, cfg.audio.input_device, "input")
     except DeviceError as e:
-        printer(Error(-1, str(e)))
-        echo_error(str(e))
+        _report(printer, str(e))
         raise typer.Exit(2) from None
     console = None
     if console_at is not None or cfg.console.enabled:  # imported only when asked for
@@ -96,8 +94,7 @@ def _run(
                 f"the console needs {e.name}: BOLT_CONSOLE=1 bash launch/setup.sh run "
                 "(or pip install 'bolt-agent[console]')"
             )
-            printer(Error(-1, msg))
-            echo_error(msg)
+            _report(printer, msg)
             raise typer.Exit(2) from None
         console = start_console(cfg, console_at or "", printer)  # bound now: a busy port fails before loading
     try:
@@ -106,6 +103,16 @@ def _run(
         if console is not None:
             console.close()
     printer.note("stopped")
+
+
+def _report(printer: EventPrinter, message: str) -> None:
+    """Say why ``run`` cannot start: one ``error:`` line on stderr, and an ``error`` event with ``--json``.
+
+    In text mode the event's own line would say it a second time on the same terminal.
+    """
+    if printer.json_mode:
+        printer(Error(-1, message))
+    echo_error(message)
 
 
 def _listen(
@@ -137,8 +144,7 @@ def _listen(
             while not pipeline.stopping:
                 time.sleep(0.1)
     except DeviceError as e:
-        printer(Error(-1, str(e)))
-        echo_error(str(e))
+        _report(printer, str(e))
         raise typer.Exit(2) from None
     except KeyboardInterrupt:
         pass

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -23,14 +24,20 @@ def _registry(config: Path | None) -> tuple[SkillRegistry, list[str]]:
 
     cfg = load_or_exit(config)
     libraries, notes = load_libraries(cfg.robot)
-    reg = load_registry(
-        cfg.skills.folders,
-        cfg.skills.include_builtin,
-        cfg.skills.enabled,
-        cfg.skills.timeout_s,
-        joints=[j.name for j in cfg.robot.joints],
-        libraries={kind: list(lib) for kind, lib in libraries.items()},
-    )
+    loader = logging.getLogger("agent.skills")
+    level = loader.level
+    loader.setLevel(logging.CRITICAL)  # its load errors are printed once, by the command, as warnings
+    try:
+        reg = load_registry(
+            cfg.skills.folders,
+            cfg.skills.include_builtin,
+            cfg.skills.enabled,
+            cfg.skills.timeout_s,
+            joints=[j.name for j in cfg.robot.joints],
+            libraries={kind: list(lib) for kind, lib in libraries.items()},
+        )
+    finally:
+        loader.setLevel(level)
     return reg, notes
 
 
