@@ -74,18 +74,27 @@ def resolve_model(ref: str, what: str = "model") -> Path:
         return _download(ref, what)
     path = Path(ref).expanduser()
     if not path.exists():
+        like = _packaged_like(path, what)
         raise ModelNotFoundError(
-            f"{what} file not found: {path}; fix the path in the config "
-            f"or use a packaged default such as {_packaged_like(path)}"
+            f"{what} file not found: {path}; fix the path in the config"
+            + (f" or use a packaged default such as {like}" if like else "")
         )
     return path
 
 
-def _packaged_like(path: Path) -> str:
+WITHOUT_PACKAGED = frozenset({"vision projector", "vision model", "draft model"})
+"""Kinds of model no package here carries: a missing one is offered no packaged default."""
+
+
+def _packaged_like(path: Path, what: str) -> str:
     """The packaged models of the same kind as ``path`` (same file suffix), else all of them.
 
-    A missing ``.gguf`` LLM was offered ``packaged:whisper-tiny.en`` (a speech recognizer).
+    A missing ``.gguf`` LLM was offered ``packaged:whisper-tiny.en`` (a speech recognizer), and a
+    missing vision projector ``packaged:smollm2-135m`` (a chat model): none for
+    :data:`WITHOUT_PACKAGED` ("").
     """
+    if what in WITHOUT_PACKAGED:
+        return ""
     same = [n for n, (_, inner, _) in PACKAGED.items() if Path(inner).suffix == path.suffix]
     return " or ".join(f"packaged:{n}" for n in same or PACKAGED)
 

@@ -23,6 +23,13 @@ def test_missing_local_path_says_what(tmp_path):
     with pytest.raises(ModelNotFoundError) as e:
         resolve_model(str(tmp_path / "voice.onnx"), "voice")
     assert str(e.value).endswith("such as packaged:piper-joe-medium")
+    # no package carries a projector: it was offered the chat model
+    with pytest.raises(ModelNotFoundError) as e:
+        resolve_model(str(tmp_path / "mmproj.gguf"), "vision projector")
+    assert (
+        str(e.value)
+        == f"vision projector file not found: {tmp_path / 'mmproj.gguf'}; fix the path in the config"
+    )
 
 
 def test_hf_reference_resolves_from_cache_offline(tmp_path, monkeypatch):

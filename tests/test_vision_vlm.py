@@ -306,31 +306,34 @@ def test_see_prints_the_vision_models_words_for_a_known_image(fixtures_dir, tmp_
     import subprocess
     import sys
 
+    image = fixtures_dir / "images" / "kite.jpg"
+
+    def see(config: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+        cmd = [sys.executable, "-m", "agent", "see", str(image), "--config", str(config), *flags]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
     config = tmp_path / "see.toml"
     config.write_text(
         f'[llm]\nmodel = "{smollm2_vision_model()}"\n\n[vision]\ndescriber = "vlm"\n\n'
         f'[vision.vlm]\nmmproj = "{idefics3_projector()}"\n'
     )
-    image = fixtures_dir / "images" / "kite.jpg"
-    r = subprocess.run(
-        [sys.executable, "-m", "agent", "see", str(image), "--config", str(config), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
+    r = see(config, "--json")
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     assert out["description"] and out["image_tokens"] > 0 and out["describe_ms"] > 0
     assert "people" in out  # the OpenCV layer's facts stay
     broken = tmp_path / "broken.toml"
     broken.write_text(config.read_text().replace(str(idefics3_projector()), str(tmp_path / "none.gguf")))
-    r = subprocess.run(
-        [sys.executable, "-m", "agent", "see", str(image), "--config", str(broken)],
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    assert r.returncode == 1 and "none.gguf" in r.stderr and "not found" in r.stderr
+    r = see(broken)
+    # a file the config names that is not there: a config to fix (exit 2, as the README says)
+    assert r.returncode == 2 and "none.gguf" in r.stderr and "not found" in r.stderr
+    (tmp_path / "junk.gguf").write_bytes(b"not a projector" * 64)
+    broken.write_text(config.read_text().replace(str(idefics3_projector()), str(tmp_path / "junk.gguf")))
+    r = see(broken)
+    assert r.returncode == 1 and "junk.gguf" in r.stderr, r.stderr  # a broken model: it failed
+    broken.write_text('[vision]\ndescriber = "vlm"\n')
+    r = see(broken)
+    assert r.returncode == 2 and "needs [vision.vlm] mmproj" in r.stderr, r.stderr
 
 
 def test_a_separate_vlm_runs_as_its_own_llama_server(photo_folder):

@@ -89,12 +89,17 @@ def see(
 
 
 def _describe_in_words(cfg: Config, frame: Any) -> dict[str, Any]:
-    """``[vision.vlm]``'s description of one frame; a model that fails exits 1 with the reason."""
+    """``[vision.vlm]``'s description of one frame (exit 1: the model failed; 2: the config to fix).
+
+    A config that names no model or projector, or a file that is not there, is a bad config.
+    """
     from agent.vision.build import make_vlm_describer
-    from agent.vision.describer import DescribeError
+    from agent.vision.describer import DescribeError, VisionConfigError
 
     try:
         describer = make_vlm_describer(cfg)
+    except VisionConfigError as e:
+        _fail(f"vision-language model: {e}", 2)  # the config file to fix
     except DescribeError as e:
         _fail(f"vision-language model: {e}")
     try:

@@ -15,7 +15,13 @@ from agent.config.vision import VlmConfig, vlm_server_llm
 from agent.engines import ChatEngine, make_chat_model
 from agent.engines.base import LLMError
 from agent.models import ModelNotFoundError, resolve_model
-from agent.vision.describer import DescribeError, Description, VlmDescriber, native_image_size
+from agent.vision.describer import (
+    DescribeError,
+    Description,
+    VisionConfigError,
+    VlmDescriber,
+    native_image_size,
+)
 from agent.vision.narrator import SceneNarrator
 from hardware.vision import Vision
 
@@ -93,12 +99,12 @@ def chat_projector(cfg: Config) -> tuple[Path | None, list[str]]:
 def _server_engine(cfg: Config, vlm: VlmConfig) -> tuple[ChatEngine, Path | None]:
     """A separate VLM as its own llama-server child process."""
     if not vlm.model or not vlm.mmproj:
-        raise DescribeError('[vision.vlm] engine = "llama-server" needs model and mmproj (GGUF files)')
+        raise VisionConfigError('[vision.vlm] engine = "llama-server" needs model and mmproj (GGUF files)')
     try:
         model = resolve_model(vlm.model, "vision model")
         mmproj = resolve_model(vlm.mmproj, "vision projector")
     except ModelNotFoundError as e:
-        raise DescribeError(str(e)) from None
+        raise VisionConfigError(str(e)) from None
     check_projector(mmproj)
     mmproj = loadable_projector(mmproj)
     llm = vlm_server_llm(vlm, cfg.llm, str(model))
@@ -133,7 +139,10 @@ def _chat_engine(cfg: Config) -> tuple[ChatEngine, Path]:
     """The chat model loaded with its projector, on its own (``bolt-agent see``, benchmarks)."""
     mmproj, messages = chat_projector(cfg)
     if mmproj is None:
-        raise DescribeError(messages[0].rsplit(";", 1)[0] if messages else "no projector configured")
+        why = messages[0].rsplit(";", 1)[0] if messages else "no projector configured"
+        ref = cfg.vision.vlm.mmproj
+        named = bool(ref) and (ref.startswith(("hf:", "packaged:")) or Path(ref).expanduser().exists())
+        raise (DescribeError if named else VisionConfigError)(why)  # a broken file, or a config to fix
     try:
         path = resolve_model(cfg.llm.model, "LLM") if cfg.llm.model else None
         return make_chat_model(
@@ -159,8 +168,10 @@ def make_vlm_describer(
         render: The conversation's renderer (the chat model's own vision reuses its KV cache).
 
     Raises:
-        DescribeError: a model or projector is missing or broken, a server did not start, or
-            the engine cannot take images; the message names the file or server.
+        VisionConfigError: the config names no model or projector where one is needed, or a
+            local file that is not there (``bolt-agent see`` exits 2, as for any bad config).
+        DescribeError: a model or projector is broken, a server did not start, or the engine
+            cannot take images; the message names the file or server.
     """
     vlm = cfg.vision.vlm
     count = chat.count_tokens if chat is not None else None  # the context's own tokens

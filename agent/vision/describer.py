@@ -38,6 +38,10 @@ class DescribeError(Exception):
     """A frame could not be described; the message says why and what still works."""
 
 
+class VisionConfigError(DescribeError):
+    """``[vision.vlm]`` names no model or projector where one is needed, or a file that is not there."""
+
+
 @dataclass(frozen=True)
 class Description:
     """What the vision-language model said about one moment.
