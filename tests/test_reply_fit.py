@@ -121,6 +121,16 @@ def test_an_emergency_stop_is_confirmed_as_its_skill_wrote_it(agent):
         agent.core.robot.clear_estop()
 
 
+def test_a_side_alone_goes_on_the_last_movement(agent):
+    """A new user's chat: "and now to the right" after "look to the left" got "Sorry, I didn't
+    get that." (no tool named, and a claim left out); it turns the head the other way now."""
+    agent.core.conversation.history.clear()
+    evs = agent.text("look to the left", "and now to the right")
+    calls = evs.of(ToolCall)
+    assert [c.tool for c in calls] == ["look", "look"], calls
+    assert calls[0].arguments["yaw_deg"] > 0 > calls[1].arguments["yaw_deg"], calls
+
+
 # Clock times SmolLM2-135M read back one minute late without the copy prior (greedy, measured
 # here: 34 of 40 random times right without it, 40 of 40 with it).
 MISREAD_TIMES = [(15, 25), (8, 58), (22, 55), (1, 51)]

@@ -379,3 +379,21 @@ def test_multi_step_command_calls_both_tools(agent):
     assert all(r.ok for r in evs.of(ToolResult))
     said = evs.of(Reply)[0].text
     assert said and all(p.strip() in ACKNOWLEDGEMENTS for p in re.findall(r"[^!]+!", said))
+
+
+FOLLOW_ON = [
+    ("and now to the right", ["look"], {"look": 6.0, NO_TOOL: -6.0}),
+    ("now the right one", ["wave"], {"wave": 6.0, NO_TOOL: -6.0}),  # an enum's value
+    ("and to the left", ["get_time"], {}),  # the last call takes no side
+    ("and now to the right", [], {}),
+    ("now nod to the right", ["look"], {}),  # the words name a tool of their own
+    ("tell me a joke", ["look"], {}),
+]
+
+
+@pytest.mark.parametrize("text,earlier,bonuses", FOLLOW_ON, ids=[f"{t} after {e}" for t, e, _ in FOLLOW_ON])
+def test_words_that_name_only_a_side_go_on_the_last_call(text, earlier, bonuses):
+    from agent.conversation.toolprior import follow_on
+
+    skills = list(load_registry([], entry_points=False).skills.values())
+    assert follow_on(text, skills, earlier, 6.0) == bonuses

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 
+from agent.conversation.argprior import OPPOSITES, named_sides
 from agent.conversation.toolgrammar import NO_TOOL
 from agent.skills import Skill
 from agent.speech.words import words
@@ -155,6 +156,46 @@ def said_not_to(user_text: str, skill: Skill) -> bool:
         return False
     not_wanted = " ".join(w for w, no in zip(words(user_text), negated(user_text), strict=True) if no)
     return bool(tool_words(not_wanted, skill))
+
+
+def takes_a_side(user_text: str, skill: Skill) -> bool:
+    """Whether the words name a side one of ``skill``'s arguments takes.
+
+    A signed argument's convention (``look``'s yaw "positive = left": "left" or "right"), or a
+    value of an enum argument ("right" for ``wave``'s ``hand``).
+    """
+    said = set(wanted_words(user_text))
+    if any(pos or neg for pos, neg in named_sides(said, skill.parameters).values()):
+        return True
+    props = (skill.parameters.get("properties") or {}).values()
+    return any(said & set(p.get("enum") or ()) & set(OPPOSITES) for p in props)
+
+
+def follow_on(user_text: str, skills: list[Skill], earlier: list[str], bonus: float) -> dict[str, float]:
+    """The tool prior for words that name no tool but a side of the tool just called.
+
+    "And now to the right" after "look to the left" named no tool, and SmolLM2-135M answered
+    with a claim ("Sorry, I didn't get that.", a new user's chat): the words go on the last
+    turn's call, so its tool gets the bonus (the argument prior then points it right).
+
+    Args:
+        user_text: What the user said this turn.
+        skills: Tools on offer.
+        earlier: Tools the previous user turn called, in order.
+        bonus: Logit bonus (0 disables the prior: returns ``{}``).
+
+    Returns:
+        ``{tool: bonus, "none": -bonus}`` for the newest of ``earlier`` whose arguments take a
+        side the words name; ``{}`` when the words name a tool themselves, or no such side.
+    """
+    named = tool_prior(user_text, skills, set(), bonus)
+    if bonus <= 0 or any(v > 0 for k, v in named.items() if k != NO_TOOL):
+        return {}
+    by_name = {s.name: s for s in skills}
+    for name in reversed(earlier):
+        if name in by_name and takes_a_side(user_text, by_name[name]):
+            return {name: bonus, NO_TOOL: -bonus}
+    return {}
 
 
 def tools_left(user_text: str, skills: list[Skill], called: set[str], bonus: float) -> dict[str, float]:

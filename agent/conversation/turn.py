@@ -47,7 +47,7 @@ from agent.conversation.rounds import (
     RoundPlan,
 )
 from agent.conversation.toolgrammar import NO_TOOL
-from agent.conversation.toolprior import said_not_to, tool_prior, tools_left
+from agent.conversation.toolprior import follow_on, said_not_to, tool_prior, tools_left
 from agent.engines import ChatEngine, Decoding, Generation
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
@@ -128,6 +128,17 @@ def _last_turn_speech(history: list[dict[str, Any]]) -> list[str]:
             break
         if msg["role"] == "assistant" and msg.get("content"):
             out.append(msg["content"].strip())
+    return out
+
+
+def _last_turn_tools(history: list[dict[str, Any]]) -> list[str]:
+    """The tools the newest turn of ``history`` called, in order."""
+    out: list[str] = []
+    for msg in reversed(history):
+        if msg["role"] == "user":
+            break
+        if msg["role"] == "assistant":
+            out[:0] = [c["function"]["name"] for c in msg.get("tool_calls") or ()]
     return out
 
 
@@ -353,6 +364,7 @@ class Conversation:
         """
         content = f"{text}\n\n[{state}]" if state else text
         before = _last_turn_speech(self.history)  # not acknowledged the same way twice in a row
+        earlier = _last_turn_tools(self.history)  # "and now to the right" goes on the last call
         self.history.append({"role": "user", "content": content})
         res = TurnResult()
         cap = SentenceCap(self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, stop)
@@ -367,6 +379,8 @@ class Conversation:
             if self.format == "grammar" and allow_tools:
                 prior = tool_prior if rnd == 0 else tools_left
                 bonuses = prior(text, skills, set(done), self.cfg.tool_prior_bonus)
+                if rnd == 0:
+                    bonuses = follow_on(text, skills, earlier, self.cfg.tool_prior_bonus) or bonuses
                 # After the first round a small model tends to repeat itself or wander off:
                 # offer tools again only when the user's words still point at one not yet
                 # called, and then only those.
