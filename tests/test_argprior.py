@@ -138,3 +138,18 @@ def test_the_one_angle_without_a_side_is_the_degrees_said(text, args, expected):
 def test_degrees_said_with_a_side_go_to_the_signed_argument(look):
     # look has no unsigned angle: "30 degrees to the right" is the yaw's, as before
     assert follow_words("turn 30 degrees to the right", look, {"yaw_deg": 0}) == {"yaw_deg": -30.0}
+
+
+@pytest.mark.parametrize(
+    ("text", "hand"),
+    [
+        ("wave", "right"),  # a new user's chat: "wave", "hi there", "goodbye" all waved left
+        ("goodbye", "right"),
+        ("wave your left hand", "left"),
+        ("now the other hand", "left"),  # "other": the model's choice stands
+    ],
+)
+def test_a_side_the_words_do_not_choose_is_the_schema_default(text, hand):
+    from skills.motion import wave
+
+    assert follow_words(text, _schema(wave), {"hand": "left"}) == {"hand": hand}

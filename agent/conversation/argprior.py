@@ -195,9 +195,10 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         words name no side of it but one side of another signed argument (it then takes its
         schema default, 0 where none is stated); an argument whose description states it
         is "in seconds" is the duration the words say (:func:`spoken_seconds`) when they say one;
-        and the one numeric argument in degrees without a side convention (``angle_deg``) is
-        the number of degrees said, within its range, when the words name no side of a signed
-        argument (those take the degrees then).
+        an enum of sides (``wave``'s ``hand``) the words name no value of (nor "other") takes
+        its schema default; and the one numeric argument in degrees without a side convention
+        (``angle_deg``) is the number of degrees said, within its range, when the words name no
+        side of a signed argument (those take the degrees then).
     """
     said = set(words(user_text))
     out = dict(arguments)
@@ -208,6 +209,13 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         # set_timer(seconds 2.5) for "two hours" (a new user's chat, measured).
         if duration is not None and name in out and "in seconds" in str(prop.get("description", "")):
             out[name] = duration
+    for name, prop in props.items():
+        # A side the words do not choose is the skill's own default: "wave" and "goodbye" ran
+        # wave(hand left) every time against the schema's "right" (a new user's chat).
+        values = set(prop.get("enum") or ())
+        if name in out and "default" in prop and values and values <= set(OPPOSITES):
+            if not (said & (values | {"other"})):
+                out[name] = prop["default"]
     named = named_sides(said, parameters)
     angle = _unsigned_angle(parameters, named)
     said_deg = spoken_degrees(user_text)
