@@ -153,3 +153,10 @@ def test_a_side_the_words_do_not_choose_is_the_schema_default(text, hand):
     from skills.motion import wave
 
     assert follow_words(text, _schema(wave), {"hand": "left"}) == {"hand": hand}
+
+
+def test_a_magnitude_past_the_range_counts_as_none(look):
+    # the bench's misheard "turn your head dirty the breeze to the right": the model wrote yaw 180
+    assert follow_words("turn your head to the right", look, {"yaw_deg": 180}) == {"yaw_deg": -30.0}
+    # a number the user said is theirs: held to the range
+    assert follow_words("turn 90 degrees to the right", look, {"yaw_deg": 180}) == {"yaw_deg": -60.0}

@@ -190,7 +190,7 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
     Returns:
         A copy of ``arguments``; an argument is changed only where the words name one side of its
         ``positive = <side>`` convention and the value is zero, points the other way, is under
-        :data:`MIN_TURN_SHARE` of the range (then half the range, or that share where the words
+        :data:`MIN_TURN_SHARE` of the range or past it (then half the range, or that share where the words
         say "a little": :data:`A_LITTLE`), or is not the number of degrees said; or where the
         words name no side of it but one side of another signed argument (it then takes its
         schema default, 0 where none is stated); an argument whose description states it
@@ -238,7 +238,9 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         except (TypeError, ValueError):
             value = 0.0
         bound = signed_range(prop)
-        seen = abs(value) >= MIN_TURN_SHARE * bound
+        # A magnitude past the range is no turn the skill knows (the model wrote yaw 180 for
+        # "turn your head thirty degrees to the right" misheard, measured): like none at all.
+        seen = MIN_TURN_SHARE * bound <= abs(value) <= bound
         least = MIN_TURN_SHARE * bound if _says_a_little(user_text) else bound / 2
         magnitude = said_deg if said_deg is not None else abs(value) if seen else least
         target = want * min(magnitude, bound)
