@@ -1,11 +1,12 @@
-"""Does a reply carry a tool's result, and where does it stop: data read back, and nothing after it.
+"""Does a reply carry a tool's result, and where does it start and stop: the data, and nothing else.
 
 :func:`carries_result` (a clock time in any spoken form, a number, a content word) is shared by
-the reply checks of ``bench --accuracy`` (:mod:`agent.bench.reply_checks`) and the turn loop's
-:class:`DataTail`: a reply that reads back exact data (:func:`exact_data`: a time, a number) ends
-with the sentence that carries it. "It is
-22:49 on Tuesday 1 December. It needs to recharge." (the system prompt's example joke leaking
-after the time) becomes "It is 22:49 on Tuesday 1 December."
+the reply checks of ``bench --accuracy`` (:mod:`agent.bench.reply_checks`) and the turn loop;
+the turn loop judges with :func:`carries_data` (a short sentence whole, a longer result by half
+its words). :class:`DataTail`: a reply that reads back exact data or a short sentence ends with
+the sentence that carries it: "It is 22:49 on Tuesday 1 December. It needs to recharge." (the
+system prompt's example joke leaking after the time) becomes "It is 22:49 on Tuesday 1
+December." :class:`DataHead`: it starts with it too (grammar mode).
 """
 
 from __future__ import annotations

@@ -420,8 +420,8 @@ class Conversation:
                 # after the result that was not asked for ("... 1 December. It needs to recharge.");
                 # a background result is all its turn is for ("Time is up: ... done. You can
                 # continue to play a game of pasta.", a new user's chat).
-                exact = plan.copy_from and all(short_sentence(r) or r in data for r in plan.copy_from)
-                tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if exact else None
+                ends = plan.copy_from and all(short_sentence(r) or r in data for r in plan.copy_from)
+                tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if ends else None
                 feed = tail.feed if tail is not None else cap.feed
                 # ... and starts with it (grammar mode: the small model's words before the data
                 # did not fit, the system prompt's example joke first of all).
@@ -564,10 +564,11 @@ class Conversation:
     def _unsaid(results: list[str], spoken: list[str]) -> list[str]:
         """The ``results`` that nothing the turn said carries (:func:`carries_data`).
 
-        Exact data by its time or number; anything else (a failure's reason, a confirmation, a
-        description) by half of its words: one shared word does not say it ("I'm sorry, I can't
-        help you. You're not allowed to use the emergency stop." shares "emergency stop" with
-        "Emergency stop: my motors are off until someone clears it.", a new user's chat).
+        Exact data by its time or number; a short sentence (a failure's reason, a confirmation)
+        by all of its words, a longer result (a description) by half: one shared word does not
+        say it ("I'm sorry, I can't help you. You're not allowed to use the emergency stop."
+        shares "emergency stop" with "Emergency stop: my motors are off until someone clears
+        it.", a new user's chat).
         """
         said = " ".join(spoken)
         return [r for r in results if not carries_data(said, r)]
