@@ -179,26 +179,26 @@ def _unsigned_angle(parameters: dict[str, Any], named: dict[str, tuple[bool, boo
 
 
 def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
-    """``arguments`` with every signed argument pointing where the user's words say.
+    """``arguments`` as the user's words say them, rule by rule (each a measured failure of the model).
+
+    * a duration: an argument "in seconds" is the duration said (:func:`spoken_seconds`);
+    * a side not chosen: an enum of sides (``wave``'s ``hand``) whose values the words do not
+      name (nor "other") takes its schema default;
+    * an angle: the call's one numeric argument in degrees without a side convention
+      (``angle_deg``) is the number of degrees said, within its range, when the words name no
+      side of a signed argument (those take the degrees then);
+    * a side named (:func:`_signed`): a signed argument points to the side of its ``positive =
+      <side>`` convention the words name; one they name no side of, in a call where they name a
+      side of another, takes its schema default.
 
     Args:
         user_text: What the user said this turn.
-        parameters: The skill's JSON schema (``properties`` with ``description``, ``minimum``,
-            ``maximum``).
+        parameters: The skill's JSON schema (``properties`` with ``description``, ``enum``,
+            ``default``, ``minimum``, ``maximum``).
         arguments: The model's arguments (not changed).
 
     Returns:
-        A copy of ``arguments``; an argument is changed only where the words name one side of its
-        ``positive = <side>`` convention and the value is zero, points the other way, is under
-        :data:`MIN_TURN_SHARE` of the range or past it (then half the range, or that share where the words
-        say "a little": :data:`A_LITTLE`), or is not the number of degrees said; or where the
-        words name no side of it but one side of another signed argument (it then takes its
-        schema default, 0 where none is stated); an argument whose description states it
-        is "in seconds" is the duration the words say (:func:`spoken_seconds`) when they say one;
-        an enum of sides (``wave``'s ``hand``) the words name no value of (nor "other") takes
-        its schema default; and the one numeric argument in degrees without a side convention
-        (``angle_deg``) is the number of degrees said, within its range, when the words name no
-        side of a signed argument (those take the degrees then).
+        A copy of ``arguments`` with those rules applied.
     """
     said = set(words(user_text))
     out = dict(arguments)
@@ -209,7 +209,6 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         # set_timer(seconds 2.5) for "two hours" (a new user's chat, measured).
         if duration is not None and name in out and "in seconds" in str(prop.get("description", "")):
             out[name] = duration
-    for name, prop in props.items():
         # A side the words do not choose is the skill's own default: "wave" and "goodbye" ran
         # wave(hand left) every time against the schema's "right" (a new user's chat).
         values = set(prop.get("enum") or ())
@@ -224,6 +223,25 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         # user's chat): the one angle of the call is the one said, within its range.
         lo, hi = (float(props[angle].get(k, v)) for k, v in (("minimum", -math.inf), ("maximum", math.inf)))
         out[angle] = min(max(said_deg, lo), hi)
+    _signed(user_text, props, named, said_deg, out)
+    return out
+
+
+def _signed(
+    user_text: str,
+    props: dict[str, Any],
+    named: dict[str, tuple[bool, bool]],
+    said_deg: float | None,
+    out: dict[str, Any],
+) -> None:
+    """Point the signed arguments of ``out`` where the words name a side (in place).
+
+    An argument is changed where the words name one side of its convention and its value is
+    zero, points the other way, is under :data:`MIN_TURN_SHARE` of the range or past it (then
+    half the range, or that share where the words say "a little": :data:`A_LITTLE`), or is not
+    the number of degrees said; and where the words name no side of it but one side of another
+    signed argument (its schema default then, 0 where none is stated).
+    """
     one_side = any(p != n for p, n in named.values())
     for name, (says_pos, says_neg) in named.items():
         prop = props[name]
@@ -246,4 +264,3 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         target = want * min(magnitude, bound)
         if value != target and (value * want <= 0 or not seen or said_deg is not None):
             out[name] = target
-    return out
