@@ -160,3 +160,21 @@ def test_a_magnitude_past_the_range_counts_as_none(look):
     assert follow_words("turn your head to the right", look, {"yaw_deg": 180}) == {"yaw_deg": -30.0}
     # a number the user said is theirs: held to the range
     assert follow_words("turn 90 degrees to the right", look, {"yaw_deg": 180}) == {"yaw_deg": -60.0}
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "expected"),
+    [
+        # a new user's chat: both turned the head right
+        ("what do you see right now", {"pitch_deg": 1.2}, {"pitch_deg": 1.2}),
+        (
+            "raise your right arm 45 degrees",
+            {"yaw_deg": 45, "pitch_deg": -30},
+            {"yaw_deg": 45, "pitch_deg": -30},
+        ),
+        ("all right, look to the left", {"yaw_deg": 0}, {"yaw_deg": 30.0}),
+        ("look to the right side", {"yaw_deg": 0}, {"yaw_deg": -30.0}),
+    ],
+)
+def test_a_side_word_that_names_no_direction_turns_nothing(look, text, args, expected):
+    assert follow_words(text, look, args) == expected

@@ -73,6 +73,7 @@ def arguments_fit(
     from agent.conversation.argprior import (
         MIN_TURN_SHARE,
         OPPOSITES,
+        directions,
         named_sides,
         sides,
         signed_range,
@@ -80,13 +81,12 @@ def arguments_fit(
         spoken_seconds,
     )
 
-    heard = set(spoken_words(said))
     degrees = spoken_degrees(said)
     seconds = spoken_seconds(said)
     for tool, args in calls:
         schema = schemas.get(tool) or {}
         signed = sides(schema)
-        named = named_sides(heard, schema)
+        named = named_sides(directions(said), schema)
         one_side = any(p != n for p, n in named.values())
         for name, pos in signed.items():
             says_pos, says_neg = named[name]

@@ -128,11 +128,42 @@ def sides(parameters: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+LIMBS = frozenset(
+    "arm arms hand hands leg legs foot feet ear ears eye eyes shoulder shoulders antenna antennas".split()
+)
+"""Body parts a side word may name instead of a direction ("raise your right arm")."""
+
+_NOT_A_DIRECTION_AFTER = LIMBS | {"now", "away"}
+
+
+def directions(text: str) -> set[str]:
+    """The words of ``text``, its side words only where they name a direction.
+
+    "right now", "right away", "all right" and a side before a body part ("your right arm") name
+    no direction: SmolLM2-135M's ``look`` for "what do you see right now" was turned 30 degrees
+    right by the argument prior, and "raise your right arm" ran ``look(yaw -45)`` (a new user's
+    chat).
+
+    Args:
+        text: What the user said.
+
+    Returns:
+        Lower-case words; a word of :data:`OPPOSITES` only when one of its uses is a direction.
+    """
+    said = words(text)
+    out = set(said) - set(OPPOSITES)
+    for i, w in enumerate(said):
+        after = said[i + 1] if i + 1 < len(said) else ""
+        if w in OPPOSITES and after not in _NOT_A_DIRECTION_AFTER and (i == 0 or said[i - 1] != "all"):
+            out.add(w)
+    return out
+
+
 def named_sides(said: set[str], parameters: dict[str, Any]) -> dict[str, tuple[bool, bool]]:
     """Which sides of each signed argument the words name.
 
     Args:
-        said: The user's words (lower case).
+        said: The user's words (lower case; :func:`directions` keeps only side words that name one).
         parameters: The skill's JSON schema (:func:`sides` reads its conventions).
 
     Returns:
@@ -215,7 +246,7 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         if name in out and "default" in prop and values and values <= set(OPPOSITES):
             if not (said & (values | {"other"})):
                 out[name] = prop["default"]
-    named = named_sides(said, parameters)
+    named = named_sides(directions(user_text), parameters)
     angle = _unsigned_angle(parameters, named)
     said_deg = spoken_degrees(user_text)
     if angle is not None and said_deg is not None and not any(p or n for p, n in named.values()):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from agent.conversation.argprior import OPPOSITES, named_sides
+from agent.conversation.argprior import OPPOSITES, directions, named_sides
 from agent.conversation.toolgrammar import NO_TOOL
 from agent.skills import Skill
 from agent.speech.words import words
@@ -165,7 +165,7 @@ def takes_a_side(user_text: str, skill: Skill) -> bool:
     value of an enum argument ("right" for ``wave``'s ``hand``).
     """
     said = set(wanted_words(user_text))
-    if any(pos or neg for pos, neg in named_sides(said, skill.parameters).values()):
+    if any(pos or neg for pos, neg in named_sides(directions(user_text), skill.parameters).values()):
         return True
     props = (skill.parameters.get("properties") or {}).values()
     return any(said & set(p.get("enum") or ()) & set(OPPOSITES) for p in props)
