@@ -80,4 +80,5 @@ def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right"
     yaw = pos.get("head_yaw", 0.0) + (0.5 - best.cx) * hfov
     pitch = pos.get("head_pitch", 0.0) + (0.5 - best.cy) * vfov
     robot.move({"head_yaw": yaw, "head_pitch": pitch}, duration_ms=500)
-    return f"I am turning toward the {target} on the {best.region} (yaw {yaw:.0f}, pitch {pitch:.0f})."
+    place = "in the centre" if best.region == "centre" else f"on the {best.region}"
+    return f"I am turning toward the {target} {place} (yaw {yaw:.0f}, pitch {pitch:.0f})."

@@ -96,3 +96,18 @@ def test_turns_without_a_call_never_say_the_robot_moves(greedy_agent):
 )
 def test_a_claim_was_asked_for_when_the_words_name_its_verb(said, claim, asked):
     assert asked_for(said, claim) is asked
+
+
+def test_only_a_movement_that_worked_lets_a_reply_say_the_robot_moves():
+    """A new user's chat: "who is in front of you" after "look at me" ran only describe_scene and
+    said "I am turning toward the person ..." (a copied look_at result): a reading moves nothing."""
+    from agent.conversation.turn import TurnResult, _moved
+    from agent.skills import ToolOutcome, load_registry
+
+    reg = load_registry([], entry_points=False)
+    res = TurnResult()
+    res.calls.append(("describe_scene", {}, ToolOutcome(True, {"summary": "1 person"})))
+    res.calls.append(("wave", {}, ToolOutcome(False, "wave failed", raised="my emergency stop is on")))
+    assert not _moved(res, reg)
+    res.calls.append(("look_at", {"target": "person"}, ToolOutcome(True, "I am turning toward the person")))
+    assert _moved(res, reg)

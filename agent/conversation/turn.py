@@ -155,9 +155,18 @@ def _ended_with_data(say: str, tail: DataTail) -> str:
     return say[: len(say) - len(rest)].rstrip() if rest and say.endswith(rest) else say
 
 
-def _acted(res: TurnResult) -> bool:
-    """A call of the turn worked: the robot did something it may speak of."""
-    return any(outcome.ok for _, _, outcome in res.calls)
+def _moved(res: TurnResult, registry: SkillRegistry) -> bool:
+    """A call of the turn that moves worked (a skill with side effects): the robot may say it moves.
+
+    A reading (``describe_scene``, ``get_time``) moves nothing: after "look at me", "who is in
+    front of you" was answered "I am turning toward the person ..." (a copied ``look_at``
+    result) while only ``describe_scene`` ran (a new user's chat).
+    """
+    return any(
+        outcome.ok and (skill is None or skill.side_effects)
+        for name, _, outcome in res.calls
+        for skill in (registry.skills.get(name),)
+    )
 
 
 def _release(cap: SentenceCap, on_pause: Callable[[], None] | None, guard: ClaimGuard | None = None) -> None:
@@ -430,10 +439,10 @@ class Conversation:
                 if read_back and self.format == "grammar":
                     head = DataHead(read_back, feed)
                     feed = head.feed
-                # A user's turn without a call that worked says no movement ("I am waving" copied
+                # A user's turn without a movement that worked says none ("I am waving" copied
                 # from an earlier result); once one worked, its speech goes straight on.
-                if tools and self.format == "grammar" and not _acted(res):
-                    guard = ClaimGuard(feed, functools.partial(_acted, res))
+                if tools and self.format == "grammar" and not _moved(res, self.registry):
+                    guard = ClaimGuard(feed, functools.partial(_moved, res, self.registry))
                 io = RoundIO(
                     guard.feed if guard is not None else feed,
                     cap.cancel,
@@ -491,7 +500,7 @@ class Conversation:
         owed: list[str] = []
         if self.format == "grammar" and not cap.user_cancelled():
             owed = self._unsaid([*data, *self._data_results(res)], spoken)
-            if claims and not _acted(res):
+            if claims and not any(o.ok for _, _, o in res.calls):  # a reading that worked answered
                 owed.append(CANNOT if any(asked_for(text, c) for c in claims) else MISSED)
         if owed:
             said = self._say_after(owed, on_text, on_pause)
