@@ -352,3 +352,18 @@ def test_a_data_round_starts_with_its_data_and_a_short_sentence_is_said_whole():
     head.feed(wrong)
     head.flush()
     assert out == [] and head.kept(wrong) == ""
+
+
+def test_exact_data_is_said_by_all_its_numbers_and_a_background_result_whole():
+    """A new user's custom battery skill: "I'm sorry, I only have 2 hours left." left out 73 %;
+    a timer's turn said "I'm done. I'll play 10 seconds of your game." for its result."""
+    from agent.conversation.results import carries_data
+
+    battery = "My battery is at 73 percent, about 2 hours left."
+    assert not carries_data("I'm sorry, I only have 2 hours left.", battery)
+    assert carries_data("It is at seventy-three percent, two hours left.", battery)
+    done = "Time is up: the time left to play timer for 10 seconds is done."
+    assert carries_data("I'm done. I'll play 10 seconds of your game.", done)  # half its words
+    assert not carries_data("I'm done. I'll play 10 seconds of your game.", done, whole=True)
+    assert carries_data(done, done, whole=True)
+    assert carries_data("It is 10:41.", "It is 10:41 on Saturday 5 December.")  # a clock: its time

@@ -157,17 +157,33 @@ def short_sentence(result: Any) -> bool:
     return exact_data(result) or 0 < len(text.split()) <= EXACT_MAX_WORDS
 
 
-def carries_data(reply: str, result: Any) -> bool:
+def carries_data(reply: str, result: Any, whole: bool = False) -> bool:
     """Whether ``reply`` says a result it reads back, as the turn loop judges.
 
-    Exact data (:func:`exact_data`) by :func:`carries_result` (its time or number); another short
-    sentence (:func:`short_sentence`: a confirmation, a failure's reason) by all of its content
-    words; a longer result (a description, a finished timer the model labelled at length) by
-    :func:`carries_reason`'s share of its words: one shared word ("time", "stop") does not say it.
+    A clock time by :func:`carries_result`; other exact data (:func:`exact_data`) by every one
+    of its numbers ("My battery is at 73 percent, about 2 hours left." is not said by "I only
+    have 2 hours left.", a new user's custom skill); another short sentence
+    (:func:`short_sentence`: a confirmation, a failure's reason) by all of its content words; a
+    longer result (a description) by :func:`carries_reason`'s share of its words: one shared
+    word ("time", "stop") does not say it.
+
+    Args:
+        reply: What the robot said.
+        result: The result read back.
+        whole: Every content word must be said (a finished background call's result: "Time is
+            up: ... 10 seconds is done." was answered "I'm done. I'll play 10 seconds of your
+            game.").
     """
-    if exact_data(result):
+    text = _ERROR_PREFIX.sub("", result_text(result))
+    if whole:
+        return carries_reason(reply, text, 1.0)
+    if _CLOCK.search(text):
         return carries_result(reply, result)
-    return carries_reason(reply, result_text(result), 1.0 if short_sentence(result) else REASON_SHARE)
+    if exact_data(result):
+        said = spoken_words(_CLOCK.sub(" ", reply))
+        numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.]|\.\d)", text)
+        return bool(numbers) and all(_contains(said, spoken_words(n)) for n in numbers)
+    return carries_reason(reply, text, 1.0 if short_sentence(result) else REASON_SHARE)
 
 
 def tail_after_data(
@@ -210,10 +226,16 @@ class DataHead:
         results: The data the round reads back (not failure reasons: those are said after the
             rounds as written).
         downstream: Receives speech deltas.
+        carried: Whether a text says a result (:func:`carries_data`).
     """
 
-    def __init__(self, results: list[str], downstream: Callable[[str], None]) -> None:
-        self.results, self.downstream = list(results), downstream
+    def __init__(
+        self,
+        results: list[str],
+        downstream: Callable[[str], None],
+        carried: Callable[[str, Any], bool] = carries_data,
+    ) -> None:
+        self.results, self.downstream, self.carried = list(results), downstream, carried
         self._text = ""  # this round's speech so far
         self.dropped = ""  # what was left out before the data
         self.opened = False
@@ -224,13 +246,13 @@ class DataHead:
             self.downstream(delta)
             return
         self._text += delta
-        if all(carries_data(self._text, r) for r in self.results):
+        if all(self.carried(self._text, r) for r in self.results):
             from agent.speech.sentences import sentence_boundaries
 
             start = next(
                 b
                 for b in reversed([0, *sentence_boundaries(self._text)])
-                if b == 0 or all(carries_data(self._text[b:], r) for r in self.results)
+                if b == 0 or all(self.carried(self._text[b:], r) for r in self.results)
             )
             self.dropped, self.opened = self._text[:start].strip(), True
             if self._text[start:]:
@@ -259,10 +281,17 @@ class DataTail:
         results: The tool results the round reads back (its copy sources).
         downstream: Receives speech deltas.
         stop: Set (reason ``"data said"``) when the data sentence is over.
+        carried: Whether a text says a result (:func:`carries_data`).
     """
 
-    def __init__(self, results: list[str], downstream: Callable[[str], None], stop: StopSignal) -> None:
-        self.results, self.downstream, self.stop = list(results), downstream, stop
+    def __init__(
+        self,
+        results: list[str],
+        downstream: Callable[[str], None],
+        stop: StopSignal,
+        carried: Callable[[str, Any], bool] = carries_data,
+    ) -> None:
+        self.results, self.downstream, self.stop, self.carried = list(results), downstream, stop, carried
         self._text = ""  # this round's speech so far
         self._sent = 0  # characters of _text forwarded
         self._carried_at: int | None = None  # where every result had been said
@@ -275,7 +304,7 @@ class DataTail:
         self._text += delta
         if self._carried_at is None:
             self._forward_to(len(self._text))
-            if all(carries_data(self._text, r) for r in self.results):
+            if all(self.carried(self._text, r) for r in self.results):
                 self._carried_at = len(self._text)
             return
         ends = [b for b in settled_boundaries(self._text) if b >= self._carried_at]

@@ -151,8 +151,20 @@ def _ended_with_data(say: str, tail: DataTail) -> str:
     """``say`` cut where its data round's speech was cut (the history keeps what was spoken)."""
     if not tail.closed:
         return say
-    rest = tail_after_data(say, tail.results, carries_data)
+    rest = tail_after_data(say, tail.results, tail.carried)
     return say[: len(say) - len(rest)].rstrip() if rest and say.endswith(rest) else say
+
+
+def _carries(whole: frozenset[str], text: str, result: Any) -> bool:
+    """Whether ``text`` says ``result`` (:func:`carries_data`; every word of one of ``whole``).
+
+    Exact data by its time or numbers, a short sentence (a failure's reason, a confirmation) by
+    all of its words, a longer result (a description) by half: one shared word does not say it
+    ("I'm sorry, I can't help you. You're not allowed to use the emergency stop." shares
+    "emergency stop" with "Emergency stop: my motors are off until someone clears it.", a new
+    user's chat).
+    """
+    return carries_data(text, result, whole=result in whole)
 
 
 def _moved(res: TurnResult, registry: SkillRegistry) -> bool:
@@ -379,6 +391,8 @@ class Conversation:
         cap = SentenceCap(self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, stop)
         seen: dict[str, int] = {}
         spoken: list[str] = []
+        # A finished background call's result is all its turn is for: said whole.
+        carried = functools.partial(_carries, frozenset(data))
         claims: list[str] = []  # movements claimed while no call worked (left unsaid)
         skills = list(self.registry.skills.values())
         for rnd in range(self.cfg.max_tool_rounds):
@@ -430,14 +444,14 @@ class Conversation:
                 # a background result is all its turn is for ("Time is up: ... done. You can
                 # continue to play a game of pasta.", a new user's chat).
                 ends = plan.copy_from and all(short_sentence(r) or r in data for r in plan.copy_from)
-                tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel) if ends else None
+                tail = DataTail(list(plan.copy_from), cap.feed, cap.cancel, carried) if ends else None
                 feed = tail.feed if tail is not None else cap.feed
                 # ... and starts with it (grammar mode: the small model's words before the data
                 # did not fit, the system prompt's example joke first of all).
                 reasons = {_reason(o) for _, _, o in res.calls}
                 read_back = [r for r in plan.copy_from if r not in reasons]
                 if read_back and self.format == "grammar":
-                    head = DataHead(read_back, feed)
+                    head = DataHead(read_back, feed, carried)
                     feed = head.feed
                 # A user's turn without a movement that worked says none ("I am waving" copied
                 # from an earlier result); once one worked, its speech goes straight on.
@@ -499,7 +513,8 @@ class Conversation:
         res.text = limit_sentences(hist.join_unique(spoken), cap.limit)
         owed: list[str] = []
         if self.format == "grammar" and not cap.user_cancelled():
-            owed = self._unsaid([*data, *self._data_results(res)], spoken)
+            so_far = " ".join(spoken)
+            owed = [r for r in [*data, *self._data_results(res)] if not carried(so_far, r)]
             if claims and not any(o.ok for _, _, o in res.calls):  # a reading that worked answered
                 owed.append(CANNOT if any(asked_for(text, c) for c in claims) else MISSED)
         if owed:
@@ -568,19 +583,6 @@ class Conversation:
             elif skill is not None and _reason(outcome):
                 out.append(_reason(outcome))
         return out
-
-    @staticmethod
-    def _unsaid(results: list[str], spoken: list[str]) -> list[str]:
-        """The ``results`` that nothing the turn said carries (:func:`carries_data`).
-
-        Exact data by its time or number; a short sentence (a failure's reason, a confirmation)
-        by all of its words, a longer result (a description) by half: one shared word does not
-        say it ("I'm sorry, I can't help you. You're not allowed to use the emergency stop."
-        shares "emergency stop" with "Emergency stop: my motors are off until someone clears
-        it.", a new user's chat).
-        """
-        said = " ".join(spoken)
-        return [r for r in results if not carries_data(said, r)]
 
     def _say_after(
         self,
