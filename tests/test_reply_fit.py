@@ -131,6 +131,17 @@ def test_a_side_alone_goes_on_the_last_movement(agent):
     assert calls[0].arguments["yaw_deg"] > 0 > calls[1].arguments["yaw_deg"], calls
 
 
+def test_a_negated_movement_is_answered_as_one(agent):
+    """A new user's chat: "don't wave" after a wave got "Sorry, I didn't get that. Could you say it
+    another way?" (the model's "I am waving my right hand." left out); "don't dance" got "I'm
+    holding still. Sorry, I can't do that."."""
+    agent.core.conversation.history.clear()
+    evs = agent.text("wave", "don't wave")
+    turns = sorted({e.turn_id for e in evs.of(Reply)})
+    assert [c.tool for c in evs.of(ToolCall, turns[-1])] == []
+    assert _reply(evs, turns[-1]) == "Okay, I won't wave."
+
+
 # Clock times SmolLM2-135M read back one minute late without the copy prior (greedy, measured
 # here: 34 of 40 random times right without it, 40 of 40 with it).
 MISREAD_TIMES = [(15, 25), (8, 58), (22, 55), (1, 51)]

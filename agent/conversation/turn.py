@@ -516,11 +516,23 @@ class Conversation:
             so_far = " ".join(spoken)
             owed = [r for r in [*data, *self._data_results(res)] if not carried(so_far, r)]
             if claims and not any(o.ok for _, _, o in res.calls):  # a reading that worked answered
-                owed.append(CANNOT if any(asked_for(text, c) for c in claims) else MISSED)
+                owed.append(self._instead_of_claims(text, claims))
         if owed:
             said = self._say_after(owed, on_text, on_pause)
             res.text = f"{res.text} {said}".strip()
         return res
+
+    def _instead_of_claims(self, text: str, claims: list[str]) -> str:
+        """What a turn says whose only words claimed a movement no call made (they were left out).
+
+        "Okay, I won't dance." where the user said not to ("don't dance" got "I'm holding still.
+        Sorry, I can't do that.", a new user's chat); :data:`CANNOT` where they asked for that
+        movement ("fly to the moon"); :data:`MISSED` otherwise (a copied result).
+        """
+        refused = [s.name for s in self.registry.skills.values() if s.side_effects and said_not_to(text, s)]
+        if refused:
+            return f"Okay, I won't {refused[0].replace('_', ' ')}."
+        return CANNOT if any(asked_for(text, c) for c in claims) else MISSED
 
     def _needs_next_round(
         self,
