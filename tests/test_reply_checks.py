@@ -328,6 +328,9 @@ def test_a_dict_result_is_said_by_its_description_or_summary():
     assert spoken_result({**scene, "description": " A man holds a mug. "}) == "A man holds a mug."
     assert spoken_result({"status": "started"}) == "" and spoken_result(3) == ""
     assert spoken_result("It is 10:41.") == "It is 10:41."
+    assert (
+        spoken_result({"summary": "nobody in view; the room is dark"}) == "Nobody in view; the room is dark"
+    )
 
 
 def test_a_data_round_starts_with_its_data_and_a_short_sentence_is_said_whole():

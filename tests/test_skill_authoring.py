@@ -21,7 +21,7 @@ def test_template_skill_loads_validates_and_moves_the_robot(tmp_path):
     sk = reg.skills["greet_guest"]
     assert sk.parameters["properties"]["mode"]["enum"] == ["gentle", "big"]
     assert sk.parameters["properties"]["angle_deg"]["maximum"] == 90
-    assert "greet_guest" in sk.keywords and sk.clamp
+    assert sk.keywords == ("greet", "guest") and sk.clamp
     robot, _ = build_robot(load_config().robot)
     ctx = SkillContext(robot=robot, now=datetime.now)
     out = reg.call("greet_guest", {"mode": "big", "angle_deg": 500}, ctx)
@@ -89,3 +89,10 @@ def test_cli_skills_list_says_each_load_error_once(tmp_path):
     r = _skills_cli("list", "--config", str(cfg))
     assert r.returncode == 0 and "wave(" in r.stdout
     assert r.stderr.count("broken.py:1: skill file skipped: SyntaxError") == 1, r.stderr
+
+
+def test_the_templates_keywords_are_words_people_say(tmp_path):
+    """A new user's trial: ``skills new get_battery`` wrote ``keywords=("get_battery",)``."""
+    text = new_skill_file("get_battery", tmp_path).read_text()
+    assert '@skill(keywords=("battery",), clamp=True, follow_up=False)' in text
+    assert '@skill(keywords=("wiggle",),' in new_skill_file("wiggle", tmp_path).read_text()

@@ -92,7 +92,15 @@ def skills_new(
     except SkillError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
-    typer.echo(
-        f"wrote {path}; add its folder to [skills] folders in your config (the packaged skills/ "
-        f"folder is always loaded), then check it with: bolt-agent skills list"
-    )
+    from agent.skills import BUILTIN_SKILLS
+
+    if path.parent.resolve() == BUILTIN_SKILLS:  # `skills new` run in the repository: loaded already
+        typer.echo(
+            f"wrote {path}; the packaged skills/ folder is always loaded: "
+            "check it with: bolt-agent skills list"
+        )
+    else:
+        typer.echo(
+            f"wrote {path}; add its folder to [skills] folders in your config (the packaged skills/ "
+            f"folder is always loaded), then check it with: bolt-agent skills list"
+        )

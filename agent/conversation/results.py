@@ -62,15 +62,16 @@ def spoken_result(result: Any) -> str:
         result: A skill's return value.
 
     Returns:
-        ``result`` when it is text; the first non-empty :data:`SPOKEN_FIELDS` of a dict
-        ("I see a man with a red mug."); "" for anything else (a status dict, numbers alone).
+        ``result`` when it is text; the first non-empty :data:`SPOKEN_FIELDS` of a dict, its
+        first letter a capital ("Nobody in view; ..."); "" for anything else (a status dict).
     """
     if isinstance(result, str):
         return result
     if isinstance(result, dict):
-        return next(
+        words = next(
             (v.strip() for k in SPOKEN_FIELDS if isinstance(v := result.get(k), str) and v.strip()), ""
         )
+        return words[:1].upper() + words[1:]  # "nobody in view; ..." starts a spoken sentence
     return ""
 
 

@@ -35,7 +35,7 @@ from agent.skills import SkillContext, skill
 # follow_up=False: the result only confirms an action, so the robot speaks while it moves and
 # the result is not read back. Leave it out (default True) when the user wants to hear the
 # result (a reading, a lookup): the model then takes a second round to say it.
-@skill(keywords=("{name}",), clamp=True, follow_up=False)
+@skill(keywords={keywords}, clamp=True, follow_up=False)
 def {name}(
     ctx: SkillContext,  # the robot and clock; not shown to the model
     mode: Literal["gentle", "big"] = "gentle",  # Literal -> the model picks one of these
@@ -47,6 +47,11 @@ def {name}(
     # Return a short first-person sentence: the model sees it (and reads it back when follow_up).
     return f"I did {name} ({{mode}}, {{angle_deg:g}} degrees)."
 '''
+
+
+GENERIC_NAME_WORDS = frozenset({"get", "set", "make", "do"})
+"""Words of a skill name nobody says for it: the template's keywords leave them out
+(``get_battery`` → "battery")."""
 
 
 def new_skill_file(name: str, folder: Path) -> Path:
@@ -69,5 +74,10 @@ def new_skill_file(name: str, folder: Path) -> Path:
     if path.exists():
         raise SkillError(f"{path} exists already; choose another name")
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(TEMPLATE.format(name=name, title=name.replace("_", " ").capitalize()), encoding="utf-8")
+    said = [w for w in name.split("_") if w and w not in GENERIC_NAME_WORDS] or [name.replace("_", " ")]
+    keywords = "(" + ", ".join(f'"{w}"' for w in said) + ",)"  # words people say, not the identifier
+    path.write_text(
+        TEMPLATE.format(name=name, title=name.replace("_", " ").capitalize(), keywords=keywords),
+        encoding="utf-8",
+    )
     return path
