@@ -178,3 +178,9 @@ def test_a_magnitude_past_the_range_counts_as_none(look):
 )
 def test_a_side_word_that_names_no_direction_turns_nothing(look, text, args, expected):
     assert follow_words(text, look, args) == expected
+
+
+def test_a_side_before_hand_still_turns_the_head(look):
+    # bench --accuracy: Whisper heard "to the right and then wave" as "turn the right hand wave"
+    heard = "turn your head 30 degrees turn the right hand wave"
+    assert follow_words(heard, look, {"yaw_deg": 30}) == {"yaw_deg": -30.0}

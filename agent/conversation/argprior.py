@@ -128,10 +128,10 @@ def sides(parameters: dict[str, Any]) -> dict[str, str]:
     return out
 
 
-LIMBS = frozenset(
-    "arm arms hand hands leg legs foot feet ear ears eye eyes shoulder shoulders antenna antennas".split()
-)
-"""Body parts a side word may name instead of a direction ("raise your right arm")."""
+LIMBS = frozenset("arm arms leg legs foot feet ear ears eye eyes shoulder shoulders antenna antennas".split())
+"""Body parts a side word may name instead of a direction ("raise your right arm"). Not "hand":
+Whisper heard "... to the right and then wave" as "... turn the right hand wave" (``bench
+--accuracy``, turn_then_wave.wav), where "right" is the head's direction."""
 
 _NOT_A_DIRECTION_AFTER = LIMBS | {"now", "away"}
 
