@@ -11,6 +11,7 @@ December." :class:`DataHead`: it starts with it too (grammar mode).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
@@ -39,6 +40,19 @@ def spoken_words(text: str) -> list[str]:
 def _contains(words: list[str], part: list[str]) -> bool:
     n = len(part)
     return n > 0 and any(words[i : i + n] == part for i in range(len(words) - n + 1))
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.]|\.\d)")
+"""A number as written in a result ("10", "0.8"; not the digits of "10:41" or "v2")."""
+
+
+@functools.lru_cache(maxsize=256)
+def _content(text: str) -> frozenset[str]:
+    """The 4-letter stems of ``text``'s content words (three letters or more, not stop words).
+
+    Cached: a result is compared with the growing reply at every token of its round.
+    """
+    return frozenset(_stem(w) for w in spoken_words(text) if len(w) >= 3 and w not in STOP_WORDS)
 
 
 def _stem(word: str) -> str:
@@ -95,11 +109,10 @@ def carries_result(reply: str, result: Any) -> bool:
         said = spoken_words(reply)
         return any(_contains(said, spoken_words(t)) for t in times)
     said = spoken_words(_CLOCK.sub(" ", reply))
-    numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.]|\.\d)", text)
+    numbers = _NUMBER.findall(text)
     if numbers:
         return any(_contains(said, spoken_words(n)) for n in numbers)
-    content = {_stem(w) for w in spoken_words(text) if len(w) >= 3 and w not in STOP_WORDS}
-    return bool(content & {_stem(w) for w in said})
+    return bool(_content(text) & {_stem(w) for w in said})
 
 
 REASON_SHARE = 0.5
@@ -122,9 +135,7 @@ def carries_reason(reply: str, reason: str, share: float = REASON_SHARE) -> bool
         True when at least half of the reason's content words (three letters or more, not stop
         words, same first four letters) are in the reply.
     """
-    content = {
-        _stem(w) for w in spoken_words(_ERROR_PREFIX.sub("", reason)) if len(w) >= 3 and w not in STOP_WORDS
-    }
+    content = _content(_ERROR_PREFIX.sub("", reason))
     said = {_stem(w) for w in spoken_words(reply)}
     return bool(content) and len(content & said) >= share * len(content)
 
@@ -182,7 +193,7 @@ def carries_data(reply: str, result: Any, whole: bool = False) -> bool:
         return carries_result(reply, result)
     if exact_data(result):
         said = spoken_words(_CLOCK.sub(" ", reply))
-        numbers = re.findall(r"(?<![\w.])\d+(?:\.\d+)?(?![\w.]|\.\d)", text)
+        numbers = _NUMBER.findall(text)
         return bool(numbers) and all(_contains(said, spoken_words(n)) for n in numbers)
     return carries_reason(reply, text, 1.0 if short_sentence(result) else REASON_SHARE)
 

@@ -13,10 +13,11 @@ import re
 
 from agent.conversation.argprior import OPPOSITES, directions, named_sides
 from agent.conversation.toolgrammar import NO_TOOL
-from agent.skills import Skill
+from agent.skills import GENERIC_NAME_WORDS, Skill
 from agent.speech.words import words
 
-STOPWORDS = frozenset({"get", "set", "the", "and", "for", "you", "can", "your", "with", "make", "please"})
+STOPWORDS = GENERIC_NAME_WORDS | {"the", "and", "for", "you", "can", "your", "with", "please"}
+"""Words of a tool's name the user need not say for a name match (:func:`name_words`)."""
 
 NEGATIONS: tuple[tuple[str, ...], ...] = tuple(
     tuple(c.split())
@@ -99,8 +100,8 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     """
     if bonus <= 0:
         return {}
-    said = set(wanted_words(user_text))
-    text = " ".join(wanted_words(user_text))
+    wanted = wanted_words(user_text)
+    said, text = set(wanted), " ".join(wanted)
     out: dict[str, float] = {}
     for s in skills:
         parts = name_words(s.name)
@@ -126,8 +127,8 @@ def tool_words(user_text: str, skill: Skill) -> set[str]:
     the said words sharing a 4-letter stem with one of them ("dancing"). Negated words
     (:func:`negated`: "don't wave") point at nothing.
     """
-    said = set(wanted_words(user_text))
-    text = f" {' '.join(wanted_words(user_text))} "
+    wanted = wanted_words(user_text)
+    said, text = set(wanted), f" {' '.join(wanted)} "
     parts = name_words(skill.name)
     out = set(parts) if parts and parts <= said else set()
     for k in skill.keywords:
@@ -161,8 +162,14 @@ def said_not_to(user_text: str, skill: Skill) -> bool:
 def takes_a_side(user_text: str, skill: Skill) -> bool:
     """Whether the words name a side one of ``skill``'s arguments takes.
 
-    A signed argument's convention (``look``'s yaw "positive = left": "left" or "right"), or a
-    value of an enum argument ("right" for ``wave``'s ``hand``).
+    Args:
+        user_text: What the user said this turn.
+        skill: A skill whose schema may hold sides.
+
+    Returns:
+        True for a direction of a signed argument's convention (``look``'s yaw "positive =
+        left": "left" or "right", :func:`~agent.conversation.argprior.directions`), or a side
+        that is a value of an enum argument ("right" for ``wave``'s ``hand``).
     """
     said = set(wanted_words(user_text))
     if any(pos or neg for pos, neg in named_sides(directions(user_text), skill.parameters).values()):

@@ -174,11 +174,11 @@ def _moved(res: TurnResult, registry: SkillRegistry) -> bool:
     front of you" was answered "I am turning toward the person ..." (a copied ``look_at``
     result) while only ``describe_scene`` ran (a new user's chat).
     """
-    return any(
-        outcome.ok and (skill is None or skill.side_effects)
-        for name, _, outcome in res.calls
-        for skill in (registry.skills.get(name),)
-    )
+    for name, _, outcome in res.calls:
+        skill = registry.skills.get(name)
+        if outcome.ok and (skill is None or skill.side_effects):
+            return True
+    return False
 
 
 def _release(cap: SentenceCap, on_pause: Callable[[], None] | None, guard: ClaimGuard | None = None) -> None:

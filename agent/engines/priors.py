@@ -21,6 +21,8 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from agent.skills import GENERIC_NAME_WORDS
+
 MIN_MATCH = 3
 """Characters of the reply's end that must match a result before its continuation is favoured."""
 LOOKBACK = 40
@@ -135,10 +137,6 @@ class CopyPrior:
         return scores
 
 
-GENERIC_VERBS = frozenset({"get", "set", "make", "do"})
-"""First words of tool names that say nothing of the tool (``get_time``, ``get_weather``, ``set_timer``)."""
-
-
 class ToolChoicePrior:
     """llama.cpp logits processor that turns :func:`tool_prior` bonuses into a bias on whole tool names.
 
@@ -199,17 +197,18 @@ class ToolChoicePrior:
 
         A value that already spells a whole name counts as that name: "look" for ``look``
         (favoured) is not held back by ``look_at``, which would still need "_at". A value that
-        spells only a generic verb (:data:`GENERIC_VERBS`: "get", "get_") says nothing of which
-        tool follows, so it carries the *highest* bonus of its names and the words after it
-        decide: a user's ``get_weather`` was never called for "weather forecast please" (its
-        "get" carried ``get_time``'s 0, so "none" won), while ``weather_report`` always was.
+        spells only a generic verb (:data:`~agent.skills.GENERIC_NAME_WORDS`: "get", "get_")
+        says nothing of which tool follows, so it carries the *highest* bonus of its names and
+        the words after it decide: a user's ``get_weather`` was never called for "weather
+        forecast please" (its "get" carried ``get_time``'s 0, so "none" won), while
+        ``weather_report`` always was.
         """
         if written[1:] in self.bonuses and written.startswith('"'):
             return self.bonuses[written[1:]]
         vals = [b for t, b in self._targets if t.startswith(written)]
         if not vals:
             return None
-        return max(vals) if written[1:].rstrip("_") in GENERIC_VERBS else min(vals)
+        return max(vals) if written[1:].rstrip("_") in GENERIC_NAME_WORDS else min(vals)
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
         """Return ``scores`` (float32 logits over the vocabulary) with the name bias added in place."""

@@ -31,6 +31,7 @@ from agent.skills.loader import (
 )
 from agent.skills.registry import SkillRegistry
 from agent.skills.skill import (
+    GENERIC_NAME_WORDS,
     Choices,
     Skill,
     SkillContext,
@@ -47,6 +48,7 @@ __all__ = [
     "DANCES",
     "EMOTIONS",
     "ENTRY_POINT_GROUP",
+    "GENERIC_NAME_WORDS",
     "Choices",
     "Skill",
     "SkillContext",

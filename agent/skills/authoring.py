@@ -13,7 +13,7 @@ import keyword
 import re
 from pathlib import Path
 
-from agent.skills.skill import SkillError
+from agent.skills.skill import GENERIC_NAME_WORDS, SkillError
 
 TEMPLATE = '''"""{title}: a bolt-agent skill.
 
@@ -47,11 +47,6 @@ def {name}(
     # Return a short first-person sentence: the model sees it (and reads it back when follow_up).
     return f"I did {name} ({{mode}}, {{angle_deg:g}} degrees)."
 '''
-
-
-GENERIC_NAME_WORDS = frozenset({"get", "set", "make", "do"})
-"""Words of a skill name nobody says for it: the template's keywords leave them out
-(``get_battery`` → "battery")."""
 
 
 def new_skill_file(name: str, folder: Path) -> Path:

@@ -40,6 +40,12 @@ if TYPE_CHECKING:
 _MARK = "__bolt_skill__"
 
 
+GENERIC_NAME_WORDS = frozenset({"get", "set", "make", "do"})
+"""Words of a skill's name that say nothing of the skill (``get_time``, ``set_timer``): the tool
+prior does not wait for them to be said, its logit bias lets the words after them decide, and
+``skills new`` leaves them out of a template's keywords (``get_battery`` → "battery")."""
+
+
 @dataclass
 class SkillContext:
     """What a skill may touch: the robot body and the wall clock.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sqlite3
 import stat
 import threading
@@ -44,7 +45,7 @@ CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY, message TEXT NOT NU
 CREATE TABLE IF NOT EXISTS flags (key TEXT PRIMARY KEY, since_utc REAL NOT NULL);
 """
 
-_TABLES = frozenset({"timers", "history", "flags"})
+_TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 """The tables of ``_SCHEMA``: a database with others is someone else's."""
 
 _SQLITE_HEADER = b"SQLite format 3\x00"
