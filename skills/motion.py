@@ -43,11 +43,22 @@ def wave(ctx: SkillContext, hand: Literal["left", "right"] = "right") -> str:
     return f"I am waving my {hand} hand."
 
 
-@skill(follow_up=False, keywords=("nod", "nodding", "yes", "agree"), needs=("head_pitch",))
-def nod(ctx: SkillContext) -> str:
-    """Nod the head yes."""
+@skill(follow_up=False, clamp=True, keywords=("nod", "nodding", "yes", "agree"), needs=("head_pitch",))
+def nod(
+    ctx: SkillContext,
+    times: Annotated[int, Field(ge=1, le=5, description="how many times to nod")] = 1,
+) -> str:
+    """Nod the head yes, once or a few times in a row.
+
+    Args:
+        ctx: The robot (not shown to the model).
+        times: How many nods, one after the other (1-5; more is clamped to 5).
+
+    """
     ctx.robot.play("nod")
-    return "I am nodding my head."
+    for _ in range(times - 1):
+        ctx.robot.play("nod", queue=True)
+    return "I am nodding my head." if times == 1 else f"I am nodding my head {times} times."
 
 
 @skill(follow_up=False, keywords=("dance", "dancing", "boogie"), needs=("left_arm", "right_arm", "head_yaw"))

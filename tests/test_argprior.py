@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
-from agent.conversation.argprior import follow_words, spoken_degrees
+from agent.conversation.argprior import follow_words, spoken_count, spoken_degrees
 from agent.skills import SkillContext, SkillRegistry, skill
 
 
@@ -184,3 +184,74 @@ def test_a_side_before_hand_still_turns_the_head(look):
     # bench --accuracy: Whisper heard "to the right and then wave" as "turn the right hand wave"
     heard = "turn your head 30 degrees turn the right hand wave"
     assert follow_words(heard, look, {"yaw_deg": 30}) == {"yaw_deg": -30.0}
+
+
+@pytest.fixture(scope="module")
+def nod():
+    from skills.motion import nod as nod_skill
+
+    return _schema(nod_skill)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Can you nod your head twice?", 2),
+        ("nod three times", 3),
+        ("nod your head 4 times", 4),
+        ("nod once", 1),
+        ("what time is it", None),
+        ("nod your head", None),
+        ("nod once or twice", None),
+    ],
+)
+def test_spoken_count(text, expected):
+    assert spoken_count(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "expected"),
+    [
+        # the "Can you nod your head twice?" nodded once: the model left the count out
+        ("Can you nod your head twice?", {}, {"times": 2}),
+        ("nod three times", {"times": 1}, {"times": 3}),
+        ("nod ten times", {"times": 10}, {"times": 5}),  # held to the skill's range
+        ("nod your head if you can hear me", {"times": 3}, {"times": 1}),  # no count said: one
+        ("nod your head", {}, {}),  # nothing to follow: the skill's default applies
+    ],
+)
+def test_a_count_is_the_one_said(nod, text, args, expected):
+    assert nod["properties"]["times"]["type"] == "integer"
+    assert follow_words(text, nod, args) == expected
+
+
+@pytest.fixture(scope="module")
+def wave():
+    from skills.motion import wave as wave_skill
+
+    return _schema(wave_skill)
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "before", "expected"),
+    [
+        ("now the other hand", {"hand": "right"}, {"hand": "right"}, {"hand": "left"}),
+        ("wave the other hand", {}, {"hand": "left"}, {"hand": "right"}),
+        ("now the other hand", {"hand": "left"}, None, {"hand": "left"}),  # no last wave: the model's
+        ("the other hand, the right one", {"hand": "right"}, {"hand": "right"}, {"hand": "right"}),  # named
+        ("wave again", {"hand": "left"}, {"hand": "left"}, {"hand": "right"}),  # not chosen: default
+    ],
+)
+def test_the_other_side_is_the_one_the_last_call_did_not_take(wave, text, args, before, expected):
+    assert follow_words(text, wave, args, before) == expected
+
+
+def test_the_other_way_mirrors_the_last_turn(look):
+    before = {"yaw_deg": 30.0, "pitch_deg": 15.0}
+    assert follow_words("now the other way", look, {"yaw_deg": 30}, before) == {
+        "yaw_deg": -30.0,
+        "pitch_deg": -15.0,
+    }
+    # a side named decides, as without a last call
+    assert follow_words("the other way, to the left", look, {"yaw_deg": 0}, before)["yaw_deg"] > 0
+    assert follow_words("now the other way", look, {"yaw_deg": 10}, None) == {"yaw_deg": 10}

@@ -161,3 +161,29 @@ def test_cli_animate_and_see(fixtures_dir, tmp_path):
     corrupt.write_bytes(b"\xff\xd8junk")
     res = runner.invoke(app, ["see", str(corrupt)])
     assert res.exit_code == 1 and "could not be decoded" in res.output
+
+
+def test_nod_times_nods_one_after_the_other():
+    """``nod(times=3)`` queues three nods: the head comes up to the nod's top three times."""
+    cmds: list[tuple[float, float]] = []  # (ms, head_pitch degrees)
+
+    def sent(joint: str, degrees: float, t_ms: float) -> None:
+        if joint == "head_pitch":
+            cmds.append((t_ms, degrees))
+
+    robot, _ = build_robot(RobotConfig(), on_command=sent)
+    reg = load_registry([], animations=robot.animations)
+    res = reg.call("nod", {"times": 3}, SkillContext(robot=robot))
+    assert res.ok and res.result == "I am nodding my head 3 times.", res.result
+    assert robot.wait_idle(10)
+    pitch = np.array([d for _, d in cmds])
+    tops = np.flatnonzero((pitch[1:-1] >= pitch[:-2]) & (pitch[1:-1] > pitch[2:]) & (pitch[1:-1] > 10))
+    assert len(tops) == 6, pitch.round(1)  # two tops (15 degrees) per nod
+    span_ms = cmds[-1][0] - cmds[0][0]
+    assert span_ms > 2 * 1250, span_ms  # three nods of 1.25 s, not one
+    clamped = reg.call("nod", {"times": 9}, SkillContext(robot=robot))
+    assert clamped.ok and clamped.result == {
+        "result": "I am nodding my head 5 times.",
+        "note": "times=9 is above the maximum 5 (how many times to nod); clamped to 5",
+    }
+    robot.close()

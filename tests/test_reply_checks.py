@@ -271,6 +271,8 @@ def test_a_background_result_in_words_ends_its_reply_once_half_of_it_is_said():
         ("Set a timer for ten seconds.", [("set_timer", {"seconds": 10})], True),
         ("Set a timer for five minutes.", [("set_timer", {"seconds": 5})], False),
         ("Nod your head if you can hear me.", [("nod", {})], True),
+        ("Can you nod your head twice?", [("nod", {"times": 2})], True),
+        ("Can you nod your head twice?", [("nod", {})], False),  # one nod, the default
     ],
 )
 def test_arguments_follow_the_words(said, calls, ok):

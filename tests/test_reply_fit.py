@@ -121,6 +121,17 @@ def test_an_emergency_stop_is_confirmed_as_its_skill_wrote_it(agent):
         agent.core.robot.clear_estop()
 
 
+def test_a_question_about_the_emergency_stop_does_not_latch_it(agent):
+    """A new user's "what does the emergency stop do?" latched it: only a person clears it."""
+    agent.core.conversation.history.clear()
+    try:
+        evs = agent.text("What does the emergency stop do?")
+        assert "emergency_stop" not in [c.tool for c in evs.of(ToolCall)]
+        assert not agent.core.robot.estopped and _reply(evs)
+    finally:
+        agent.core.robot.clear_estop()
+
+
 def test_a_side_alone_goes_on_the_last_movement(agent):
     """A new user's chat: "and now to the right" after "look to the left" got "Sorry, I didn't
     get that." (no tool named, and a claim left out); it turns the head the other way now."""
@@ -129,6 +140,14 @@ def test_a_side_alone_goes_on_the_last_movement(agent):
     calls = evs.of(ToolCall)
     assert [c.tool for c in calls] == ["look", "look"], calls
     assert calls[0].arguments["yaw_deg"] > 0 > calls[1].arguments["yaw_deg"], calls
+
+
+def test_the_other_hand_is_the_one_the_last_wave_did_not_take(agent):
+    """A new user's chat: "now the other hand" after a right-hand wave named no tool and no side."""
+    agent.core.conversation.history.clear()
+    evs = agent.text("wave your right hand", "now the other hand")
+    calls = evs.of(ToolCall)
+    assert [(c.tool, c.arguments.get("hand")) for c in calls] == [("wave", "right"), ("wave", "left")], calls
 
 
 def test_a_negated_movement_is_answered_as_one(agent):

@@ -169,6 +169,27 @@ def test_a_negated_movement_gets_no_bonus_and_its_call_is_refused(text, bonuses,
     assert sorted(s.name for s in skills if said_not_to(text, s)) == refused
 
 
+ASKED_ABOUT = [
+    ("What does the emergency stop do?", {NO_TOOL: 6.0}),
+    ("what's the emergency stop do", {NO_TOOL: 6.0}),
+    ("How does your wave work?", {NO_TOOL: 6.0}),
+    ("What does the emergency stop do? Emergency stop!", {"emergency_stop": 6.0, "stop": 6.0, NO_TOOL: -6.0}),
+    ("What do you see?", {"describe_scene": 6.0, NO_TOOL: -6.0}),  # "you" is no thing asked about
+    ("What is the time?", {"get_time": 6.0, NO_TOOL: -6.0}),
+]
+
+
+@pytest.mark.parametrize("text,bonuses", ASKED_ABOUT, ids=[t for t, _ in ASKED_ABOUT])
+def test_a_tool_asked_about_gets_no_bonus(text, bonuses):
+    """A new user's "what does the emergency stop do?" latched the emergency stop (its keyword)."""
+    from agent.conversation.toolprior import said_not_to, tool_prior
+
+    skills = list(load_registry([], entry_points=False).skills.values())
+    prior = tool_prior(text, skills, set(), 6.0)
+    assert prior == bonuses
+    assert not [s.name for s in skills if said_not_to(text, s)]  # a question refuses nothing
+
+
 def test_history_without_raw_text_keeps_speech_and_call_together():
     history = [
         {"role": "user", "content": "Wave."},
@@ -384,6 +405,9 @@ def test_multi_step_command_calls_both_tools(agent):
 FOLLOW_ON = [
     ("and now to the right", ["look"], {"look": 6.0, NO_TOOL: -6.0}),
     ("now the right one", ["wave"], {"wave": 6.0, NO_TOOL: -6.0}),  # an enum's value
+    ("now the other hand", ["wave"], {"wave": 6.0, NO_TOOL: -6.0}),  # the side it did not take
+    ("and the opposite way", ["look", "get_time"], {"look": 6.0, NO_TOOL: -6.0}),
+    ("tell me the other joke", ["get_time"], {}),  # the last call takes no side
     ("and to the left", ["get_time"], {}),  # the last call takes no side
     ("and now to the right", [], {}),
     ("now nod to the right", ["look"], {}),  # the words name a tool of their own

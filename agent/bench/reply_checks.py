@@ -60,7 +60,8 @@ def arguments_fit(
       ``hand = "right"``; "turn to the right and wave" leaves the hand free);
     * number: the degrees said ("thirty degrees") within :data:`DEGREE_TOLERANCE` of a
       signed argument of the same call; a duration said ("ten seconds", "five minutes") equal
-      to a ``seconds`` argument.
+      to a ``seconds`` argument; a count said ("twice") equal to a count of repetitions
+      (``nod``'s ``times``).
 
     Args:
         said: What the user said (the manifest's text).
@@ -74,15 +75,18 @@ def arguments_fit(
         MIN_TURN_SHARE,
         OPPOSITES,
         directions,
+        is_count,
         named_sides,
         sides,
         signed_range,
+        spoken_count,
         spoken_degrees,
         spoken_seconds,
     )
 
     degrees = spoken_degrees(said)
     seconds = spoken_seconds(said)
+    count = spoken_count(said)
     for tool, args in calls:
         schema = schemas.get(tool) or {}
         signed = sides(schema)
@@ -111,6 +115,11 @@ def arguments_fit(
             if name == "seconds" and seconds is not None and name in args:
                 if abs(float(args[name]) - seconds) > 0.5:
                     return False, f"{tool} seconds={args[name]} for the {seconds:g} s said"
+            if count is not None and is_count(name, prop) and args.get(name, prop.get("default")) != count:
+                return (
+                    False,
+                    f"{tool} {name}={args.get(name, prop.get('default'))} for the {count} times said",
+                )
     return True, ""
 
 

@@ -118,6 +118,33 @@ def spoken_degrees(text: str) -> float | None:
     return spoken_quantity(text, ("degree", "degrees"))
 
 
+COUNT_WORDS = {"once": 1, "twice": 2, "thrice": 3}
+"""Words that are a count of repetitions by themselves."""
+
+
+def spoken_count(text: str) -> int | None:
+    """How many times the words ask for an action ("twice", "three times", "2 times"), or None.
+
+    Returns:
+        The one count said, or None when none is said or two different ones are ("once or twice").
+    """
+    found = {COUNT_WORDS[w] for w in words(text) if w in COUNT_WORDS}
+    times = spoken_quantity(text, ("time", "times"))  # "what time is it" has no number before it
+    if times is not None and times == int(times):
+        found.add(int(times))
+    return found.pop() if len(found) == 1 else None
+
+
+def is_count(name: str, prop: dict[str, Any]) -> bool:
+    """Whether an argument is a count of repetitions (``nod``'s ``times``).
+
+    An integer named ``times`` or described "how many times".
+    """
+    return prop.get("type") == "integer" and (
+        name == "times" or "how many times" in str(prop.get("description", "")).lower()
+    )
+
+
 def sides(parameters: dict[str, Any]) -> dict[str, str]:
     """Each signed argument's positive side from its schema (``"positive = left"``): name → side."""
     out = {}
@@ -209,12 +236,26 @@ def _unsigned_angle(parameters: dict[str, Any], named: dict[str, tuple[bool, boo
     return angles[0] if len(angles) == 1 else None
 
 
-def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+OTHER_WORDS = frozenset({"other", "opposite"})
+"""Words that ask for the other side of the last call ("now the other hand", "the opposite way")."""
+
+
+def follow_words(
+    user_text: str,
+    parameters: dict[str, Any],
+    arguments: dict[str, Any],
+    before: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """``arguments`` as the user's words say them, rule by rule (each a measured failure of the model).
 
     * a duration: an argument "in seconds" is the duration said (:func:`spoken_seconds`);
+    * a count: a count of repetitions (:func:`is_count`) is the count said ("nod twice"), within
+      its range, or its schema default when the words say none;
     * a side not chosen: an enum of sides (``wave``'s ``hand``) whose values the words do not
-      name (nor "other") takes its schema default;
+      name takes its schema default, or, where they say "other" (:data:`OTHER_WORDS`), the
+      side the same tool's last call did not take;
+    * the other side: where the words say "other" and name no side, each signed argument is
+      the same tool's last value mirrored ("the other way" after ``look(yaw 30)``: yaw -30);
     * an angle: the call's one numeric argument in degrees without a side convention
       (``angle_deg``) is the number of degrees said, within its range, when the words name no
       side of a signed argument (those take the degrees then);
@@ -227,15 +268,24 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         parameters: The skill's JSON schema (``properties`` with ``description``, ``enum``,
             ``default``, ``minimum``, ``maximum``).
         arguments: The model's arguments (not changed).
+        before: The arguments of the same tool's call in the previous turn, if it had one.
 
     Returns:
         A copy of ``arguments`` with those rules applied.
     """
     said = set(words(user_text))
+    other = bool(said & OTHER_WORDS) and before is not None
     out = dict(arguments)
     props = parameters.get("properties") or {}
     duration = spoken_seconds(user_text)
+    count = spoken_count(user_text)
     for name, prop in props.items():
+        # "Can you nod your head twice?" nodded once: the count is the one said, else one.
+        if is_count(name, prop):
+            if count is not None:  # said, even where the model left the argument out
+                out[name] = min(max(count, prop.get("minimum", 1)), prop.get("maximum", count))
+            elif name in out and "default" in prop:
+                out[name] = prop["default"]
         # A length in seconds ("timer length in seconds") is the duration said: the model wrote
         # set_timer(seconds 2.5) for "two hours" (a new user's chat, measured).
         if duration is not None and name in out and "in seconds" in str(prop.get("description", "")):
@@ -243,10 +293,20 @@ def follow_words(user_text: str, parameters: dict[str, Any], arguments: dict[str
         # A side the words do not choose is the skill's own default: "wave" and "goodbye" ran
         # wave(hand left) every time against the schema's "right" (a new user's chat).
         values = set(prop.get("enum") or ())
-        if name in out and "default" in prop and values and values <= set(OPPOSITES):
-            if not (said & (values | {"other"})):
+        if values and values <= set(OPPOSITES) and not said & values:
+            last = (before or {}).get(name)
+            if other and OPPOSITES.get(last) in values:
+                # "now the other hand" after a right-hand wave (a new user's chat: the same hand)
+                out[name] = OPPOSITES[last]
+            elif name in out and "default" in prop and not said & OTHER_WORDS:
                 out[name] = prop["default"]
     named = named_sides(directions(user_text), parameters)
+    if other and before and not any(p or n for p, n in named.values()):
+        for name in named:  # "the other way" after look(yaw 30): the same turn, mirrored
+            try:
+                out[name] = -float(before.get(name, props[name].get("default", 0.0))) or 0.0
+            except (TypeError, ValueError):
+                continue
     angle = _unsigned_angle(parameters, named)
     said_deg = spoken_degrees(user_text)
     if angle is not None and said_deg is not None and not any(p or n for p, n in named.values()):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from agent.conversation.argprior import OPPOSITES, directions, named_sides
+from agent.conversation.argprior import OPPOSITES, OTHER_WORDS, directions, named_sides
 from agent.conversation.toolgrammar import NO_TOOL
 from agent.skills import GENERIC_NAME_WORDS, Skill
 from agent.speech.words import words
@@ -65,9 +65,50 @@ def _negated_in(said: list[str]) -> list[bool]:
     return out
 
 
+_ASKS = frozenset("what how".split())
+_ASKS_CONTRACTED = frozenset("what's how's whats hows".split())
+_AUX = frozenset("does do is would will".split())
+_DETERMINERS = frozenset("the a an your my this that".split())
+_ASK_ENDS = frozenset("do does work works mean means".split())
+
+
+def asked_about(user_text: str) -> list[bool]:
+    """For each word of ``user_text``, whether it names a thing the user asks *about*.
+
+    "What does the emergency stop do?", "how does your wave work", "what does the timer mean": the
+    words between the determiner and the closing verb name a tool the user wants explained, not
+    run (a new user's question latched the emergency stop, which only a person clears). Words
+    after "what do you" are not a thing ("what do you see" asks for ``describe_scene``).
+
+    Args:
+        user_text: What the user said.
+
+    Returns:
+        One flag per word (:func:`~agent.speech.words.words`), in order.
+    """
+    said = words(user_text)
+    out = [False] * len(said)
+    for i, w in enumerate(said):
+        if w in _ASKS and i + 1 < len(said) and said[i + 1] in _AUX:
+            k = i + 2  # "what does the ..."
+        elif w in _ASKS_CONTRACTED:
+            k = i + 1  # "what's the ..."
+        else:
+            continue
+        if k < len(said) and said[k] in _DETERMINERS:
+            end = next((j for j in range(k + 1, min(len(said), k + 6)) if said[j] in _ASK_ENDS), k + 1)
+            for j in range(k + 1, end):
+                out[j] = True
+    return out
+
+
 def wanted_words(user_text: str) -> list[str]:
-    """The words of ``user_text`` without the negated ones (:func:`negated`): what the user asks for."""
-    return [w for w, no in zip(words(user_text), negated(user_text), strict=True) if not no]
+    """The words of ``user_text`` the user asks for.
+
+    Not negated (:func:`negated`), nor only asked about (:func:`asked_about`).
+    """
+    flags = zip(words(user_text), negated(user_text), asked_about(user_text), strict=True)
+    return [w for w, no, about in flags if not no and not about]
 
 
 def name_words(name: str) -> set[str]:
@@ -168,14 +209,19 @@ def takes_a_side(user_text: str, skill: Skill) -> bool:
 
     Returns:
         True for a direction of a signed argument's convention (``look``'s yaw "positive =
-        left": "left" or "right", :func:`~agent.conversation.argprior.directions`), or a side
-        that is a value of an enum argument ("right" for ``wave``'s ``hand``).
+        left": "left" or "right", :func:`~agent.conversation.argprior.directions`), a side
+        that is a value of an enum argument ("right" for ``wave``'s ``hand``), or "other" /
+        "opposite" (:data:`~agent.conversation.argprior.OTHER_WORDS`) where the skill has either.
     """
     said = set(wanted_words(user_text))
-    if any(pos or neg for pos, neg in named_sides(directions(user_text), skill.parameters).values()):
+    named = named_sides(directions(user_text), skill.parameters)
+    if any(pos or neg for pos, neg in named.values()):
         return True
     props = (skill.parameters.get("properties") or {}).values()
-    return any(said & set(p.get("enum") or ()) & set(OPPOSITES) for p in props)
+    enums = [set(p.get("enum") or ()) & set(OPPOSITES) for p in props]
+    if said & OTHER_WORDS and (named or any(enums)):
+        return True
+    return any(said & e for e in enums)
 
 
 def follow_on(user_text: str, skills: list[Skill], earlier: list[str], bonus: float) -> dict[str, float]:
@@ -183,7 +229,8 @@ def follow_on(user_text: str, skills: list[Skill], earlier: list[str], bonus: fl
 
     "And now to the right" after "look to the left" named no tool, and SmolLM2-135M answered
     with a claim ("Sorry, I didn't get that.", a new user's chat): the words go on the last
-    turn's call, so its tool gets the bonus (the argument prior then points it right).
+    turn's call, so its tool gets the bonus (the argument prior then points it right; for "now
+    the other one" it takes the side the last call did not).
 
     Args:
         user_text: What the user said this turn.

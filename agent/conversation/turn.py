@@ -131,14 +131,18 @@ def _last_turn_speech(history: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _last_turn_tools(history: list[dict[str, Any]]) -> list[str]:
-    """The tools the newest turn of ``history`` called, in order."""
-    out: list[str] = []
+def _last_turn_calls(history: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """The calls of the newest turn of ``history``, in order: ``(tool, arguments)``.
+
+    Arguments that are not an object are given as ``{}``.
+    """
+    out: list[tuple[str, dict[str, Any]]] = []
     for msg in reversed(history):
         if msg["role"] == "user":
             break
         if msg["role"] == "assistant":
-            out[:0] = [c["function"]["name"] for c in msg.get("tool_calls") or ()]
+            calls = [c["function"] for c in msg.get("tool_calls") or ()]
+            out[:0] = [(f["name"], f["arguments"] if isinstance(f["arguments"], dict) else {}) for f in calls]
     return out
 
 
@@ -202,6 +206,7 @@ class _RoundCalls:
     user_text: str = ""  # what the user said (the argument prior reads it)
     release: ReleaseGate | None = None  # calls wait for it (a turn prepared before its confirmation)
     turn_stop: StopSignal | None = None  # the turn's stop signal (a dropped turn stops waiting)
+    earlier: dict[str, dict[str, Any]] = field(default_factory=dict)  # the last turn's calls: tool -> args
 
 
 class Conversation:
@@ -385,7 +390,7 @@ class Conversation:
         """
         content = f"{text}\n\n[{state}]" if state else text
         before = _last_turn_speech(self.history)  # not acknowledged the same way twice in a row
-        earlier = _last_turn_tools(self.history)  # "and now to the right" goes on the last call
+        earlier = _last_turn_calls(self.history)  # "and now to the right" goes on the last call
         self.history.append({"role": "user", "content": content})
         res = TurnResult()
         cap = SentenceCap(self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, stop)
@@ -403,7 +408,8 @@ class Conversation:
                 prior = tool_prior if rnd == 0 else tools_left
                 bonuses = prior(text, skills, set(done), self.cfg.tool_prior_bonus)
                 if rnd == 0:
-                    bonuses = follow_on(text, skills, earlier, self.cfg.tool_prior_bonus) or bonuses
+                    named = [name for name, _ in earlier]
+                    bonuses = follow_on(text, skills, named, self.cfg.tool_prior_bonus) or bonuses
                 # After the first round a small model tends to repeat itself or wander off:
                 # offer tools again only when the user's words still point at one not yet
                 # called, and then only those.
@@ -420,7 +426,12 @@ class Conversation:
             head: DataHead | None = None
             guard: ClaimGuard | None = None
             ran = _RoundCalls(
-                f"t{turn_id}r{rnd}c", len(res.calls), user_text=text, release=release, turn_stop=stop
+                f"t{turn_id}r{rnd}c",
+                len(res.calls),
+                user_text=text,
+                release=release,
+                turn_stop=stop,
+                earlier=dict(earlier),
             )
             run_now = functools.partial(self._run_call, ran, turn_id, seen, res)
             on_call = functools.partial(self._run_call, ran, turn_id, seen, res, during_round=True)
@@ -680,7 +691,8 @@ class Conversation:
             return  # the user went on: not even a reading is worth taking
         call_id = f"{ran.id_prefix}{len(ran.calls)}"
         if skill is not None and ran.user_text and isinstance(call["arguments"], dict):
-            fixed = follow_words(ran.user_text, skill.parameters, call["arguments"])
+            before = ran.earlier.get(call["name"])  # "now the other hand" turns on the last wave
+            fixed = follow_words(ran.user_text, skill.parameters, call["arguments"], before)
             if fixed != call["arguments"]:  # "look to the left" written as yaw 0 or a negative yaw
                 log.info("argument prior: %s %s -> %s", call["name"], call["arguments"], fixed)
                 call["arguments"] = fixed
