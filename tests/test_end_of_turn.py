@@ -35,6 +35,7 @@ from agent.listening.end_of_turn import (
     ends_in_continuation,
     is_address,
     is_hesitation,
+    lacks_a_direction,
     robot_names,
     starts_as_continuation,
 )
@@ -115,10 +116,29 @@ def test_jfk_first_pause_is_unfinished_although_smart_turn_says_complete(judge, 
     assert not v.complete and v.rule == "unfinished", v
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Turn your head 30 degrees.", True),
+        ("turn your head thirty degrees", True),
+        ("Turn your head 30 degrees to the right.", False),
+        ("Turn left 30 degrees.", False),
+        ("Set the heater to 20 degrees please.", False),  # not the last word
+        ("Degrees.", False),
+    ],
+)
+def test_an_amount_of_turn_without_a_direction(text, expected):
+    assert lacks_a_direction(text) is expected
+
+
 def test_rules_in_order(judge):
     silence = np.zeros(16000, np.float32)
     assert judge.judge(silence, "").rule == "empty"
     assert judge.judge(silence, "turn left and then").rule == "continuation"
+    # bench --turns' paused_14: the words scored -0.78 (finished) before "to the right" came
+    assert judge.text.score("Turn your head 30 degrees.") >= judge.cfg.text_complete
+    v = judge.judge(silence, "Turn your head 30 degrees.")
+    assert not v.complete and v.rule == "no_direction", v
     v = judge.judge(silence, "Stop.")
     assert v.complete and v.rule == "stop"
     v = judge.judge(silence, "What do you see right now?")

@@ -70,6 +70,7 @@ def pause_line(v: PauseVerdict) -> str:
         "smart_turn": "Smart Turn hears an ending, the words allow it",
         "stop": "a stop phrase",
         "continuation": "ends in a continuation",
+        "no_direction": "an amount of turn, no direction yet",
         "hesitation": "only a hesitation so far",
         "unsure": "an unsure guess at a hum or a noise",
         "address": "only the robot's name so far",

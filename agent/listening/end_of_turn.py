@@ -23,6 +23,8 @@ as it is, no fine-tuning. Measured with the robot's system prompt (log10 P): fin
 every shared case but the misheard turn_then_wave (which waits for the long silence):
 
 1. a transcript that ends in a continuation (a comma, "and", "then", "the", "to", ...): unfinished;
+1a. an amount of turn with no way said ("Turn your head thirty degrees"): unfinished
+   (``no_direction``): the direction is still to come;
 2. a stop phrase: finished (stopping never waits);
 2a. a hesitation alone ("um", "hmm", "let me think", "okay so", "well"): unfinished (``hesitation``):
    the text model scores "um let me think" -1.08, a finished sentence, and Smart Turn is not even
@@ -104,6 +106,15 @@ CONTINUATION_STARTS: tuple[tuple[str, ...], ...] = tuple(
 """First words that cannot begin a new request: what follows them finishes the last sentence
 ("Turn your head to the left, [1 s] and then wave", "Turn thirty degrees [1 s] to the right")."""
 
+AMOUNT_UNITS = frozenset("degree degrees".split())
+"""Units of a turn's amount: a command that ends on one with no way said is not over."""
+
+DIRECTION_WORDS = frozenset(
+    "left right up down forward forwards back backward backwards around ahead straight "
+    "clockwise counterclockwise anticlockwise center centre middle".split()
+)
+"""Words that say which way a turn goes."""
+
 HESITATION_WORDS = frozenset("um uh uhm umm hmm hm mm mmm em er erm ah eh oh well so like".split())
 """Words that alone say only "I am still thinking" (fillers, not answers: "okay" and "yes" are answers)."""
 
@@ -135,9 +146,9 @@ class Verdict:
 
     Attributes:
         complete: The user has finished their turn.
-        rule: Which rule decided: ``continuation``, ``stop``, ``hesitation``, ``unsure``, ``address``,
-            ``text``, ``smart_turn``, ``unfinished`` (no rule said finished) or ``empty``
-            (nothing was heard).
+        rule: Which rule decided: ``continuation``, ``no_direction``, ``stop``, ``hesitation``,
+            ``unsure``, ``address``, ``text``, ``smart_turn``, ``unfinished`` (no rule said
+            finished) or ``empty`` (nothing was heard).
         smart_turn: Smart Turn's probability (-1: not run).
         text_score: log10 probability that the sentence ends here (0 and below; 1.0: not run).
         ms: Time the judgement took (ASR excluded), ms.
@@ -166,6 +177,24 @@ def ends_in_continuation(text: str) -> bool:
         return True
     said = words(t)
     return bool(said) and said[-1] in CONTINUATIONS
+
+
+def lacks_a_direction(text: str) -> bool:
+    """Whether ``text`` ends on an amount of turn and says no way to turn.
+
+    "Turn your head thirty degrees [1 s] to the right": the words scored -0.78, a finished
+    sentence, and the turn was answered before its direction came (``bench --turns``,
+    paused_14); a robot cannot turn thirty degrees without one.
+
+    Args:
+        text: A transcript (any case, any punctuation).
+
+    Returns:
+        True when the last word is a unit of :data:`AMOUNT_UNITS` and no word is one of
+        :data:`DIRECTION_WORDS`.
+    """
+    said = words(text)
+    return len(said) >= 2 and said[-1] in AMOUNT_UNITS and not set(said) & DIRECTION_WORDS
 
 
 def starts_as_continuation(text: str) -> bool:
@@ -355,6 +384,8 @@ class EndOfTurnJudge:
             return done(False, "empty")
         if ends_in_continuation(transcript):
             return done(False, "continuation")
+        if lacks_a_direction(transcript):
+            return done(False, "no_direction")
         if self.is_stop(transcript):
             return done(True, "stop")
         if is_hesitation(transcript):
