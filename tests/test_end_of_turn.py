@@ -135,7 +135,7 @@ def test_rules_in_order(judge):
     silence = np.zeros(16000, np.float32)
     assert judge.judge(silence, "").rule == "empty"
     assert judge.judge(silence, "turn left and then").rule == "continuation"
-    # bench --turns' paused_14: the words scored -0.78 (finished) before "to the right" came
+    # bench --turns' paused_14: the words scored -0.67 (finished) before "to the right" came
     assert judge.text.score("Turn your head 30 degrees.") >= judge.cfg.text_complete
     v = judge.judge(silence, "Turn your head 30 degrees.")
     assert not v.complete and v.rule == "no_direction", v

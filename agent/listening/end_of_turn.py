@@ -182,7 +182,7 @@ def ends_in_continuation(text: str) -> bool:
 def lacks_a_direction(text: str) -> bool:
     """Whether ``text`` ends on an amount of turn and says no way to turn.
 
-    "Turn your head thirty degrees [1 s] to the right": the words scored -0.78, a finished
+    "Turn your head thirty degrees [1 s] to the right": the words scored -0.67, a finished
     sentence, and the turn was answered before its direction came (``bench --turns``,
     paused_14); a robot cannot turn thirty degrees without one.
 
