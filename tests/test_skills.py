@@ -64,8 +64,27 @@ def test_exception_in_skill_becomes_result(ctx):
     out = reg.call("explode", {"n": 1}, ctx)
     assert not out.ok and "RuntimeError: fuse lit" in out.result and out.raised == "fuse lit"
     out = reg.call("explode", {"n": 9}, ctx)
-    # The model's mistake, not the skill's message: nothing for a person to hear.
-    assert not out.ok and "less than or equal to 3" in out.result and out.raised == ""
+    # A number out of range: the model reads its error, a person hears what the skill needs.
+    assert not out.ok and "less than or equal to 3" in out.result
+    assert out.raised == "I can't explode: the n should be less than or equal to 3"
+    # A wrong type is the model's writing: nothing for a person to hear.
+    assert reg.call("explode", {"n": "many"}, ctx).raised == ""
+    assert reg.call("explode", {"n": 1, "boom": True}, ctx).raised == ""
+
+
+def test_a_bad_timer_is_told_as_what_it_needs(ctx):
+    """A new user's "cancel the timer" ran set_timer(seconds 0); the reply read its error back:
+    "Of course! Error: Invalid arguments for set_timer."."""
+    from skills.timer import set_timer
+
+    reg = SkillRegistry()
+    reg.register(set_timer)
+    out = reg.call("set_timer", {"seconds": 0}, ctx)
+    assert (
+        not out.ok and out.raised == "I can't set timer: the timer length in seconds should be greater than 0"
+    )
+    missing = reg.call("set_timer", {}, ctx)
+    assert missing.raised == "I can't set timer: I need the timer length in seconds"
 
 
 def test_timeout(ctx):

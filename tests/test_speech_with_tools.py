@@ -176,6 +176,9 @@ ASKED_ABOUT = [
     ("What does the emergency stop do? Emergency stop!", {"emergency_stop": 6.0, "stop": 6.0, NO_TOOL: -6.0}),
     ("What do you see?", {"describe_scene": 6.0, NO_TOOL: -6.0}),  # "you" is no thing asked about
     ("What is the time?", {"get_time": 6.0, NO_TOOL: -6.0}),
+    ("What is a timer?", {NO_TOOL: 6.0}),  # a new user's question started a one-second timer
+    ("What's an emergency stop?", {NO_TOOL: 6.0}),
+    ("Set a timer for what is a minute", {"set_timer": 6.0, NO_TOOL: -6.0}),
 ]
 
 

@@ -77,8 +77,10 @@ def asked_about(user_text: str) -> list[bool]:
 
     "What does the emergency stop do?", "how does your wave work", "what does the timer mean": the
     words between the determiner and the closing verb name a tool the user wants explained, not
-    run (a new user's question latched the emergency stop, which only a person clears). Words
-    after "what do you" are not a thing ("what do you see" asks for ``describe_scene``).
+    run (a new user's question latched the emergency stop, which only a person clears); so do
+    the words after "what is a" ("what is a timer?" started a one-second timer). Words after
+    "what do you" are not a thing ("what do you see" asks for ``describe_scene``), nor after
+    "what is the" ("what is the time?").
 
     Args:
         user_text: What the user said.
@@ -95,10 +97,13 @@ def asked_about(user_text: str) -> list[bool]:
             k = i + 1  # "what's the ..."
         else:
             continue
-        if k < len(said) and said[k] in _DETERMINERS:
-            end = next((j for j in range(k + 1, min(len(said), k + 6)) if said[j] in _ASK_ENDS), k + 1)
-            for j in range(k + 1, end):
-                out[j] = True
+        if k >= len(said) or said[k] not in _DETERMINERS:
+            continue
+        end = next((j for j in range(k + 1, min(len(said), k + 6)) if said[j] in _ASK_ENDS), None)
+        if end is None and said[k] in ("a", "an") and said[k - 1] in ("is", "what's", "whats"):
+            end = len(said)  # "what is a timer?": a kind of thing (but "what is the time?" asks for it)
+        for j in range(k + 1, end or k + 1):
+            out[j] = True
     return out
 
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agent.skills.args import clamp_args, validation_message
+from agent.skills.args import clamp_args, spoken_validation, validation_message
 from agent.skills.skill import Skill, SkillContext, SkillError, ToolOutcome, build_skill
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ class SkillRegistry:
         try:
             parsed = sk.args_model.model_validate(arguments)
         except ValidationError as e:
-            return ToolOutcome(False, validation_message(sk, e))
+            return ToolOutcome(False, validation_message(sk, e), raised=spoken_validation(sk, e))
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         call = (lambda: sk.fn(ctx, **kwargs)) if sk.wants_context else (lambda: sk.fn(**kwargs))
         if sk.background:
