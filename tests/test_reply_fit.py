@@ -106,6 +106,8 @@ def test_a_move_refused_by_the_e_stop_says_why(agent):
     for r in failed:
         reply = _reply(evs, r.turn_id)
         assert carries_reason(reply, r.result), (r.tool, reply)
+        # Not "Sure! My emergency stop is on, ..." (a new user's chat): no acknowledgement first.
+        assert reply == "My emergency stop is on, so I cannot move until someone clears it.", reply
 
 
 def test_an_emergency_stop_is_confirmed_as_its_skill_wrote_it(agent):

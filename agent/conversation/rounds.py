@@ -69,6 +69,8 @@ class RoundPlan:
         avoid: Earlier replies this round must not repeat word for word (repeat guard).
         examples: Example replies of the system prompt, never to be copied (repeat guard).
         think: Reason first (native formats; the prompt was rendered with the block open).
+        no_ack: Tools whose call gets no acknowledgement: they cannot work now (the robot's
+            emergency stop is latched), and the reason their skill raises is said instead.
     """
 
     allow_tools: bool = True
@@ -80,6 +82,7 @@ class RoundPlan:
     avoid: tuple[str, ...] = ()
     think: bool = False
     examples: tuple[str, ...] = ()
+    no_ack: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,8 @@ class GrammarRounds:
                 name = names.feed(gen.text)
                 skill = self.registry.skills.get(name or "")
                 # A movement: say so while it starts; a slow look-up: its preamble while it runs.
-                if skill is not None and (not skill.follow_up or skill.preamble):
+                # (Not "Sure!" before "My emergency stop is on, so I cannot move": a new user's chat.)
+                if skill is not None and (not skill.follow_up or skill.preamble) and name not in plan.no_ack:
                     ack = skill.preamble or self.acks.next(plan.said)
                     if io.on_text:
                         io.on_text(ack)

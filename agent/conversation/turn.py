@@ -449,6 +449,7 @@ class Conversation:
                     tuple(results),
                     tuple(_not_within(before, " ".join(results))),
                     examples=tuple(self._examples()),
+                    no_ack=self._cannot_move(),
                 )
                 # A round that reads data back ends with the sentence that carries it: nothing
                 # after the result that was not asked for ("... 1 December. It needs to recharge.");
@@ -636,6 +637,12 @@ class Conversation:
         raw = json.dumps({"call": {"tool": NO_TOOL}, "say": say})
         self.history.append(hist.assistant_message(say, [], raw))
         return say
+
+    def _cannot_move(self) -> frozenset[str]:
+        """Skills that move joints (``needs``) while the robot's emergency stop is latched: they fail."""
+        if not getattr(self.ctx.robot, "estopped", False):
+            return frozenset()
+        return frozenset(s.name for s in self.registry.skills.values() if s.needs)
 
     def _round(self, plan: RoundPlan, gen: Generation, io: RoundIO) -> RoundOutput:
         """Run one round of ``plan`` in the conversation's format, fitting the context first."""
