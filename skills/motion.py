@@ -48,7 +48,7 @@ def nod(
     ctx: SkillContext,
     times: Annotated[int, Field(ge=1, le=5, description="how many times to nod")] = 1,
 ) -> str:
-    """Nod the head yes, once or a few times in a row.
+    """Nod the head yes.
 
     Args:
         ctx: The robot (not shown to the model).

@@ -3,8 +3,9 @@
 The embedded SmolLM2-135M with the product's own reply grammar (:mod:`agent.conversation.toolgrammar`):
 greedy output through :meth:`ChatModel.stream` (:class:`agent.engines.embedded.sampling.TokenSampler`) must be
 token for token what llama-cpp-python's ``create_completion`` (grammar over the whole
-vocabulary at every step) writes, and the grammar must still hold where the model's own
-first choice breaks it.
+vocabulary at every step) writes, up to a tie (:data:`TIE_LOGITS`: the stream evaluates text the
+grammar forces in one batch, the reference token by token, and the last bits of the logits
+differ), and the grammar must still hold where the model's own first choice breaks it.
 """
 
 from __future__ import annotations
@@ -66,6 +67,40 @@ def _reference(model, prompt, grammar, max_tokens=80):
     return "".join(out)
 
 
+TIE_LOGITS = 0.1
+"""Two tokens whose logits differ by less than this tie: which one greedy decoding takes depends
+on how the prompt was split into batches (measured: "!" 18.783 against "." 18.755 after "Hello,
+I'm a robot" once ``nod`` took a count; the KV cache of the stream and of a one-batch evaluation
+differ in the last bits)."""
+
+
+def _tie_margin(model, prompt, ref, ours):
+    """|logit difference| of the first tokens where ``ours`` and ``ref`` part, after their common tokens.
+
+    The common tokens are evaluated in one batch after the prompt; the repetition penalty the
+    sampler applies (llama.cpp's: a positive logit divided, over the generated tokens) is applied.
+    """
+    import llama_cpp
+    import numpy as np
+
+    a, b = (model.llm.tokenize(t.encode(), add_bos=False, special=False) for t in (ref, ours))
+    k = next(i for i in range(min(len(a), len(b)) + 1) if i == min(len(a), len(b)) or a[i] != b[i])
+    assert k < min(len(a), len(b)), (ref, ours)  # one is not a prefix of the other
+    llm = model.llm
+    llm.reset()
+    llm.eval(model.tokenize(prompt) + a[:k])
+    ptr = llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1)
+    logits = np.ctypeslib.as_array(ptr, shape=(llm.n_vocab(),)).copy()
+    seen = set(a[:k][-64:])
+
+    def penalized(tok):
+        x = float(logits[tok])
+        return x / model.cfg.repeat_penalty if tok in seen and x > 0 else x
+
+    llm.reset()
+    return abs(penalized(a[k]) - penalized(b[k]))
+
+
 @pytest.mark.parametrize("text", COMMANDS)
 def test_greedy_lazy_grammar_equals_the_full_grammar_pass(model, grammar, text):
     g, tools = grammar
@@ -77,7 +112,9 @@ def test_greedy_lazy_grammar_equals_the_full_grammar_pass(model, grammar, text):
     t0 = time.perf_counter()
     ours = "".join(model.stream(Decoding(prompt, grammar=g, max_tokens=80, temperature=0.0), gen))
     t_ours = time.perf_counter() - t0
-    assert ours == ref
+    if ours != ref:  # only where the two greedy choices tie (the logits of a batch are not bitwise)
+        margin = _tie_margin(model, prompt, ref, ours)
+        assert margin < TIE_LOGITS, (margin, ours, ref)
     say, calls, problem = parse_reply(ours)
     assert not problem and (say or calls)
     # the slow path is the exception: most tokens are the model's own first choice
@@ -188,7 +225,7 @@ def test_forced_text_after_each_tool_name():
         "n": "",  # nod or none
         "no": "",
         "non": 'e"}, "say": "',
-        'nod", "': 'arguments": {}}}',
+        'nod", "': 'arguments": {',  # only optional arguments (times)
         'nod", "arguments": {}}}': "",
     }
     for written, forced in cases.items():
