@@ -178,6 +178,7 @@ ASKED_ABOUT = [
     ("What is the time?", {"get_time": 6.0, NO_TOOL: -6.0}),
     ("What is a timer?", {NO_TOOL: 6.0}),  # a new user's question started a one-second timer
     ("What's an emergency stop?", {NO_TOOL: 6.0}),
+    ("What\u2019s the emergency stop do?", {NO_TOOL: 6.0}),  # a typographic apostrophe splits "what s"
     ("Set a timer for what is a minute", {"set_timer": 6.0, NO_TOOL: -6.0}),
 ]
 

@@ -67,7 +67,7 @@ def _negated_in(said: list[str]) -> list[bool]:
 
 _ASKS = frozenset("what how".split())
 _ASKS_CONTRACTED = frozenset("what's how's whats hows".split())
-_AUX = frozenset("does do is would will".split())
+_AUX = frozenset("does do is s would will".split())  # "s": a typographic "what’s" splits
 _DETERMINERS = frozenset("the a an your my this that".split())
 _ASK_ENDS = frozenset("do does work works mean means".split())
 
@@ -100,7 +100,7 @@ def asked_about(user_text: str) -> list[bool]:
         if k >= len(said) or said[k] not in _DETERMINERS:
             continue
         end = next((j for j in range(k + 1, min(len(said), k + 6)) if said[j] in _ASK_ENDS), None)
-        if end is None and said[k] in ("a", "an") and said[k - 1] in ("is", "what's", "whats"):
+        if end is None and said[k] in ("a", "an") and said[k - 1] in ("is", "s", "what's", "whats"):
             end = len(said)  # "what is a timer?": a kind of thing (but "what is the time?" asks for it)
         for j in range(k + 1, end or k + 1):
             out[j] = True
