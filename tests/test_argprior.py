@@ -17,11 +17,16 @@ def _schema(fn) -> dict:
     return reg.register(fn).parameters
 
 
+def _motion(name: str) -> dict:
+    """The JSON schema of a packaged movement skill (``skills/motion.py``)."""
+    import skills.motion
+
+    return _schema(getattr(skills.motion, name))
+
+
 @pytest.fixture(scope="module")
 def look():
-    from skills.motion import look as look_skill
-
-    return _schema(look_skill)
+    return _motion("look")
 
 
 @pytest.mark.parametrize(
@@ -146,13 +151,11 @@ def test_degrees_said_with_a_side_go_to_the_signed_argument(look):
         ("wave", "right"),  # a new user's chat: "wave", "hi there", "goodbye" all waved left
         ("goodbye", "right"),
         ("wave your left hand", "left"),
-        ("now the other hand", "left"),  # "other": the model's choice stands
+        ("now the other hand", "left"),  # "other" without a last wave: the model's choice stands
     ],
 )
-def test_a_side_the_words_do_not_choose_is_the_schema_default(text, hand):
-    from skills.motion import wave
-
-    assert follow_words(text, _schema(wave), {"hand": "left"}) == {"hand": hand}
+def test_a_side_the_words_do_not_choose_is_the_schema_default(wave, text, hand):
+    assert follow_words(text, wave, {"hand": "left"}) == {"hand": hand}
 
 
 def test_a_magnitude_past_the_range_counts_as_none(look):
@@ -188,9 +191,7 @@ def test_a_side_before_hand_still_turns_the_head(look):
 
 @pytest.fixture(scope="module")
 def nod():
-    from skills.motion import nod as nod_skill
-
-    return _schema(nod_skill)
+    return _motion("nod")
 
 
 @pytest.mark.parametrize(
@@ -227,9 +228,7 @@ def test_a_count_is_the_one_said(nod, text, args, expected):
 
 @pytest.fixture(scope="module")
 def wave():
-    from skills.motion import wave as wave_skill
-
-    return _schema(wave_skill)
+    return _motion("wave")
 
 
 @pytest.mark.parametrize(

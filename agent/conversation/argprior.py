@@ -125,6 +125,9 @@ COUNT_WORDS = {"once": 1, "twice": 2, "thrice": 3}
 def spoken_count(text: str) -> int | None:
     """How many times the words ask for an action ("twice", "three times", "2 times"), or None.
 
+    Args:
+        text: What the user said.
+
     Returns:
         The one count said, or None when none is said or two different ones are ("once or twice").
     """
