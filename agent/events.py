@@ -222,6 +222,12 @@ class PauseVerdict(Event):
         text_score: log10 probability that the sentence ends here (1: not run).
         asr_ms: Transcription time, ms.
         judge_ms: Judging time, ms.
+        asr_logprob: Whisper's mean token log-probability of ``text`` (natural log; 0: nothing
+            decoded).
+        unclear: ``asr_logprob`` is under ``[turn] unclear_logprob``: Whisper may have misheard.
+        confirm_ms: Silence that must confirm a finished verdict before its reply is heard
+            (``[turn] confirm_ms``; ``doubtful_confirm_ms`` for unclear words or a Smart Turn
+            verdict), ms; 0: at once.
     """
 
     name: ClassVar[str] = "end_of_turn_check"
@@ -233,6 +239,9 @@ class PauseVerdict(Event):
     text_score: float = 1.0
     asr_ms: float = 0.0
     judge_ms: float = 0.0
+    asr_logprob: float = 0.0
+    unclear: bool = False
+    confirm_ms: int = 0
 
 
 # --- ASR → turn driver ----------------------------------------------------------------------------------

@@ -87,6 +87,33 @@ def test_a_user_who_goes_on_gets_one_turn_and_nothing_of_the_dropped_one(held_ri
     assert len(users) == 1 and "wave" in users[0].lower(), users
 
 
+def test_a_reply_written_before_the_user_goes_on_is_dropped_too(held_rig, tmp_path):
+    """bench --turns --realtime: a reply with no tool call was written within the confirmation
+    (a joke in ~0.3 s), the user went on, and the turn stayed: two turns answered, the first never
+    heard and never dropped, its words left in the history. The driver now waits for the silence's
+    decision before a prepared turn is over."""
+    from agent.pipeline import FileSource, NullSink, Pipeline
+    from agent.pipeline.pipeline import run_to_end
+
+    syn = Synthesizer(resolve_model("packaged:piper-joe-medium"))
+    audio = syn.speak_parts(("Tell me a joke.", "About robots, please."), VOICES[0], 1.2)
+    pad = np.zeros(8000, np.float32)
+    write_wav(tmp_path / "joke.wav", np.concatenate([pad, audio, pad]))
+    rig = held_rig
+    rig.core.conversation.history.clear()
+    start = len(rig.log.events)
+    source = FileSource([tmp_path / "joke.wav"], True, rig.bus.publish)
+    assert run_to_end(Pipeline(rig.core, rig.bus, source, NullSink()))
+    evs = rig.log.events[start:]
+    dropped = [e for e in evs if isinstance(e, TurnDropped)]
+    heard = [e for e in evs if isinstance(e, Transcript) and e.turn_id not in {d.turn_id for d in dropped}]
+    assert len(dropped) == 1 and "joke" in dropped[0].text.lower(), [(e.name, e.turn_id) for e in evs]
+    assert len(heard) == 1 and "robots" in heard[0].text.lower(), heard
+    assert not [e for e in evs if isinstance(e, (ToolCall, Spoken)) and e.turn_id == dropped[0].turn_id]
+    users = [m["content"] for m in rig.core.conversation.history if m["role"] == "user"]
+    assert len(users) == 1 and "robots" in users[0].lower(), users
+
+
 def test_files_wait_for_the_confirmation_before_the_turn_ends(tmp_path):
     """Without real time there is nothing to prepare: the utterance ends once the silence confirms it."""
     cfg = load_config()

@@ -235,6 +235,28 @@ def test_page_shows_each_pause_verdict_and_the_signal_that_decided(live, page):
         10,
         "no second verdict line",
     )
+    misheard = PauseVerdict(
+        -1,
+        9,
+        "come your way",
+        True,
+        "text",
+        text_score=-1.01,
+        asr_logprob=-0.54,
+        unclear=True,
+        confirm_ms=1400,
+    )
+    live.bus.publish(misheard)
+    line = (
+        'pause 9: "come your way" → turn over (the words end a sentence; words -1.01, unclear words, '
+        "logprob -0.54) - heard after 1400 ms of silence"
+    )
+    until(
+        drv,
+        lambda d: text_of(d, "#partial") == line,
+        10,
+        f"no doubtful verdict: {text_of(drv, '#partial')!r}",
+    )
 
 
 def test_estop_button_latches_the_robot_and_clear_releases_it(live, page, tmp_path):

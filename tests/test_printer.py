@@ -90,6 +90,21 @@ def test_verbose_shows_each_pause_and_which_signal_decided():
     assert 'the robot remembers saying only: "It is a"' in lines
 
 
+def test_verbose_says_when_unclear_words_wait_longer_for_the_silence():
+    from agent.cli.printer import pause_line
+
+    clear = PauseVerdict(-1, 1, "look up", True, "text", -1.0, -0.96, 90.0, 20.0, -0.11, False, 700)
+    misheard = PauseVerdict(-1, 1, "come your way", True, "text", -1.0, -1.01, 90.0, 20.0, -0.54, True, 1400)
+    assert pause_line(clear) == (
+        '  pause 1: "look up" -> turn over (the words end a sentence; words -0.96) - heard after '
+        "700 ms of silence"
+    )
+    assert pause_line(misheard) == (
+        '  pause 1: "come your way" -> turn over (the words end a sentence; words -1.01, unclear words, '
+        "logprob -0.54) - heard after 1400 ms of silence"
+    )
+
+
 def test_json_lines_carry_every_field():
     out = io.StringIO()
     printer = EventPrinter(json_mode=True, out=out)

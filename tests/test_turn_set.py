@@ -61,11 +61,15 @@ def test_scores_count_turns_per_kind():
     ]
     files = {
         "paused_00.wav": FileTurns(
-            ["turn your head to the left", "and then wave"], end_rules=["text", "text"]
+            ["turn your head to the left", "and then wave"],
+            end_rules=["text", "text"],
+            end_confirms=[700, 700],
         ),
-        "paused_02.wav": FileTurns(["can you look to the right"], end_rules=["text"]),
-        "plain_00.wav": FileTurns(["hey robot wave your right hand"], end_rules=["silence"]),
-        "filler_00.wav": FileTurns([], ["only a hesitation"], end_rules=["silence"]),
+        "paused_02.wav": FileTurns(["can you look to the right"], end_rules=["text"], end_confirms=[700]),
+        "plain_00.wav": FileTurns(
+            ["hey robot wave your right hand"], end_rules=["silence"], end_confirms=[0]
+        ),
+        "filler_00.wav": FileTurns([], ["only a hesitation"], end_rules=["silence"], end_confirms=[0]),
     }
     report = score(sample, files, cfg)
     assert report["kept_whole"] == 0.5 and report["fillers_answered"] == 0.0
@@ -83,14 +87,45 @@ def test_a_continued_sentence_counts_as_answered_whole_not_as_kept_whole():
             continued=["turn your head to the left"],
             heard=["turn your head to the left"],
             end_rules=["text", "text"],
+            end_confirms=[700, 700],
         ),
-        "paused_02.wav": FileTurns(["can you look to the right"], end_rules=["text"]),
+        "paused_02.wav": FileTurns(["can you look to the right"], end_rules=["text"], end_confirms=[700]),
     }
     report = score(sample, files, load_config())
     assert report["kept_whole"] == 0.5 and report["answered_whole"] == 1.0
     assert report["continued"][0]["file"] == "paused_00.wav" and report["continued"][0]["first_heard"]
     assert not report["not_whole"]
     assert "answered whole: 100.0%" in format_turns(report)
+
+
+def test_plain_commands_confirmed_longer_are_counted_apart_with_their_wait():
+    cfg = load_config()
+    turn = cfg.turn
+    sample = [c for c in cases() if c.file in {"plain_01.wav", "plain_03.wav", "plain_19.wav"}]
+    files = {
+        "plain_01.wav": FileTurns(
+            ["please look to the left"], end_rules=["text"], end_confirms=[turn.confirm_ms]
+        ),
+        "plain_03.wav": FileTurns(
+            ["nod your head"], end_rules=["smart_turn"], end_confirms=[turn.confirm_ms]
+        ),
+        "plain_19.wav": FileTurns(
+            ["can you not wise"], end_rules=["text"], end_confirms=[turn.doubtful_confirm_ms]
+        ),
+    }
+    report = score(sample, files, cfg)
+    short = turn.short_silence_ms
+    assert report["plain_extra_wait_ms"] == {
+        "smart_turn": {"commands": 1, "extra_ms_mean": turn.confirm_ms - short},
+        "text": {"commands": 1, "extra_ms_mean": turn.confirm_ms - short},
+        f"text, confirmed by {turn.doubtful_confirm_ms} ms": {
+            "commands": 1,
+            "extra_ms_mean": turn.doubtful_confirm_ms - short,
+        },
+    }
+    waits = [turn.confirm_ms - short] * 2 + [turn.doubtful_confirm_ms - short]
+    assert report["plain_mean_extra_wait_ms"] == pytest.approx(sum(waits) / 3, abs=0.1)
+    assert f"text, confirmed by {turn.doubtful_confirm_ms} ms: 1 commands" in format_turns(report)
 
 
 @needs_espeak
@@ -101,6 +136,8 @@ def test_a_sample_of_the_set_through_the_pipeline(tmp_path):
         "paused_01.wav",  # espeak-ng: "Hmm, let me think. [0.8 s] Can you nod your head twice?"
         "paused_06.wav",  # piper: "Could you tell me [1.0 s] what you see?"
         "paused_12.wav",  # piper: "Let me see. [0.6 s] What is the weather like today?"
+        "paused_15.wav",  # espeak-ng: "Can you wave [1.2 s] with your left hand?" ("come your way")
+        "paused_23.wav",  # espeak-ng: "Look to the left, [1.2 s] and then to the right." (Smart Turn)
         "paused_33.wav",  # espeak-ng: "Can you tell me [0.8 s] the time?"
         "plain_00.wav",  # piper: "Hey robot, wave your right hand." (a comma pause after the name)
         "plain_18.wav",  # piper: "Look at me."
@@ -119,3 +156,9 @@ def test_a_sample_of_the_set_through_the_pipeline(tmp_path):
     assert any(p["rule"] == "hesitation" for p in per["paused_01.wav"]["pauses"]), per["paused_01.wav"]
     assert any(p["rule"] == "hesitation" for p in per["paused_12.wav"]["pauses"]), per["paused_12.wav"]
     assert any(p["rule"] == "address" for p in per["plain_00.wav"]["pauses"]), per["plain_00.wav"]
+    # Both first parts sounded finished and were answered 700 ms into the pause: doubtful evidence
+    # (unclear words; the words alone not finished) now waits doubtful_confirm_ms.
+    doubtful = load_config().turn.doubtful_confirm_ms
+    for name in ("paused_15.wav", "paused_23.wav"):
+        first = per[name]["pauses"][0]
+        assert first["complete"] and first["confirm_ms"] == doubtful, per[name]

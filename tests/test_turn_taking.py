@@ -5,7 +5,7 @@ probabilities (32 ms each) and :class:`~agent.events.PauseTranscript` answers, a
 and the ASR stage send them; what it puts in the ASR stage's queue and publishes is checked
 field by field. Its judge is the real :class:`~agent.listening.end_of_turn.EndOfTurnJudge`
 without models, whose word rules (a stop phrase, a trailing conjunction, nothing heard) decide
-by themselves.
+by themselves; the confirmation tests give it the real text model (SmolLM2-135M).
 """
 
 from __future__ import annotations
@@ -29,10 +29,11 @@ from agent.events import (
     Utterance,
     VoiceFrame,
 )
-from agent.listening.end_of_turn import EndOfTurnJudge
+from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn
 from agent.listening.vad import FRAME
+from agent.models import resolve_model
 from agent.pipeline.queues import StageQueue, TurnGate
-from agent.pipeline.turn_taking import TurnTaking
+from agent.pipeline.turn_taking import TurnTaking, confirm_ms
 from agent.pipeline.work import WorkTracker
 from agent.speech.asr import ASRResult
 
@@ -95,7 +96,13 @@ def test_wait_idle_ends_when_the_last_item_finishes_or_on_stop():
 class Harness:
     """A turn-taking stage driven from the test thread."""
 
-    def __init__(self, realtime: bool = True, semantic: bool = True, early_asr_ms: int = 96) -> None:
+    def __init__(
+        self,
+        realtime: bool = True,
+        semantic: bool = True,
+        early_asr_ms: int = 96,
+        text: TextEndOfTurn | None = None,
+    ) -> None:
         cfg = load_config()
         cfg.turn.early_asr_ms = early_asr_ms
         self.cfg = cfg
@@ -104,7 +111,7 @@ class Harness:
         self.published: list[Event] = []
         self.speaker = Speaker()
         self.work = WorkTracker(self.speaker)
-        judge = EndOfTurnJudge(cfg.turn, None, None, lambda t: t.strip(" .!").lower() == "stop")
+        judge = EndOfTurnJudge(cfg.turn, None, text, lambda t: t.strip(" .!").lower() == "stop")
         self.stage = TurnTaking(
             cfg,
             self.inbox,
@@ -126,8 +133,9 @@ class Harness:
             samples = np.full(FRAME, 0.1 if prob else 0.0, np.float32)
             self.stage._handle(VoiceFrame(-1, samples, prob, self.t, "mic", robot_audible=audible))
 
-    def answer(self, check: PauseCheck, text: str) -> None:
-        self.stage._handle(PauseTranscript(-1, check.pause_id, ASRResult(text, duration_ms=5.0)))
+    def answer(self, check: PauseCheck, text: str, logprob: float = 0.0) -> None:
+        result = ASRResult(text, avg_logprob=logprob, duration_ms=5.0)
+        self.stage._handle(PauseTranscript(-1, check.pause_id, result))
 
     def taken(self) -> list[Event]:
         out = []
@@ -320,6 +328,58 @@ def test_a_non_real_time_source_waits_for_each_verdict_and_turn_before_the_next_
     assert [type(m) for m in got] == [PauseCheck, Utterance] and got[1].end_rule == "stop"
     [verdict] = h.of(PauseVerdict)
     assert verdict.complete and not h.work.busy()
+
+
+def test_doubtful_evidence_needs_a_longer_silence_to_confirm_it():
+    turn = load_config().turn
+    clear, unclear = turn.unclear_logprob + 0.3, turn.unclear_logprob - 0.04
+    assert confirm_ms(turn, "text", True, clear) == turn.confirm_ms == 700
+    assert confirm_ms(turn, "text", True, unclear) == turn.doubtful_confirm_ms == 1400
+    assert confirm_ms(turn, "smart_turn", True, clear) == turn.doubtful_confirm_ms  # the words alone: no
+    for rule, complete in (("stop", True), ("continuation", False), ("unfinished", False)):
+        assert confirm_ms(turn, rule, complete, unclear) == 0  # heard at once, or not a turn yet
+    off = turn.model_copy(update={"doubtful_confirm_ms": 0})
+    assert confirm_ms(off, "text", True, unclear) == confirm_ms(off, "smart_turn", True, clear) == 700
+    with pytest.raises(ValueError, match="doubtful_confirm_ms"):
+        type(turn)(doubtful_confirm_ms=turn.long_silence_ms)
+
+
+@pytest.fixture(scope="module")
+def text_model():
+    cfg = load_config()
+    model = TextEndOfTurn(resolve_model(cfg.turn.text_model), cfg.llm.system_prompt)
+    yield model
+    model.close()
+
+
+@pytest.mark.parametrize(
+    ("heard", "logprob", "wait_ms"),
+    [
+        ("look up", -0.11, 700),  # bench --turns: a plain command, heard clearly
+        ("come your way", -0.54, 1400),  # "Can you wave [1.2 s] with your left hand?", misheard
+    ],
+)
+def test_a_finished_verdict_on_unclear_words_is_heard_only_after_the_longer_silence(
+    text_model, heard, logprob, wait_ms
+):
+    """bench --turns: "Can you wave" heard as "come your way" (logprob -0.54) sounded finished and
+    was answered 700 ms into the user's 1.2 s pause; unclear words now wait 1.4 s."""
+    h = Harness(text=text_model)
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(PAUSE, SILENCE)
+    [check] = h.taken()
+    h.answer(check, heard, logprob)
+    [verdict] = h.of(PauseVerdict)
+    assert verdict.complete and verdict.rule == "text", verdict
+    assert verdict.asr_logprob == logprob and verdict.unclear == (logprob < h.cfg.turn.unclear_logprob)
+    assert verdict.confirm_ms == wait_ms
+    confirmed_after = -(-wait_ms // 32)  # frames of silence
+    [utt] = h.taken()  # handed over at once, to be prepared
+    assert isinstance(utt, Utterance) and utt.release is not None and not utt.release.released
+    h.frames(confirmed_after - PAUSE - 1, SILENCE)
+    assert not utt.release.released and not utt.release.dropped
+    h.frames(1, SILENCE)
+    assert utt.release.released
 
 
 @pytest.mark.parametrize("early_asr_ms", [96, 0])

@@ -22,9 +22,11 @@ Reported:
   first part is cut and the whole sentence answered; listed under ``continued``);
 * ``fillers_answered``: share of hesitations alone that got an answer (want 0);
 * ``plain_extra_wait_ms``: per end rule, how many plain commands it ended and the silence they
-  waited beyond ``short_silence_ms``: ``[turn] confirm_ms`` for a verdict of the words or Smart
-  Turn (live, the reply is prepared during that wait and heard when it ends), the long silence
-  for ``silence``; ``plain_split``: plain commands answered as more than one turn.
+  waited beyond ``short_silence_ms``: the verdict's confirming silence for a verdict of the words
+  or Smart Turn (``[turn] confirm_ms``; ``doubtful_confirm_ms`` for unclear words or a Smart
+  Turn verdict, listed apart as ``<rule>, confirmed by <ms> ms``; live, the reply is prepared
+  during that wait and heard when it ends), the long silence for ``silence``; ``plain_split``:
+  plain commands answered as more than one turn.
 """
 
 from __future__ import annotations
@@ -69,8 +71,11 @@ class FileTurns:
         continued: Transcripts of turns answered, then dropped because the user's next words
             finished their sentence (``[turn] continue_ms``).
         skipped: Reasons of the utterances it left unanswered.
-        verdicts: ``(rule, complete, smart_turn, text_score, text)`` of each judged pause.
+        verdicts: ``(rule, complete, smart_turn, text_score, text, asr_logprob, confirm_ms)`` of
+            each judged pause.
         end_rules: Each utterance's end rule.
+        end_confirms: Each utterance's confirming silence (the deciding verdict's ``confirm_ms``;
+            0 where none confirmed it), ms.
     """
 
     answered: list[str] = field(default_factory=list)
@@ -78,8 +83,9 @@ class FileTurns:
     continued: list[str] = field(default_factory=list)
     heard: list[str] = field(default_factory=list)  # continued turns of which a sentence was played
     skipped: list[str] = field(default_factory=list)
-    verdicts: list[tuple[str, bool, float, float, str]] = field(default_factory=list)
+    verdicts: list[tuple[str, bool, float, float, str, float, int]] = field(default_factory=list)
     end_rules: list[str] = field(default_factory=list)
+    end_confirms: list[int] = field(default_factory=list)
 
 
 class TurnRecorder:
@@ -90,6 +96,7 @@ class TurnRecorder:
         self._current = ""
         self._texts: dict[int, tuple[str, str]] = {}  # turn id -> (file, transcript)
         self._played: set[int] = set()  # turns of which a sentence reached the speaker
+        self._confirm = 0  # the newest finished verdict's confirming silence, ms
 
     def __call__(self, ev: Event) -> None:
         """Record one message of the bus."""
@@ -110,10 +117,14 @@ class TurnRecorder:
             self.files[self._current].skipped.append(ev.reason)
         elif isinstance(ev, PauseVerdict):
             self.files[self._current].verdicts.append(
-                (ev.rule, ev.complete, ev.smart_turn, ev.text_score, ev.text)
+                (ev.rule, ev.complete, ev.smart_turn, ev.text_score, ev.text, ev.asr_logprob, ev.confirm_ms)
             )
+            if ev.complete:
+                self._confirm = ev.confirm_ms
         elif isinstance(ev, Utterance):
             self.files[self._current].end_rules.append(ev.end_rule)
+            self.files[self._current].end_confirms.append(self._confirm)
+            self._confirm = 0
 
 
 def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> dict[str, Any]:
@@ -131,10 +142,14 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
 
     short, long, confirm = cfg.turn.short_silence_ms, cfg.turn.long_silence_ms, cfg.turn.confirm_ms
 
-    def waited(rule: str) -> int:
+    def waited(rule: str, confirmed_by: int) -> int:
         if rule == "silence":
             return long
-        return max(short, confirm) if rule in CONFIRMED_RULES and confirm else short
+        return max(short, confirmed_by) if rule in CONFIRMED_RULES and confirmed_by else short
+
+    def label(rule: str, confirmed_by: int) -> str:
+        longer = rule in CONFIRMED_RULES and confirmed_by != confirm
+        return f"{rule}, confirmed by {confirmed_by} ms" if longer else rule
 
     paused = [c for c in cases if c.kind == "paused"]
     plain = [c for c in cases if c.kind == "plain"]
@@ -147,8 +162,10 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
         per_voice[c.voice].append(c in whole)
     waits: dict[str, list[int]] = defaultdict(list)
     for c in plain:
-        for rule in seen[c.file].end_rules[:1]:
-            waits[rule].append(waited(rule) - short)
+        for rule, confirmed_by in list(zip(seen[c.file].end_rules, seen[c.file].end_confirms, strict=True))[
+            :1
+        ]:
+            waits[label(rule, confirmed_by)].append(waited(rule, confirmed_by) - short)
     rules = Counter(v[0] for c in cases for v in seen[c.file].verdicts)
     return {
         "cases": {"paused": len(paused), "plain": len(plain), "filler": len(fillers)},
@@ -200,8 +217,16 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
                 "continued": seen[c.file].continued,
                 "skipped": seen[c.file].skipped,
                 "pauses": [
-                    {"rule": r, "complete": ok, "smart_turn": st, "text_score": tx, "heard": t}
-                    for r, ok, st, tx, t in seen[c.file].verdicts
+                    {
+                        "rule": r,
+                        "complete": ok,
+                        "smart_turn": st,
+                        "text_score": tx,
+                        "heard": t,
+                        "asr_logprob": round(lp, 3),
+                        "confirm_ms": wait,
+                    }
+                    for r, ok, st, tx, t, lp, wait in seen[c.file].verdicts
                 ],
                 "end_rules": seen[c.file].end_rules,
             }

@@ -58,7 +58,9 @@ def pause_line(v: PauseVerdict) -> str:
         v: The verdict (``end_of_turn_check``).
 
     Returns:
-        E.g. ``pause 2: "turn left and then" -> wait for more (ends in a continuation)``.
+        E.g. ``pause 2: "turn left and then" -> wait for more (ends in a continuation)``, or
+        ``pause 1: "come your way" -> turn over (the words end a sentence; words -1.01; unclear
+        words, logprob -0.54) - heard after 1400 ms of silence``.
     """
     signals = []
     if v.text_score <= 0:
@@ -79,8 +81,11 @@ def pause_line(v: PauseVerdict) -> str:
         "error": "the check failed: waiting for silence",
     }.get(v.rule, v.rule)
     decision = "turn over" if v.complete else "wait for more"
+    if v.unclear:
+        signals.append(f"unclear words, logprob {v.asr_logprob:.2f}")
     measured = f"; {', '.join(signals)}" if signals else ""
-    return f'  pause {v.pause_id}: "{v.text}" -> {decision} ({why}{measured})'
+    heard = f" - heard after {v.confirm_ms} ms of silence" if v.confirm_ms > 0 else ""
+    return f'  pause {v.pause_id}: "{v.text}" -> {decision} ({why}{measured}){heard}'
 
 
 def timing_line(t: Timing) -> str:

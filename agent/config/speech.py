@@ -57,6 +57,20 @@ class TurnConfig(StrictModel):
         "the user goes on; 0 = heard at once (measured here: 700 keeps 83 % of bench --turns' paused "
         "sentences whole instead of 78 %, for about 90 ms more voice-to-voice at p50 and 10 ms at p95)",
     )
+    unclear_logprob: float = Field(
+        -0.5,
+        le=0.0,
+        description="a transcript Whisper decoded under this mean token log-probability (natural log) "
+        "is unclear: the words the text model judged may not be what the user said",
+    )
+    doubtful_confirm_ms: int = Field(
+        1400,
+        ge=0,
+        le=5000,
+        description="silence that confirms a finished verdict on doubtful evidence, ms: unclear words "
+        "('Can you wave' heard as 'come your way' sounds finished), or words that alone did not say "
+        "finished (Smart Turn decided); 0 = confirm_ms for every verdict",
+    )
     continue_ms: int = Field(
         2000,
         ge=0,
@@ -83,6 +97,15 @@ class TurnConfig(StrictModel):
             raise ValueError(
                 f"confirm_ms ({self.confirm_ms}) must be below long_silence_ms ({self.long_silence_ms}), "
                 f"or 0 to answer at the verdict"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _unclear_confirm_before_the_long_silence(self) -> TurnConfig:
+        if self.doubtful_confirm_ms and self.doubtful_confirm_ms >= self.long_silence_ms:
+            raise ValueError(
+                f"doubtful_confirm_ms ({self.doubtful_confirm_ms}) must be below long_silence_ms "
+                f"({self.long_silence_ms}), or 0 to confirm every verdict by confirm_ms"
             )
         return self
 

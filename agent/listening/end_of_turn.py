@@ -65,7 +65,10 @@ same audio: it hears prosody and words together), measured 2026-12-05: the six p
 still answered in two parts -1.28 … -2.06 at the pause, plain commands -0.70 … -2.76 at their end:
 no better. Words and prosody at a 200 ms pause do not tell "Look up, [0.6 s] and then look
 down" from "Look up." on these voices; only more silence does (``[turn] confirm_ms``: the reply
-is prepared while it lasts).
+is prepared while it lasts). What the silence must confirm grows where the evidence is doubtful
+(:func:`agent.pipeline.turn_taking.confirm_ms`): words Whisper was unclear about ("Can you wave"
+heard as "come your way", logprob -0.54, scores -1.01 here: a finished sentence) and a
+``smart_turn`` verdict (the words alone did not say finished) wait ``doubtful_confirm_ms``.
 
 Without the text model rules 3-4 become "Smart Turn says complete"; without Smart Turn rule 4
 is dropped; without both, endpointing is silence only (``[vad] min_silence_ms``) with a notice.

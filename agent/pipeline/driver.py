@@ -196,6 +196,10 @@ class TurnDriver:
         finally:
             self.arbiter.release()  # a flush of a cancelled turn is dropped unhandled
         self.speech.put(ReplyEnd(tid))
+        if release is not None:
+            # A reply written before the silence decided (a joke in 0.3 s, [turn] doubtful_confirm_ms
+            # 1.4 s) is over only once it has: a user who goes on drops it like any other.
+            release.wait(stop)
         if release is not None and release.dropped:
             conv.forget_since(kept)
             self.publish(TurnDropped(tid, text))

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from agent.config import Config
+from agent.config import Config, TurnConfig
 from agent.control import Busy, ReleaseGate, StopSignal
 from agent.events import (
     Error,
@@ -69,6 +69,42 @@ INPUT_END_RULE = "input_end"
 CONFIRMED_RULES = frozenset({"text", "smart_turn"})
 """Verdicts the silence must confirm (``[turn] confirm_ms``): a sentence that sounds finished
 may go on ("Turn your head to the left, [0.6 s] and then wave"); a stop phrase never waits."""
+
+
+def unclear(turn: TurnConfig, asr_logprob: float) -> bool:
+    """Whisper was unclear about the words: mean token log-probability under ``[turn] unclear_logprob``."""
+    return asr_logprob < turn.unclear_logprob
+
+
+def confirm_ms(turn: TurnConfig, rule: str, complete: bool, asr_logprob: float) -> int:
+    """The silence that must confirm a verdict before its reply is heard, ms (0: heard at once).
+
+    A finished verdict of the words (:data:`CONFIRMED_RULES`) waits ``[turn] confirm_ms``. One on
+    doubtful evidence waits ``doubtful_confirm_ms``: words Whisper was unclear about (mean token
+    log-probability under ``unclear_logprob``: the text model judged words the user may not have
+    said), or words that alone did not say finished (``smart_turn``: their score is under
+    ``text_complete`` and Smart Turn decided). Measured on ``bench --turns``' set (tiny.en,
+    2026-12-05): the first parts of paused sentences that sounded finished were misheard ("Nod
+    your head," as "down your head" -0.68, "Can you wave" as "come your way" -0.54) or ended by
+    Smart Turn ("Look to the left," as "look at the left": words -1.27, Smart Turn 0.97); of 33
+    plain commands only one was either (a misheard "can you not wise": -0.72, Smart Turn), the
+    others -0.03 … -0.38 and all ended by the words; the shared commands -0.09 … -0.47, all ended
+    by the words; human speech (jfk.flac, the stereo pair, hotwords.mp3) -0.06 … -0.26.
+
+    Args:
+        turn: ``[turn]`` settings.
+        rule: The verdict's rule.
+        complete: The verdict says finished.
+        asr_logprob: Whisper's mean token log-probability of the words judged (natural log).
+
+    Returns:
+        Silence, ms, counted from the end of speech.
+    """
+    if not complete or rule not in CONFIRMED_RULES:
+        return 0
+    if turn.doubtful_confirm_ms and (rule == "smart_turn" or unclear(turn, asr_logprob)):
+        return max(turn.confirm_ms, turn.doubtful_confirm_ms)
+    return turn.confirm_ms
 
 
 class EarlyStart:
@@ -111,6 +147,7 @@ class _Tentative:
     rule: str
     transcript: ASRResult
     gate: ReleaseGate | None  # real time: the turn is prepared at once and heard on release
+    confirm_ms: int  # the silence that confirms it
 
 
 @dataclass
@@ -335,6 +372,7 @@ class TurnTaking:
             self.publish(Error(-1, f"end-of-turn check failed ({pause.error}); ending this turn by silence"))
             return PauseVerdict(-1, pause.pause_id, res.text if res else "", False, "error")
         asr_ms = res.duration_ms if res is not None else 0.0
+        logprob = res.avg_logprob if res is not None else 0.0
         return PauseVerdict(
             -1,
             pause.pause_id,
@@ -345,21 +383,25 @@ class TurnTaking:
             v.text_score,
             asr_ms,
             v.ms,
+            logprob,
+            res is not None and unclear(self.cfg.turn, logprob),
+            confirm_ms(self.cfg.turn, v.rule, v.complete, logprob),
         )
 
     def _apply(self, verdict: PauseVerdict, transcript: ASRResult | None) -> None:
         """A finished turn ends now, with its transcript; an unfinished one keeps it for a silent end.
 
-        A turn the words or Smart Turn called finished is confirmed by ``[turn] confirm_ms`` of
-        silence: in real time it is handed over at once with a :class:`ReleaseGate` (prepared,
-        heard on release, dropped if the user goes on); otherwise it ends at the confirmation.
+        A turn the words or Smart Turn called finished is confirmed by the verdict's
+        ``confirm_ms`` of silence (:func:`confirm_ms`): in real time it is handed over at once with
+        a :class:`ReleaseGate` (prepared, heard on release, dropped if the user goes on); otherwise
+        it ends at the confirmation.
         """
         if verdict.complete and transcript is not None:
             self._undecided = None
-            confirm = self.cfg.turn.confirm_ms
-            if verdict.rule in CONFIRMED_RULES and confirm and self.endpointer.silence_ms < confirm:
+            confirm = verdict.confirm_ms
+            if confirm and self.endpointer.silence_ms < confirm:
                 gate = ReleaseGate() if self.realtime else None
-                self._tentative = _Tentative(verdict.pause_id, verdict.rule, transcript, gate)
+                self._tentative = _Tentative(verdict.pause_id, verdict.rule, transcript, gate, confirm)
                 if gate is not None:
                     self._end(self.endpointer.snapshot(verdict.rule), transcript, gate)
                 return
@@ -379,7 +421,7 @@ class TurnTaking:
             self._settle(confirmed=True, ended=upd)
             return VADUpdate(prob=upd.prob) if t.gate is not None else upd
         if self.endpointer.still_silent(t.pause_id):
-            if self.endpointer.silence_ms >= self.cfg.turn.confirm_ms:
+            if self.endpointer.silence_ms >= t.confirm_ms:
                 self._settle(confirmed=True)
                 return VADUpdate(prob=upd.prob)  # the utterance is over (and handed over)
             return upd
@@ -399,7 +441,7 @@ class TurnTaking:
             t.gate.release()
             if ended is None:
                 self.endpointer.end_now(t.rule)  # handed over already: this only closes it
-            log.debug("turn confirmed by %d ms of silence", self.cfg.turn.confirm_ms)
+            log.debug("turn confirmed by %d ms of silence", t.confirm_ms)
         else:
             t.gate.drop()
             log.info("the user went on: the prepared turn is dropped, the utterance continues")

@@ -21,6 +21,7 @@ const PAUSE_RULES = {
   smart_turn: "Smart Turn hears an ending, the words allow it",
   stop: "a stop phrase",
   continuation: "ends in a continuation",
+  no_direction: "an amount of turn, no direction yet",
   hesitation: "only a hesitation so far",
   unsure: "an unsure guess at a hum or a noise",
   address: "only the robot's name so far",
@@ -97,9 +98,11 @@ const handlers = {
     const signals = [];
     if (ev.text_score <= 0) signals.push(`words ${ev.text_score.toFixed(2)}`);
     if (ev.smart_turn >= 0) signals.push(`Smart Turn ${ev.smart_turn.toFixed(2)}`);
+    if (ev.unclear) signals.push(`unclear words, logprob ${ev.asr_logprob.toFixed(2)}`);
     const why = PAUSE_RULES[ev.rule] || ev.rule;
+    const heard = ev.confirm_ms > 0 ? ` - heard after ${ev.confirm_ms} ms of silence` : "";
     $("partial").textContent = `pause ${ev.pause_id}: "${ev.text || ""}" → ` +
-      `${ev.complete ? "turn over" : "wait for more"} (${why}${signals.length ? "; " + signals.join(", ") : ""})`;
+      `${ev.complete ? "turn over" : "wait for more"} (${why}${signals.length ? "; " + signals.join(", ") : ""})${heard}`;
   },
   tool_call(ev) { toolEntry(ev); },
   tool_result(ev) { addResult(ev, "result"); },
