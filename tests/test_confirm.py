@@ -61,29 +61,37 @@ def held_rig():
     rig.close()
 
 
-def test_a_user_who_goes_on_gets_one_turn_and_nothing_of_the_dropped_one(held_rig, tmp_path):
+def _say_in_real_time(rig: AgentRig, path, parts: tuple[str, str], pause_s: float):
+    """Play ``parts`` (piper, ``pause_s`` apart) in real time through the pipeline.
+
+    Returns:
+        ``(events, dropped, heard)``: the messages it published, its ``TurnDropped`` messages,
+        and the transcripts of the turns that were not dropped.
+    """
     from agent.pipeline import FileSource, NullSink, Pipeline
     from agent.pipeline.pipeline import run_to_end
 
-    syn = Synthesizer(resolve_model("packaged:piper-joe-medium"))
-    parts = ("Turn your head to the left,", "and then wave with your right hand.")
-    audio = syn.speak_parts(parts, VOICES[0], 1.2)
+    audio = Synthesizer(resolve_model("packaged:piper-joe-medium")).speak_parts(parts, VOICES[0], pause_s)
     pad = np.zeros(8000, np.float32)
-    write_wav(tmp_path / "paused.wav", np.concatenate([pad, audio, pad]))
-    rig = held_rig
+    write_wav(path, np.concatenate([pad, audio, pad]))
     rig.core.conversation.history.clear()
     start = len(rig.log.events)
-    source = FileSource([tmp_path / "paused.wav"], True, rig.bus.publish)
-    assert run_to_end(Pipeline(rig.core, rig.bus, source, NullSink()))
+    assert run_to_end(Pipeline(rig.core, rig.bus, FileSource([path], True, rig.bus.publish), NullSink()))
     evs = rig.log.events[start:]
     dropped = [e for e in evs if isinstance(e, TurnDropped)]
     heard = [e for e in evs if isinstance(e, Transcript) and e.turn_id not in {d.turn_id for d in dropped}]
+    return evs, dropped, heard
+
+
+def test_a_user_who_goes_on_gets_one_turn_and_nothing_of_the_dropped_one(held_rig, tmp_path):
+    parts = ("Turn your head to the left,", "and then wave with your right hand.")
+    evs, dropped, heard = _say_in_real_time(held_rig, tmp_path / "paused.wav", parts, 1.2)
     assert len(dropped) == 1 and "left" in dropped[0].text.lower(), [e.name for e in evs]
     assert len(heard) == 1 and "wave" in heard[0].text.lower() and "left" in heard[0].text.lower(), heard
     gone = dropped[0].turn_id
     assert not [e for e in evs if isinstance(e, (ToolCall, Spoken)) and e.turn_id == gone]
     assert any(isinstance(e, ToolCall) and e.turn_id == heard[0].turn_id for e in evs)
-    users = [m["content"] for m in rig.core.conversation.history if m["role"] == "user"]
+    users = [m["content"] for m in held_rig.core.conversation.history if m["role"] == "user"]
     assert len(users) == 1 and "wave" in users[0].lower(), users
 
 
@@ -92,25 +100,12 @@ def test_a_reply_written_before_the_user_goes_on_is_dropped_too(held_rig, tmp_pa
     (a joke in ~0.3 s), the user went on, and the turn stayed: two turns answered, the first never
     heard and never dropped, its words left in the history. The driver now waits for the silence's
     decision before a prepared turn is over."""
-    from agent.pipeline import FileSource, NullSink, Pipeline
-    from agent.pipeline.pipeline import run_to_end
-
-    syn = Synthesizer(resolve_model("packaged:piper-joe-medium"))
-    audio = syn.speak_parts(("Tell me a joke.", "About robots, please."), VOICES[0], 1.2)
-    pad = np.zeros(8000, np.float32)
-    write_wav(tmp_path / "joke.wav", np.concatenate([pad, audio, pad]))
-    rig = held_rig
-    rig.core.conversation.history.clear()
-    start = len(rig.log.events)
-    source = FileSource([tmp_path / "joke.wav"], True, rig.bus.publish)
-    assert run_to_end(Pipeline(rig.core, rig.bus, source, NullSink()))
-    evs = rig.log.events[start:]
-    dropped = [e for e in evs if isinstance(e, TurnDropped)]
-    heard = [e for e in evs if isinstance(e, Transcript) and e.turn_id not in {d.turn_id for d in dropped}]
+    parts = ("Tell me a joke.", "About robots, please.")
+    evs, dropped, heard = _say_in_real_time(held_rig, tmp_path / "joke.wav", parts, 1.2)
     assert len(dropped) == 1 and "joke" in dropped[0].text.lower(), [(e.name, e.turn_id) for e in evs]
     assert len(heard) == 1 and "robots" in heard[0].text.lower(), heard
     assert not [e for e in evs if isinstance(e, (ToolCall, Spoken)) and e.turn_id == dropped[0].turn_id]
-    users = [m["content"] for m in rig.core.conversation.history if m["role"] == "user"]
+    users = [m["content"] for m in held_rig.core.conversation.history if m["role"] == "user"]
     assert len(users) == 1 and "robots" in users[0].lower(), users
 
 

@@ -162,9 +162,8 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
         per_voice[c.voice].append(c in whole)
     waits: dict[str, list[int]] = defaultdict(list)
     for c in plain:
-        for rule, confirmed_by in list(zip(seen[c.file].end_rules, seen[c.file].end_confirms, strict=True))[
-            :1
-        ]:
+        ends = list(zip(seen[c.file].end_rules, seen[c.file].end_confirms, strict=True))
+        for rule, confirmed_by in ends[:1]:  # the command's own end
             waits[label(rule, confirmed_by)].append(waited(rule, confirmed_by) - short)
     rules = Counter(v[0] for c in cases for v in seen[c.file].verdicts)
     return {

@@ -59,7 +59,7 @@ def pause_line(v: PauseVerdict) -> str:
 
     Returns:
         E.g. ``pause 2: "turn left and then" -> wait for more (ends in a continuation)``, or
-        ``pause 1: "come your way" -> turn over (the words end a sentence; words -1.01; unclear
+        ``pause 1: "come your way" -> turn over (the words end a sentence; words -1.01, unclear
         words, logprob -0.54) - heard after 1400 ms of silence``.
     """
     signals = []

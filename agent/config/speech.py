@@ -92,21 +92,13 @@ class TurnConfig(StrictModel):
     )
 
     @model_validator(mode="after")
-    def _confirm_before_the_long_silence(self) -> TurnConfig:
-        if self.confirm_ms and self.confirm_ms >= self.long_silence_ms:
-            raise ValueError(
-                f"confirm_ms ({self.confirm_ms}) must be below long_silence_ms ({self.long_silence_ms}), "
-                f"or 0 to answer at the verdict"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _unclear_confirm_before_the_long_silence(self) -> TurnConfig:
-        if self.doubtful_confirm_ms and self.doubtful_confirm_ms >= self.long_silence_ms:
-            raise ValueError(
-                f"doubtful_confirm_ms ({self.doubtful_confirm_ms}) must be below long_silence_ms "
-                f"({self.long_silence_ms}), or 0 to confirm every verdict by confirm_ms"
-            )
+    def _confirmations_before_the_long_silence(self) -> TurnConfig:
+        for name, off in (("confirm_ms", "answer at the verdict"), ("doubtful_confirm_ms", "use confirm_ms")):
+            ms = getattr(self, name)
+            if ms and ms >= self.long_silence_ms:
+                raise ValueError(
+                    f"{name} ({ms}) must be below long_silence_ms ({self.long_silence_ms}), or 0 to {off}"
+                )
         return self
 
     @model_validator(mode="after")

@@ -11,9 +11,10 @@ listener (one per 32 ms, with the echo-gated speech probability) and
   once its transcript is back, the pause is judged from the audio and the words, the model
   starts early on the transcript (:class:`EarlyStart`), and the verdict is a
   :class:`~agent.events.PauseVerdict` message, published and applied here: a finished turn ends
-  at once with its transcript made; an unfinished one waits for more speech, ending anyway
-  after ``long_silence_ms``. A pause the user talks through marks its check stale, so the ASR
-  stage skips it;
+  at once with its transcript made, heard once the silence confirms it (:func:`confirm_ms`:
+  longer where the evidence is doubtful; dropped if the user goes on first); an unfinished one
+  waits for more speech, ending anyway after ``long_silence_ms``. A pause the user talks
+  through marks its check stale, so the ASR stage skips it;
 * **utterances**: the endpointer's (silence, longest utterance, or a verdict) go to the ASR
   stage, with the pause's transcript when no speech followed it (nothing left to decode);
 * **barge-in**: user speech sustained for ``[live] barge_in_ms`` while the robot speaks a turn
