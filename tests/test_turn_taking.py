@@ -34,6 +34,7 @@ from agent.listening.vad import FRAME
 from agent.models import resolve_model
 from agent.pipeline.queues import StageQueue, TurnGate
 from agent.pipeline.turn_taking import TurnTaking, confirm_ms
+from agent.pipeline.turn_taking import unclear as unclear_words
 from agent.pipeline.work import WorkTracker
 from agent.speech.asr import ASRResult
 
@@ -332,7 +333,10 @@ def test_a_non_real_time_source_waits_for_each_verdict_and_turn_before_the_next_
 
 def test_doubtful_evidence_needs_a_longer_silence_to_confirm_it():
     turn = load_config().turn
-    clear, unclear = turn.unclear_logprob + 0.3, turn.unclear_logprob - 0.04
+    assert not unclear_words(turn, turn.unclear_logprob + 0.3) and unclear_words(
+        turn, turn.unclear_logprob - 0.04
+    )
+    clear, unclear = False, True
     assert confirm_ms(turn, "text", True, clear) == turn.confirm_ms == 700
     assert confirm_ms(turn, "text", True, unclear) == turn.doubtful_confirm_ms == 1400
     assert confirm_ms(turn, "smart_turn", True, clear) == turn.doubtful_confirm_ms  # the words alone: no

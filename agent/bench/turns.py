@@ -71,8 +71,7 @@ class FileTurns:
         continued: Transcripts of turns answered, then dropped because the user's next words
             finished their sentence (``[turn] continue_ms``).
         skipped: Reasons of the utterances it left unanswered.
-        verdicts: ``(rule, complete, smart_turn, text_score, text, asr_logprob, confirm_ms)`` of
-            each judged pause.
+        verdicts: Each judged pause's verdict, as published.
         end_rules: Each utterance's end rule.
         end_confirms: Each utterance's confirming silence (the deciding verdict's ``confirm_ms``;
             0 where none confirmed it), ms.
@@ -83,7 +82,7 @@ class FileTurns:
     continued: list[str] = field(default_factory=list)
     heard: list[str] = field(default_factory=list)  # continued turns of which a sentence was played
     skipped: list[str] = field(default_factory=list)
-    verdicts: list[tuple[str, bool, float, float, str, float, int]] = field(default_factory=list)
+    verdicts: list[PauseVerdict] = field(default_factory=list)
     end_rules: list[str] = field(default_factory=list)
     end_confirms: list[int] = field(default_factory=list)
 
@@ -116,9 +115,7 @@ class TurnRecorder:
         elif isinstance(ev, Skipped):
             self.files[self._current].skipped.append(ev.reason)
         elif isinstance(ev, PauseVerdict):
-            self.files[self._current].verdicts.append(
-                (ev.rule, ev.complete, ev.smart_turn, ev.text_score, ev.text, ev.asr_logprob, ev.confirm_ms)
-            )
+            self.files[self._current].verdicts.append(ev)
             if ev.complete:
                 self._confirm = ev.confirm_ms
         elif isinstance(ev, Utterance):
@@ -165,7 +162,7 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
         ends = list(zip(seen[c.file].end_rules, seen[c.file].end_confirms, strict=True))
         for rule, confirmed_by in ends[:1]:  # the command's own end
             waits[label(rule, confirmed_by)].append(waited(rule, confirmed_by) - short)
-    rules = Counter(v[0] for c in cases for v in seen[c.file].verdicts)
+    rules = Counter(v.rule for c in cases for v in seen[c.file].verdicts)
     return {
         "cases": {"paused": len(paused), "plain": len(plain), "filler": len(fillers)},
         "kept_whole": round(len(whole) / max(1, len(paused)), 3),
@@ -217,15 +214,15 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
                 "skipped": seen[c.file].skipped,
                 "pauses": [
                     {
-                        "rule": r,
-                        "complete": ok,
-                        "smart_turn": st,
-                        "text_score": tx,
-                        "heard": t,
-                        "asr_logprob": round(lp, 3),
-                        "confirm_ms": wait,
+                        "rule": v.rule,
+                        "complete": v.complete,
+                        "smart_turn": v.smart_turn,
+                        "text_score": v.text_score,
+                        "heard": v.text,
+                        "asr_logprob": round(v.asr_logprob, 3),
+                        "confirm_ms": v.confirm_ms,
                     }
-                    for r, ok, st, tx, t, lp, wait in seen[c.file].verdicts
+                    for v in seen[c.file].verdicts
                 ],
                 "end_rules": seen[c.file].end_rules,
             }

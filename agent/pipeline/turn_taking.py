@@ -73,18 +73,26 @@ may go on ("Turn your head to the left, [0.6 s] and then wave"); a stop phrase n
 
 
 def unclear(turn: TurnConfig, asr_logprob: float) -> bool:
-    """Whisper was unclear about the words: mean token log-probability under ``[turn] unclear_logprob``."""
+    """Whether Whisper was unclear about the words it heard.
+
+    Args:
+        turn: ``[turn]`` settings (``unclear_logprob``).
+        asr_logprob: Whisper's mean token log-probability of the words (natural log).
+
+    Returns:
+        True when ``asr_logprob`` is under ``[turn] unclear_logprob``.
+    """
     return asr_logprob < turn.unclear_logprob
 
 
-def confirm_ms(turn: TurnConfig, rule: str, complete: bool, asr_logprob: float) -> int:
+def confirm_ms(turn: TurnConfig, rule: str, complete: bool, unclear_words: bool) -> int:
     """The silence that must confirm a verdict before its reply is heard, ms (0: heard at once).
 
     A finished verdict of the words (:data:`CONFIRMED_RULES`) waits ``[turn] confirm_ms``. One on
-    doubtful evidence waits ``doubtful_confirm_ms``: words Whisper was unclear about (mean token
-    log-probability under ``unclear_logprob``: the text model judged words the user may not have
-    said), or words that alone did not say finished (``smart_turn``: their score is under
-    ``text_complete`` and Smart Turn decided). Measured on ``bench --turns``' set (tiny.en,
+    doubtful evidence waits ``doubtful_confirm_ms``: words Whisper was unclear about
+    (:func:`unclear`: the text model judged words the user may not have said), or words that
+    alone did not say finished (``smart_turn``: their score is under ``text_complete`` and Smart
+    Turn decided). Measured on ``bench --turns``' set (tiny.en,
     2026-12-05): the first parts of paused sentences that sounded finished were misheard ("Nod
     your head," as "down your head" -0.68, "Can you wave" as "come your way" -0.54) or ended by
     Smart Turn ("Look to the left," as "look at the left": words -1.27, Smart Turn 0.97); of 33
@@ -96,14 +104,14 @@ def confirm_ms(turn: TurnConfig, rule: str, complete: bool, asr_logprob: float) 
         turn: ``[turn]`` settings.
         rule: The verdict's rule.
         complete: The verdict says finished.
-        asr_logprob: Whisper's mean token log-probability of the words judged (natural log).
+        unclear_words: Whisper was unclear about the words judged (:func:`unclear`).
 
     Returns:
         Silence, ms, counted from the end of speech.
     """
     if not complete or rule not in CONFIRMED_RULES:
         return 0
-    if turn.doubtful_confirm_ms and (rule == "smart_turn" or unclear(turn, asr_logprob)):
+    if turn.doubtful_confirm_ms and (rule == "smart_turn" or unclear_words):
         return max(turn.confirm_ms, turn.doubtful_confirm_ms)
     return turn.confirm_ms
 
@@ -372,21 +380,21 @@ class TurnTaking:
         if v is None:
             self.publish(Error(-1, f"end-of-turn check failed ({pause.error}); ending this turn by silence"))
             return PauseVerdict(-1, pause.pause_id, res.text if res else "", False, "error")
-        asr_ms = res.duration_ms if res is not None else 0.0
-        logprob = res.avg_logprob if res is not None else 0.0
+        assert res is not None  # judged only on a transcript
+        doubt = unclear(self.cfg.turn, res.avg_logprob)
         return PauseVerdict(
             -1,
             pause.pause_id,
-            res.text if res else "",
+            res.text,
             v.complete,
             v.rule,
-            v.smart_turn,
-            v.text_score,
-            asr_ms,
-            v.ms,
-            logprob,
-            res is not None and unclear(self.cfg.turn, logprob),
-            confirm_ms(self.cfg.turn, v.rule, v.complete, logprob),
+            smart_turn=v.smart_turn,
+            text_score=v.text_score,
+            asr_ms=res.duration_ms,
+            judge_ms=v.ms,
+            asr_logprob=res.avg_logprob,
+            unclear=doubt,
+            confirm_ms=confirm_ms(self.cfg.turn, v.rule, v.complete, doubt),
         )
 
     def _apply(self, verdict: PauseVerdict, transcript: ASRResult | None) -> None:
