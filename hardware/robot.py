@@ -165,6 +165,12 @@ class Robot:
         return p.gesture.name if p is not None else None
 
     @property
+    def queued(self) -> list[str]:
+        """Names of the gestures queued after the one playing, in the order they will play."""
+        with self._lock:
+            return [g.name for g, _ in self._queue]
+
+    @property
     def moving(self) -> bool:
         """A gesture or the speech sway is moving the motors (their noise reaches the microphones)."""
         return self._playing is not None or self._sway is not None

@@ -27,20 +27,28 @@ from hardware.factory import BUILTIN_ANIMATIONS
 
 @skill(
     follow_up=False,
+    clamp=True,
     keywords=("wave", "waving", "hello", "hi", "bye", "goodbye"),
     needs=("left_arm", "right_arm"),
 )
-def wave(ctx: SkillContext, hand: Literal["left", "right"] = "right") -> str:
+def wave(
+    ctx: SkillContext,
+    hand: Literal["left", "right"] = "right",
+    times: Annotated[int, Field(ge=1, le=5, description="how many times to wave")] = 1,
+) -> str:
     """Wave hello with one hand.
 
     Args:
         ctx: The robot (not shown to the model).
         hand: Which hand waves.
+        times: How many waves, one after the other (1-5; more is clamped to 5).
 
     """
     remap = {"right_arm": "left_arm"} if hand == "left" else None
     ctx.robot.play("wave", remap=remap)
-    return f"I am waving my {hand} hand."
+    for _ in range(times - 1):
+        ctx.robot.play("wave", remap=remap, queue=True)
+    return f"I am waving my {hand} hand." if times == 1 else f"I am waving my {hand} hand {times} times."
 
 
 @skill(follow_up=False, clamp=True, keywords=("nod", "nodding", "yes", "agree"), needs=("head_pitch",))
@@ -102,7 +110,7 @@ def emergency_stop(ctx: SkillContext) -> str:
 PACKAGED_ANIMATIONS = tuple(sorted(p.stem for p in BUILTIN_ANIMATIONS.glob("*.json")))
 
 
-@skill(follow_up=False, keywords=("animation", "play", "perform", "show"))
+@skill(follow_up=False, keywords=("animation", "play", "perform", "show"), moves=True)
 def play_animation(
     ctx: SkillContext,
     name: Annotated[str, Choices(ANIMATIONS, default=PACKAGED_ANIMATIONS)],

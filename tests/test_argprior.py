@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
-from agent.conversation.argprior import follow_words, spoken_count, spoken_degrees
+from agent.conversation.argprior import follow_words, limb_sides, spoken_count, spoken_degrees
 from agent.skills import SkillContext, SkillRegistry, skill
 
 
@@ -254,3 +254,31 @@ def test_the_other_way_mirrors_the_last_turn(look):
     # a side named decides, as without a last call
     assert follow_words("the other way, to the left", look, {"yaw_deg": 0}, before)["yaw_deg"] > 0
     assert follow_words("now the other way", look, {"yaw_deg": 10}, None) == {"yaw_deg": 10}
+
+
+@pytest.mark.parametrize(
+    ("text", "args", "expected"),
+    [
+        ("wave twice", {}, {"times": 2}),  # waved once before wave took a count
+        # SmolLM2-135M wrote wave(times 3) and left the hand out: the right hand waved
+        ("can you wave with your left hand three times", {"times": 3}, {"times": 3, "hand": "left"}),
+        ("wave your right hand", {"hand": "left"}, {"hand": "right"}),
+        ("wave with your left hand", {"hand": "right"}, {"hand": "left"}),
+    ],
+)
+def test_a_wave_follows_the_count_and_the_hand_said(wave, text, args, expected):
+    assert follow_words(text, wave, args) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("wave your left hand", {"left"}),
+        ("raise your right arm", {"right"}),
+        ("look to the left", set()),
+        ("left hand, no, right hand", {"left", "right"}),
+        ("on your left side", {"left"}),
+    ],
+)
+def test_limb_sides(text, expected):
+    assert limb_sides(text) == expected

@@ -273,6 +273,11 @@ def test_a_background_result_in_words_ends_its_reply_once_half_of_it_is_said():
         ("Nod your head if you can hear me.", [("nod", {})], True),
         ("Can you nod your head twice?", [("nod", {"times": 2})], True),
         ("Can you nod your head twice?", [("nod", {})], False),  # one nod, the default
+        ("Wave twice.", [("wave", {"times": 2})], True),
+        ("Wave twice.", [("wave", {})], False),
+        # the hand left out: the skill's default (right) waves, not the left hand said
+        ("Wave with your left hand three times.", [("wave", {"times": 3})], False),
+        ("Wave with your left hand three times.", [("wave", {"times": 3, "hand": "left"})], True),
     ],
 )
 def test_arguments_follow_the_words(said, calls, ok):

@@ -92,17 +92,22 @@ def test_a_move_refused_by_the_e_stop_says_why(agent):
 
     A new user's ``chat`` after "emergency stop": "wave" got "Sure! You can't clear the
     emergency stop, it's a bug in your code.", "nod your head" "All right! Why did the robot
-    need to recharge?" (nothing said why the robot stood still).
+    need to recharge?" (nothing said why the robot stood still). "play the dance animation" got
+    "Sure! My emergency stop is on, ... My emergency stop is on, ..." (``play_animation`` needs
+    no joint, and its ``dance`` call after it failed too).
     """
     agent.core.conversation.history.clear()
     robot = agent.core.robot
     robot.estop()
     try:
-        evs = agent.text("wave your right hand", "nod your head", "look to the left")
+        evs = agent.text(
+            "wave your right hand", "nod your head", "look to the left", "play the dance animation"
+        )
     finally:
         robot.clear_estop()
     failed = [r for r in evs.of(ToolResult) if not r.ok]
-    assert len({r.turn_id for r in failed}) == 3, [(r.tool, r.result) for r in evs.of(ToolResult)]
+    assert len({r.turn_id for r in failed}) == 4, [(r.tool, r.result) for r in evs.of(ToolResult)]
+    assert "play_animation" in {r.tool for r in failed}
     for r in failed:
         reply = _reply(evs, r.turn_id)
         assert carries_reason(reply, r.result), (r.tool, reply)

@@ -28,6 +28,21 @@ def test_builtin_skills_and_schemas():
     assert "degrees" in look["yaw_deg"]["description"]
     assert "ctx" not in reg.skills["nod"].parameters["properties"]
     assert reg.skills["wave"].description == "Wave hello with one hand."
+    # What moves the body (and fails under the emergency stop): a skill that needs joints,
+    # and play_animation, which needs none; not the clock, the timer or stop.
+    moving = {n for n, s in reg.skills.items() if s.moves}
+    assert {"wave", "nod", "look", "dance", "play_animation"} <= moving
+    assert not moving & {"get_time", "set_timer", "stop", "emergency_stop", "describe_scene"}
+
+
+def test_a_wave_repeats_as_many_times_as_asked(ctx):
+    reg = load_registry([])
+    out = reg.call("wave", {"hand": "left", "times": 3}, ctx)
+    assert out.ok and out.result == "I am waving my left hand 3 times.", out
+    assert ctx.robot.playing == "wave" and ctx.robot.queued == ["wave", "wave"]
+    clamped = reg.call("wave", {"times": 9}, ctx).result
+    assert clamped["result"] == "I am waving my right hand 5 times.", clamped
+    assert "clamped to 5" in clamped["note"]
 
 
 def test_call_validates_and_reports(ctx):

@@ -76,6 +76,7 @@ def arguments_fit(
         OPPOSITES,
         directions,
         is_count,
+        limb_sides,
         named_sides,
         sides,
         signed_range,
@@ -107,11 +108,10 @@ def arguments_fit(
             if not any(abs(abs(float(args.get(n, 0) or 0)) - degrees) <= DEGREE_TOLERANCE for n in signed):
                 return False, f"{tool} does not turn the {degrees:g} degrees said"
         for name, prop in (schema.get("properties") or {}).items():
-            choices = set(prop.get("enum") or [])
-            text = " ".join(spoken_words(said))
-            named = {s for s in choices & {"left", "right"} if re.search(rf"\b{s} (hand|arm|side)\b", text)}
-            if len(named) == 1 and name in args and args[name] not in named:
-                return False, f"{tool} {name}={args[name]!r}, the words say {next(iter(named))!r}"
+            named = limb_sides(said) & set(prop.get("enum") or [])
+            chosen = args.get(name, prop.get("default"))  # left out: the skill's default runs
+            if len(named) == 1 and chosen not in named:
+                return False, f"{tool} {name}={chosen!r}, the words say {next(iter(named))!r}"
             if name == "seconds" and seconds is not None and name in args:
                 if abs(float(args[name]) - seconds) > 0.5:
                     return False, f"{tool} seconds={args[name]} for the {seconds:g} s said"

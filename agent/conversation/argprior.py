@@ -189,6 +189,24 @@ def directions(text: str) -> set[str]:
     return out
 
 
+SIDE_NOUNS = frozenset("hand hands arm arms side".split())
+"""Words after a side word that make it the choice of a limb ("your left hand"), not a direction."""
+
+
+def limb_sides(text: str) -> set[str]:
+    """The sides ``left``/``right`` the words name for a limb ("wave with your left hand": {"left"}).
+
+    Args:
+        text: What the user said.
+
+    Returns:
+        ``left`` and/or ``right``, each where it comes right before a word of :data:`SIDE_NOUNS`.
+    """
+    said = words(text)
+    pairs = zip(said, said[1:], strict=False)
+    return {w for w, after in pairs if w in ("left", "right") and after in SIDE_NOUNS}
+
+
 def named_sides(said: set[str], parameters: dict[str, Any]) -> dict[str, tuple[bool, bool]]:
     """Which sides of each signed argument the words name.
 
@@ -254,6 +272,8 @@ def follow_words(
     * a duration: an argument "in seconds" is the duration said (:func:`spoken_seconds`);
     * a count: a count of repetitions (:func:`is_count`) is the count said ("nod twice"), within
       its range, or its schema default when the words say none;
+    * a limb's side named: an enum of sides (``wave``'s ``hand``) is the one side the words name
+      with its limb (:func:`limb_sides`: "your left hand"), even where the model left it out;
     * a side not chosen: an enum of sides (``wave``'s ``hand``) whose values the words do not
       name takes its schema default, or, where they say "other" (:data:`OTHER_WORDS`), the
       side the same tool's last call did not take;
@@ -296,7 +316,12 @@ def follow_words(
         # A side the words do not choose is the skill's own default: "wave" and "goodbye" ran
         # wave(hand left) every time against the schema's "right" (a new user's chat).
         values = set(prop.get("enum") or ())
-        if values and values <= set(OPPOSITES) and not said & values:
+        limb = limb_sides(user_text) & values
+        if values and values <= set(OPPOSITES) and len(limb) == 1:
+            # "wave with your left hand three times" ran wave(times 3): the hand the words name,
+            # also where the model left it out (SmolLM2-135M, measured once wave took a count).
+            out[name] = next(iter(limb))
+        elif values and values <= set(OPPOSITES) and not said & values:
             last = (before or {}).get(name)
             if other and OPPOSITES.get(last) in values:
                 # "now the other hand" after a right-hand wave (a new user's chat: the same hand)

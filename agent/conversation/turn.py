@@ -49,6 +49,7 @@ from agent.conversation.rounds import (
 from agent.conversation.toolgrammar import NO_TOOL
 from agent.conversation.toolprior import follow_on, said_not_to, tool_prior, tools_left
 from agent.engines import ChatEngine, Decoding, Generation
+from agent.engines.base import ContextFull
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
 from agent.skills import SkillContext, SkillRegistry, ToolOutcome
 from agent.speech.sentences import SentenceCap, limit_sentences
@@ -478,9 +479,7 @@ class Conversation:
                 )
                 say, calls, problem = self._round(plan, gen, io)
             except Exception as e:  # a model failure must not lose the conversation
-                log.exception("turn %d: model round failed", turn_id)
-                res.problems.append(f"model error: {e}")
-                say, calls, problem = SORRY, [], ""
+                say, calls, problem = self._round_failed(turn_id, e, bool(results), res)
                 cap.feed(say)
             calls = ran.calls + calls[len(ran.calls) :]  # a call that ran stays, even if the round failed
             if guard is not None:
@@ -597,16 +596,17 @@ class Conversation:
         no camera, so I cannot see." (measured on SmolLM2-135M: "Let me look. Why did the
         robot...?" without it), and one who asks for a wave while the e-stop is latched hears
         why nothing moves ("Sure! You can't clear the emergency stop, it's a bug in your code."
-        without it, a new user's ``chat``).
+        without it, a new user's ``chat``). Each is said once: two moves the e-stop refused
+        ("play the dance animation" ran ``play_animation``, then ``dance``) said its reason twice.
         """
-        out = []
+        out: dict[str, None] = {}
         for name, _, outcome in res.calls:
             skill = self.registry.skills.get(name)
             if skill is not None and outcome.ok and skill.follow_up and spoken_result(outcome.result):
-                out.append(spoken_result(outcome.result))
+                out[spoken_result(outcome.result)] = None
             elif skill is not None and _reason(outcome):
-                out.append(_reason(outcome))
-        return out
+                out[_reason(outcome)] = None
+        return list(out)
 
     def _say_after(
         self,
@@ -638,11 +638,35 @@ class Conversation:
         self.history.append(hist.assistant_message(say, [], raw))
         return say
 
+    @staticmethod
+    def _round_failed(turn_id: int, e: Exception, owed: bool, res: TurnResult) -> tuple[str, list, str]:
+        """``(say, calls, problem)`` of a round that raised (called while ``e`` is handled).
+
+        A round left only to read data back, with no room in the context for a reply, says
+        nothing: the data is said as the tool wrote it after the rounds (:meth:`_say_after`).
+        Seen at ``n_ctx`` 512, where the built-in tools take 444 tokens: "Sorry, I had a
+        problem thinking about that. It is 19:40 on Saturday 5 December.". Any other failure
+        says :data:`SORRY`.
+        """
+        if isinstance(e, ContextFull) and owed:
+            log.warning(
+                "turn %d: no room left to read the result back (%s); it is said as written", turn_id, e
+            )
+            res.problems.append(f"context full: {e}")
+            return "", [], ""
+        log.exception("turn %d: model round failed", turn_id)
+        res.problems.append(f"model error: {e}")
+        return SORRY, [], ""
+
     def _cannot_move(self) -> frozenset[str]:
-        """Skills that move joints (``needs``) while the robot's emergency stop is latched: they fail."""
+        """Skills that move the body (``moves``) while the robot's emergency stop is latched: they fail.
+
+        ``play_animation`` needs no joint and moves: a new user's ``chat`` heard "Sure! My
+        emergency stop is on, ..." for "play the dance animation".
+        """
         if not getattr(self.ctx.robot, "estopped", False):
             return frozenset()
-        return frozenset(s.name for s in self.registry.skills.values() if s.needs)
+        return frozenset(s.name for s in self.registry.skills.values() if s.moves)
 
     def _round(self, plan: RoundPlan, gen: Generation, io: RoundIO) -> RoundOutput:
         """Run one round of ``plan`` in the conversation's format, fitting the context first."""

@@ -21,6 +21,10 @@ class LLMError(Exception):
     """The model file could not be loaded or its template rendered; the message says why."""
 
 
+class ContextFull(LLMError):
+    """The prompt leaves no room in the model's context (``n_ctx``) to write a reply."""
+
+
 @dataclass
 class Generation:
     """Statistics of one generation, filled in while streaming.

@@ -105,6 +105,7 @@ class _Marker:
     needs: tuple[str, ...] = ()
     timeout_s: float | None = None
     side_effects: bool = True
+    moves: bool | None = None
 
 
 def skill(
@@ -119,6 +120,7 @@ def skill(
     needs: tuple[str, ...] | list[str] = (),
     timeout_s: float | None = None,
     side_effects: bool = True,
+    moves: bool | None = None,
 ) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
@@ -150,6 +152,10 @@ def skill(
             the answer that reads its result back is ready on release; a skill with side effects
             waits for the release and never runs when the user goes on. Default True: nothing is
             done before the user has finished.
+        moves: The skill moves the body, so it fails while the emergency stop is latched and
+            the robot says why instead of an acknowledgement ("Sure!") first. None (default):
+            it moves when it ``needs`` joints; ``play_animation`` needs none (an animation
+            names its own joints) and says ``moves=True``.
 
     Returns:
         The same function, with a marker attribute the loader looks for.
@@ -170,6 +176,7 @@ def skill(
                 tuple(needs),
                 timeout_s,
                 side_effects,
+                bool(needs) if moves is None else moves,
             ),
         )
         return f
@@ -226,6 +233,7 @@ class Skill:
         timeout_s: Its own time limit, s (None: the registry's; see :func:`skill`).
         side_effects: It changes something; False: it only reads and may run before a prepared
             turn is confirmed (see :func:`skill`).
+        moves: It moves the body: it fails while the emergency stop is latched (see :func:`skill`).
 
     """
 
@@ -245,6 +253,7 @@ class Skill:
     needs: tuple[str, ...] = ()
     timeout_s: float | None = None
     side_effects: bool = True
+    moves: bool = False
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -358,4 +367,5 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         needs=marker.needs,
         timeout_s=marker.timeout_s,
         side_effects=marker.side_effects,
+        moves=bool(marker.moves),
     )

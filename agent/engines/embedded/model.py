@@ -46,7 +46,7 @@ import numpy as np
 
 from agent.config import LLMConfig
 from agent.control import CpuArbiter, StopSignal
-from agent.engines.base import FALLBACK_TEMPLATE, Completions, Generation, LLMError
+from agent.engines.base import FALLBACK_TEMPLATE, Completions, ContextFull, Generation, LLMError
 from agent.engines.embedded import vendor
 from agent.engines.embedded.compile import compile_request
 from agent.engines.embedded.decode_thread import DecodeThread
@@ -370,12 +370,13 @@ class ChatModel(Completions):
             ``(n_vocab,)`` float32 logits, a copy.
 
         Raises:
-            LLMError: the prompt does not fit in ``n_ctx``; images as in :meth:`stream`.
+            ContextFull: the prompt does not fit in ``n_ctx``.
+            LLMError: images as in :meth:`stream`.
         """
         tokens = self._prompt(prompt, images)
         try:
             if _cells(tokens) + 1 > self.n_ctx:
-                raise LLMError(f"prompt of {_cells(tokens)} tokens does not fit n_ctx={self.n_ctx}")
+                raise ContextFull(f"prompt of {_cells(tokens)} tokens does not fit n_ctx={self.n_ctx}")
             with self._holding():
                 self._eval(tokens, [])
                 return vendor.last_logits(self.llm).copy()
@@ -448,7 +449,8 @@ class ChatModel(Completions):
             Text pieces (whole UTF-8 characters), in order.
 
         Raises:
-            LLMError: the prompt does not fit in ``n_ctx``, the grammar is invalid or rejects
+            ContextFull: the prompt (with ``prefix``) leaves no room in ``n_ctx``.
+            LLMError: the grammar is invalid or rejects
                 ``prefix``; images on a model without :attr:`vision`, image markers that do not
                 match the images, an image that cannot be decoded or encoded.
         """
@@ -461,7 +463,7 @@ class ChatModel(Completions):
             forced = self.plain_tokens(request.prefix)
             n_cells = _cells(prompt) + len(forced)
             if n_cells + 1 > self.n_ctx:
-                raise LLMError(f"prompt of {n_cells} tokens does not fit n_ctx={self.n_ctx}")
+                raise ContextFull(f"prompt of {n_cells} tokens does not fit n_ctx={self.n_ctx}")
             stats = None
             if request.thinking is not None:
                 stats = gen.extra["thinking"] = ThinkingStats()
