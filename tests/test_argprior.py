@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
-from agent.conversation.argprior import follow_words, limb_sides, spoken_count, spoken_degrees
+from agent.conversation.argprior import follow_words, length_unsaid, limb_sides, spoken_count, spoken_degrees
 from agent.skills import SkillContext, SkillRegistry, skill
 
 
@@ -282,3 +282,22 @@ def test_a_wave_follows_the_count_and_the_hand_said(wave, text, args, expected):
 )
 def test_limb_sides(text, expected):
     assert limb_sides(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "unsaid"),
+    [
+        ("set a timer", "seconds"),  # SmolLM2-135M wrote seconds 10 for it
+        ("set a timer for the pasta", "seconds"),
+        ("set a timer for five minutes", None),
+        ("set a ten minute timer", None),
+        ("a timer for 1 minute 30 seconds", None),
+    ],
+)
+def test_a_length_nobody_said_is_asked_for(timer, text, unsaid):
+    assert length_unsaid(text, timer) == unsaid
+
+
+def test_only_a_required_length_is_asked_for(nod, look):
+    assert length_unsaid("nod your head", nod) is None  # no argument in seconds
+    assert length_unsaid("look left", look) is None

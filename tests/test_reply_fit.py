@@ -149,6 +149,19 @@ def test_a_side_alone_goes_on_the_last_movement(agent):
     assert calls[0].arguments["yaw_deg"] > 0 > calls[1].arguments["yaw_deg"], calls
 
 
+def test_a_timer_without_a_length_asks_for_one_and_the_length_next_sets_it(agent):
+    """A new user's ``chat``: "set a timer" ran ``set_timer(seconds 10)`` (before the argument
+    prior, 1 s), a length nobody said, and the robot said "Okay!"."""
+    agent.core.conversation.history.clear()
+    evs = agent.text("set a timer")
+    assert not [r for r in evs.of(ToolResult) if r.ok], evs.of(ToolResult)  # nothing started
+    assert _reply(evs) == "For how long?"
+    evs = agent.text("three seconds", wait_background=30.0)
+    assert [(c.tool, c.arguments.get("seconds")) for c in evs.of(ToolCall)] == [("set_timer", 3.0)]
+    [done] = evs.of(BackgroundDone)
+    assert done.ok and done.result == "Time is up: the timer for 3 seconds is done.", done
+
+
 def test_the_other_hand_is_the_one_the_last_wave_did_not_take(agent):
     """A new user's chat: "now the other hand" after a right-hand wave named no tool and no side."""
     agent.core.conversation.history.clear()

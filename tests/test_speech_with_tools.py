@@ -416,6 +416,11 @@ FOLLOW_ON = [
     ("and now to the right", [], {}),
     ("now nod to the right", ["look"], {}),  # the words name a tool of their own
     ("tell me a joke", ["look"], {}),
+    # a length after "set a timer" was answered "For how long?"
+    ("five minutes", ["set_timer"], {"set_timer": 6.0, NO_TOOL: -6.0}),
+    ("for ten seconds please", ["set_timer"], {"set_timer": 6.0, NO_TOOL: -6.0}),
+    ("five minutes", ["look"], {}),  # the last call takes no length
+    ("the blue one", ["set_timer"], {}),  # no length said
 ]
 
 

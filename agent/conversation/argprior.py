@@ -113,6 +113,29 @@ def spoken_seconds(text: str) -> float | None:
     return sum(found) if found else None
 
 
+def length_unsaid(user_text: str, parameters: dict[str, Any]) -> str | None:
+    """The required argument "in seconds" the words give no length for ("set a timer"), or None.
+
+    SmolLM2-135M wrote ``set_timer(seconds 10)`` for "set a timer" (a new user's ``chat``: before
+    the argument prior, 1 s): a length nobody said. The robot asks instead.
+
+    Args:
+        user_text: What the user said this turn.
+        parameters: The skill's JSON schema (``required``, each property's ``description``).
+
+    Returns:
+        The argument's name when one is required, described "in seconds", and the words say no
+        duration (:func:`spoken_seconds`); None otherwise.
+    """
+    if spoken_seconds(user_text) is not None:
+        return None
+    props = parameters.get("properties") or {}
+    for name in parameters.get("required") or ():
+        if "in seconds" in str((props.get(name) or {}).get("description", "")):
+            return name
+    return None
+
+
 def spoken_degrees(text: str) -> float | None:
     """The one number of degrees said in ``text`` ("30 degrees", "forty five degrees"), or None."""
     return spoken_quantity(text, ("degree", "degrees"))

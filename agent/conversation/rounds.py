@@ -70,7 +70,8 @@ class RoundPlan:
         examples: Example replies of the system prompt, never to be copied (repeat guard).
         think: Reason first (native formats; the prompt was rendered with the block open).
         no_ack: Tools whose call gets no acknowledgement: they cannot work now (the robot's
-            emergency stop is latched), and the reason their skill raises is said instead.
+            emergency stop is latched, or the words say no length a skill needs), and the
+            reason their call fails is said instead ("For how long?").
     """
 
     allow_tools: bool = True

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from agent.conversation.argprior import OPPOSITES, OTHER_WORDS, directions, named_sides
+from agent.conversation.argprior import OPPOSITES, OTHER_WORDS, directions, named_sides, spoken_seconds
 from agent.conversation.toolgrammar import NO_TOOL
 from agent.skills import GENERIC_NAME_WORDS, Skill
 from agent.speech.words import words
@@ -230,12 +230,14 @@ def takes_a_side(user_text: str, skill: Skill) -> bool:
 
 
 def follow_on(user_text: str, skills: list[Skill], earlier: list[str], bonus: float) -> dict[str, float]:
-    """The tool prior for words that name no tool but a side of the tool just called.
+    """The tool prior for words that name no tool but a side or a length of the tool just called.
 
     "And now to the right" after "look to the left" named no tool, and SmolLM2-135M answered
     with a claim ("Sorry, I didn't get that.", a new user's chat): the words go on the last
     turn's call, so its tool gets the bonus (the argument prior then points it right; for "now
-    the other one" it takes the side the last call did not).
+    the other one" it takes the side the last call did not). So does a duration alone ("five
+    minutes") after a call that takes one (:func:`takes_a_length`: "set a timer", answered "For
+    how long?").
 
     Args:
         user_text: What the user said this turn.
@@ -245,16 +247,29 @@ def follow_on(user_text: str, skills: list[Skill], earlier: list[str], bonus: fl
 
     Returns:
         ``{tool: bonus, "none": -bonus}`` for the newest of ``earlier`` whose arguments take a
-        side the words name; ``{}`` when the words name a tool themselves, or no such side.
+        side or a length the words name; ``{}`` when the words name a tool themselves, or
+        neither.
     """
     named = tool_prior(user_text, skills, set(), bonus)
     if bonus <= 0 or any(v > 0 for k, v in named.items() if k != NO_TOOL):
         return {}
     by_name = {s.name: s for s in skills}
     for name in reversed(earlier):
-        if name in by_name and takes_a_side(user_text, by_name[name]):
+        if name in by_name and (
+            takes_a_side(user_text, by_name[name]) or takes_a_length(user_text, by_name[name])
+        ):
             return {name: bonus, NO_TOOL: -bonus}
     return {}
+
+
+def takes_a_length(user_text: str, skill: Skill) -> bool:
+    """Whether the words say a duration and ``skill`` has an argument "in seconds" (``set_timer``).
+
+    "Five minutes." after "set a timer" was answered "For how long?" goes on that call.
+    """
+    props = (skill.parameters.get("properties") or {}).values()
+    has_length = any("in seconds" in str(p.get("description", "")) for p in props)
+    return has_length and spoken_seconds(user_text) is not None
 
 
 def tools_left(user_text: str, skills: list[Skill], called: set[str], bonus: float) -> dict[str, float]:

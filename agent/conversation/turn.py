@@ -25,7 +25,7 @@ from typing import Any
 from agent.config import LLMConfig
 from agent.control import ReleaseGate, StopSignal
 from agent.conversation import history as hist
-from agent.conversation.argprior import follow_words
+from agent.conversation.argprior import follow_words, length_unsaid
 from agent.conversation.background import BackgroundCalls
 from agent.conversation.claims import CANNOT, MISSED, ClaimGuard, asked_for
 from agent.conversation.context import fit_history
@@ -60,6 +60,9 @@ REPEAT_WARN = 3
 REPEAT_STOP = 5
 SORRY = "Sorry, I had a problem thinking about that."
 """What the robot says when a turn fails (a model error): the conversation goes on."""
+
+ASK_LENGTH = "For how long?"
+"""Said instead of running a skill that takes a length ("in seconds") when the user said none."""
 
 TURN_HEADROOM_TOKENS = 256
 """What a turn adds besides its replies, tokens: the user's words with the state line, a tool
@@ -450,7 +453,7 @@ class Conversation:
                     tuple(results),
                     tuple(_not_within(before, " ".join(results))),
                     examples=tuple(self._examples()),
-                    no_ack=self._cannot_move(),
+                    no_ack=self._cannot_move() | self._asks_length(text),
                 )
                 # A round that reads data back ends with the sentence that carries it: nothing
                 # after the result that was not asked for ("... 1 December. It needs to recharge.");
@@ -658,6 +661,14 @@ class Conversation:
         res.problems.append(f"model error: {e}")
         return SORRY, [], ""
 
+    def _asks_length(self, text: str) -> frozenset[str]:
+        """Skills the user's words give no length for (:func:`length_unsaid`).
+
+        A call of one is answered :data:`ASK_LENGTH` alone, with no acknowledgement first ("Sure!
+        For how long?").
+        """
+        return frozenset(s.name for s in self.registry.skills.values() if length_unsaid(text, s.parameters))
+
     def _cannot_move(self) -> frozenset[str]:
         """Skills that move the body (``moves``) while the robot's emergency stop is latched: they fail.
 
@@ -738,6 +749,13 @@ class Conversation:
                 False,
                 f"{call['name']} not run: the user asked not to",
                 raised=f"I won't {call['name'].replace('_', ' ')}, as you asked",
+            )
+        elif skill is not None and ran.user_text and length_unsaid(ran.user_text, skill.parameters):
+            # "set a timer" ran set_timer(seconds 10): a length nobody said. The robot asks, and
+            # "five minutes" next goes on this call (follow_on).
+            log.info("turn %d: not run: %s, the user said no length", turn_id, call["name"])
+            outcome = ToolOutcome(
+                False, f"{call['name']} not run: the user said no length", raised=ASK_LENGTH
             )
         elif seen[key] >= REPEAT_STOP:
             outcome = ToolOutcome(
