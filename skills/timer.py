@@ -1,4 +1,4 @@
-"""Built-in background skill: a timer.
+"""Built-in timer skills: ``set_timer`` (in the background) and ``cancel_timer``.
 
 ``set_timer`` is asynchronous: the call returns at once ("started"), the robot keeps
 talking, and when the time is up the result enters the conversation and the robot says
@@ -8,7 +8,9 @@ that sets the timer; the real result gets a turn of its own.
 
 With a state store (``ctx.timers``, ``bolt-agent run``) the timer is written down when it
 starts and forgotten when it fires; a shutdown keeps it, and the next start re-arms it
-(:mod:`agent.state.timers`).
+(:mod:`agent.state.timers`). ``cancel_timer`` ends a running timer: its wait ends and the
+timer reports nothing more. Without a timer book (a bare :class:`~agent.skills.SkillContext`)
+timers cannot be cancelled.
 """
 
 from typing import Annotated
@@ -16,7 +18,7 @@ from typing import Annotated
 from pydantic import Field
 
 from agent.skills import SkillContext, skill
-from agent.state.timers import done_message, timer_label
+from agent.state.timers import done_message, spoken_duration, timer_label
 
 
 @skill(background=True, follow_up=False, keywords=("timer", "remind", "countdown", "alarm"))
@@ -32,3 +34,30 @@ def set_timer(
     if ctx.shutdown.wait(seconds):
         return f"The {label} was cancelled because I am shutting down."
     return done_message(label, seconds)
+
+
+@skill
+def cancel_timer(
+    ctx: SkillContext,
+    label: str = "timer",
+    seconds: Annotated[float, Field(ge=0, description="its length in seconds, when several run")] = 0,
+) -> str:
+    """Cancel a running timer.
+
+    Args:
+        ctx: The timers (not shown to the model).
+        label: Which timer, when several run ("tea"); the only one otherwise.
+        seconds: Its length as set, when several run ("the ten minute one": 600); 0: by label.
+
+    Raises:
+        RuntimeError: no timer runs, or several do and neither ``label`` nor ``seconds`` picks
+            one (the message names them and asks which).
+    """
+    if ctx.timers is None:
+        raise RuntimeError("no timer is set")
+    try:
+        cancelled = ctx.timers.cancel(timer_label(label), seconds or None)
+    except LookupError as e:
+        raise RuntimeError(str(e)) from None
+    names = " and the ".join(f"{t.label} for {spoken_duration(t.seconds)}" for t in cancelled)
+    return f"I cancelled the {names}."

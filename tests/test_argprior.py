@@ -95,10 +95,12 @@ def timer():
         # a new user's chat: "two hours" was written as 2.5 seconds
         ("set a timer for two hours", {"seconds": 2.5}, {"seconds": 7200.0}),
         (
-            "set a timer for 1 minute 30 seconds",
+            "set a tea timer for 1 minute 30 seconds",
             {"seconds": 130, "label": "tea"},
             {"seconds": 90.0, "label": "tea"},
         ),
+        # a length the model left out (cancel_timer's is optional) is the one said
+        ("cancel the ten minute timer", {"label": "timer"}, {"label": "timer", "seconds": 600.0}),
         ("set a timer for ten seconds", {"seconds": 10}, {"seconds": 10.0}),
         ("cancel the timer", {"seconds": 10}, {"seconds": 10}),  # no duration said: the model's
         ("set a timer for 0 seconds", {"seconds": 5}, {"seconds": 0.0}),  # said: the check refuses it
@@ -301,3 +303,17 @@ def test_a_length_nobody_said_is_asked_for(timer, text, unsaid):
 def test_only_a_required_length_is_asked_for(nod, look):
     assert length_unsaid("nod your head", nod) is None  # no argument in seconds
     assert length_unsaid("look left", look) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "label", "expected"),
+    [
+        # SmolLM2-135M's labels (a new user's chat): cancelling by them picked both timers
+        ("set a timer for ten minutes", "ten-minute-game", "ten"),  # timer_label drops a length
+        ("cancel the timer", "Cancel the game", "cancel the"),
+        ("set a timer for the pasta", "game", "timer"),  # none of it said: the default
+        ("set a pasta timer for five minutes", "pasta", "pasta"),
+    ],
+)
+def test_a_label_keeps_only_the_words_said(timer, text, label, expected):
+    assert follow_words(text, timer, {"seconds": 1, "label": label})["label"] == expected

@@ -78,7 +78,9 @@ def test_turns_without_a_call_never_say_the_robot_moves(greedy_agent):
         if not evs.of(ToolCall, turn_id):
             assert reply and not any(claims_motion(s) for s in split_sentences(reply)), (turn_id, reply)
     # "fly to the moon" asked to fly: the robot cannot; the copied wave answered no one's request
-    assert replies[3] == CANNOT and replies[1] == MISSED, replies
+    # (since cancel_timer joined the tools the greedy model copies it for the German request; it
+    # echoed the Chinese one, which claims nothing)
+    assert replies[3] == CANNOT and replies[2] == MISSED, replies
 
 
 @pytest.mark.parametrize(

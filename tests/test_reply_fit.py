@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import datetime
 
 import numpy as np
@@ -160,6 +161,20 @@ def test_a_timer_without_a_length_asks_for_one_and_the_length_next_sets_it(agent
     assert [(c.tool, c.arguments.get("seconds")) for c in evs.of(ToolCall)] == [("set_timer", 3.0)]
     [done] = evs.of(BackgroundDone)
     assert done.ok and done.result == "Time is up: the timer for 3 seconds is done.", done
+
+
+def test_a_cancelled_timer_never_goes_off(agent):
+    """A new user's ``chat``: "cancel the timer" started another timer (``set_timer``, whose
+    keyword "timer" it says), and the first one went off anyway."""
+    agent.core.conversation.history.clear()
+    t0 = time.monotonic()
+    evs = agent.text("set a timer for five seconds", "cancel the timer", wait_background=15.0)
+    assert [c.tool for c in evs.of(ToolCall)] == ["set_timer", "cancel_timer"], evs.of(ToolCall)
+    cancelled = [r for r in evs.of(ToolResult) if r.tool == "cancel_timer"]
+    assert cancelled[0].ok and cancelled[0].result == "I cancelled the timer for 5 seconds.", cancelled
+    assert _reply(evs, cancelled[0].turn_id) == "I cancelled the timer for 5 seconds."
+    assert time.monotonic() - t0 < 5.0  # the background wait ended with the cancel, not at 5 s
+    assert not evs.of(BackgroundDone)  # nothing went off, nothing was announced
 
 
 def test_the_other_hand_is_the_one_the_last_wave_did_not_take(agent):

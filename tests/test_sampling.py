@@ -67,11 +67,14 @@ def _reference(model, prompt, grammar, max_tokens=80):
     return "".join(out)
 
 
-TIE_LOGITS = 0.1
+TIE_LOGITS = 0.35
 """Two tokens whose logits differ by less than this tie: which one greedy decoding takes depends
 on how the prompt was split into batches (measured: "!" 18.783 against "." 18.755 after "Hello,
 I'm a robot" once ``nod`` took a count; the KV cache of the stream and of a one-batch evaluation
-differ in the last bits)."""
+differ in the last bits). Measured again once ``cancel_timer`` joined the tools (2026-12-05): " a"
+against " not" after "tell me a short joke" → ``"say": "I'm``, evaluated in every split of the
+reply's 17 tokens into two batches and then one token at a time: the difference ran from -0.08
+to +0.27 (0.15 in one batch)."""
 
 
 def _tie_margin(model, prompt, ref, ours):

@@ -155,6 +155,17 @@ NEGATED = [
     ("Stop. Wave your hand.", {"stop": 6.0, "wave": 6.0, NO_TOOL: -6.0}, []),
     ("no, wave the other hand", {"wave": 6.0, NO_TOOL: -6.0}, []),
     ("don't stop", {NO_TOOL: 6.0}, []),  # stopping is never held back
+    # "timer" is set_timer's keyword: "cancel the timer" must not point at it, nor run it
+    # (get_time shares the stem "time"; it only reads, so a call of it is never refused)
+    ("cancel the timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
+    ("please cancel my tea timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
+    (
+        "cancel the timer and wave",
+        {"cancel_timer": 6.0, "wave": 6.0, NO_TOOL: -6.0},
+        ["get_time", "set_timer"],
+    ),
+    ("cancel the dance", {NO_TOOL: 6.0}, ["dance"]),  # no timer named: not cancel_timer
+    ("don't cancel the timer", {NO_TOOL: 6.0}, ["cancel_timer"]),
 ]
 
 

@@ -270,6 +270,46 @@ def test_with_persistence_off_a_shutdown_says_the_timer_is_cancelled(unwritable_
     assert done is not None and done.result == "The timer was cancelled because I am shutting down.", done
 
 
+def test_a_cancelled_timer_is_forgotten_and_reports_nothing(tmp_path, robot):
+    registry = load_registry([], True, ["set_timer", "cancel_timer"], 10.0)
+    store, _ = open_store(tmp_path / "state.sqlite3")
+    ctx = SkillContext(robot=robot, timers=TimerBook(store))
+    background = BackgroundCalls(registry)
+    call_timer(registry, ctx, background, 600, "pasta timer")
+    assert wait_until(lambda: store.timers(), 5)
+    t0 = time.monotonic()
+    out = registry.call("cancel_timer", {}, ctx)
+    assert out.ok and out.result == "I cancelled the pasta timer for 10 minutes.", out
+    assert store.timers() == [] and ctx.timers.running() == []
+    # the timer's wait ends at once, and its background call reports nothing ("Time is up")
+    assert wait_until(lambda: background.running == 0, 2), background.running
+    assert time.monotonic() - t0 < 1.0
+    assert background.next(timeout=0.5) is None
+    again = registry.call("cancel_timer", {}, ctx)
+    assert not again.ok and again.raised == "no timer is set", again
+
+
+def test_of_several_timers_the_one_named_or_of_the_length_said_is_cancelled(tmp_path, robot):
+    registry = load_registry([], True, ["set_timer", "cancel_timer"], 10.0)
+    ctx = SkillContext(robot=robot, timers=TimerBook())  # no store: timers still cancel
+    background = BackgroundCalls(registry)
+    for seconds, label in ((600, "timer"), (300, "timer"), (120, "tea")):
+        call_timer(registry, ctx, background, seconds, label)
+    assert wait_until(lambda: len(ctx.timers.running()) == 3, 5)
+    which = registry.call("cancel_timer", {"label": "timer"}, ctx)  # two are called "timer": which?
+    assert not which.ok and which.raised == (
+        "there are 3 timers, the tea timer for 2 minutes and the timer for 5 minutes and the timer for "
+        "10 minutes. Which one should I cancel?"
+    ), which
+    out = registry.call("cancel_timer", {"seconds": 300}, ctx)
+    assert out.result == "I cancelled the timer for 5 minutes.", out
+    out = registry.call("cancel_timer", {"label": "tea"}, ctx)
+    assert out.result == "I cancelled the tea timer for 2 minutes.", out
+    out = registry.call("cancel_timer", {"label": "timer"}, ctx)  # the only one left
+    assert out.result == "I cancelled the timer for 10 minutes.", out
+    assert wait_until(lambda: background.running == 0, 2) and background.next(timeout=0.2) is None
+
+
 def test_a_timer_due_while_down_is_announced_once(tmp_path, registry):
     path = tmp_path / "state.sqlite3"
     store, _ = open_store(path)
@@ -462,12 +502,16 @@ def test_spoken_durations_and_timer_labels():
         "",
         "Set a timer for 5 seconds",
         "Set a timer.",
+        "ten-minutes",  # a length is not a name ("the ten-minutes timer for 10 minutes")
+        "Cancelled",
     ]
     assert [timer_label(x) for x in labels] == [
         "timer",
         "timer",
         "egg timer",
         "tea timer",
+        "timer",
+        "timer",
         "timer",
         "timer",
         "timer",

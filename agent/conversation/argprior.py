@@ -293,6 +293,8 @@ def follow_words(
     """``arguments`` as the user's words say them, rule by rule (each a measured failure of the model).
 
     * a duration: an argument "in seconds" is the duration said (:func:`spoken_seconds`);
+    * a label (an argument named ``label``, free text): only the words of it the user said,
+      or its default where they said none of them;
     * a count: a count of repetitions (:func:`is_count`) is the count said ("nod twice"), within
       its range, or its schema default when the words say none;
     * a limb's side named: an enum of sides (``wave``'s ``hand``) is the one side the words name
@@ -334,8 +336,15 @@ def follow_words(
                 out[name] = prop["default"]
         # A length in seconds ("timer length in seconds") is the duration said: the model wrote
         # set_timer(seconds 2.5) for "two hours" (a new user's chat, measured).
-        if duration is not None and name in out and "in seconds" in str(prop.get("description", "")):
-            out[name] = duration
+        if duration is not None and "in seconds" in str(prop.get("description", "")):
+            out[name] = duration  # also where the model left it out ("cancel the ten minute timer")
+        # A label is what the user called the thing: SmolLM2-135M labelled timers "ten-minute-game"
+        # and "Cancel the game" (a new user's chat), and cancelling by such a label picked both.
+        value = out.get(name)
+        if name == "label" and isinstance(value, str) and not prop.get("enum"):
+            kept = " ".join(w for w in words(value.replace("-", " ")) if w in said)
+            if kept != " ".join(words(value)):
+                out[name] = kept or prop.get("default", value)
         # A side the words do not choose is the skill's own default: "wave" and "goodbye" ran
         # wave(hand left) every time against the schema's "right" (a new user's chat).
         values = set(prop.get("enum") or ())

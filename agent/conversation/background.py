@@ -1,8 +1,9 @@
 """Asynchronous tool calls: which are running, and their results in the order they finished.
 
 A ``@skill(background=True)`` returns "started" at once and reports later through the
-callback made here. Results are queued under one lock (each exactly once, in finishing
-order) and taken by the turn driver between turns.
+callback made here (a result of None reports nothing: a timer the user cancelled). Results
+are queued under one lock (each exactly once, in finishing order) and taken by the turn driver
+between turns.
 """
 
 from __future__ import annotations
@@ -42,8 +43,10 @@ class BackgroundCalls:
 
         def done(outcome: ToolOutcome) -> None:
             with self._lock:
-                # Queued before the count drops, so a waiter never sees neither.
-                self._done.put(BackgroundDone(-1, name, outcome.ok, outcome.result, call_id))
+                # Queued before the count drops, so a waiter never sees neither. A call that
+                # returns None has nothing left to say (a timer the user cancelled).
+                if not outcome.ok or outcome.result is not None:
+                    self._done.put(BackgroundDone(-1, name, outcome.ok, outcome.result, call_id))
                 self.running -= 1
 
         return done

@@ -21,10 +21,30 @@ STOPWORDS = GENERIC_NAME_WORDS | {"the", "and", "for", "you", "can", "your", "wi
 
 NEGATIONS: tuple[tuple[str, ...], ...] = tuple(
     tuple(c.split())
-    for c in ("don't", "dont", "don t", "do not", "never", "stop", "quit", "no more", "not", "without")
+    for c in (
+        "don't",
+        "dont",
+        "don t",
+        "do not",
+        "never",
+        "stop",
+        "quit",
+        "cancel",
+        "no more",
+        "not",
+        "without",
+    )
 )
-"""Words after which the next word is what the user does *not* want ("stop waving", "don't dance");
+"""Words after which the next word is what the user does *not* want ("stop waving", "don't dance",
+"cancel the timer": not ``set_timer``, whose keyword "timer" it is);
 "don t": a typographic apostrophe splits the word. Not a bare "no": "no, wave the other hand"."""
+
+_CUE_WORDS = frozenset(c[0] for c in NEGATIONS if len(c) == 1)
+
+_OBJECT_CUES = frozenset({("cancel",)})
+"""Cues that negate a thing, not a verb: every word after them up to :data:`_CLAUSE_JOINS`."""
+
+_CLAUSE_JOINS = frozenset("and then but".split())
 
 _BEFORE_THE_VERB = frozenset("you please ever even to be any more longer keep".split())
 """Words that may stand between a negation and its verb ("do not ever wave", "please stop to dance")."""
@@ -35,8 +55,9 @@ def negated(user_text: str) -> list[bool]:
 
     The negated word is the first one after a cue of :data:`NEGATIONS` that is not a filler of
     :data:`_BEFORE_THE_VERB`, in the same clause: "stop waving" negates "waving", "please do not
-    dance" "dance", "stop and wave" only "and", "Stop. Wave." nothing. The cue itself is not
-    negated ("stop" still names ``stop``).
+    dance" "dance", "stop and wave" only "and", "Stop. Wave." nothing. "cancel" negates the thing
+    it names, every word up to "and", "then" or "but" ("cancel the tea timer"). The cue itself
+    is not negated ("stop" still names ``stop``).
 
     Args:
         user_text: What the user said.
@@ -57,6 +78,12 @@ def _negated_in(said: list[str]) -> list[bool]:
             i += 1
             continue
         j = i + len(cue)
+        if cue in _OBJECT_CUES:  # "cancel the tea timer": the whole thing named, up to "and"
+            while j < len(said) and said[j] not in _CLAUSE_JOINS:
+                out[j] = True
+                j += 1
+            i = j
+            continue
         while j < len(said) and said[j] in _BEFORE_THE_VERB:
             j += 1
         if j < len(said):
@@ -125,6 +152,26 @@ def name_words(name: str) -> set[str]:
     return {w for w in name.lower().split("_") if w and w not in STOPWORDS}
 
 
+def names_its_negation(user_text: str, name: str) -> bool:
+    """Whether a tool's name starts with a negation cue the user said, with the rest of the name.
+
+    ``cancel_timer`` for "cancel the timer": "cancel" negates "timer" (:func:`negated`), so the
+    name is not among the wanted words, yet the words name exactly this tool ("don't cancel the
+    timer" does not: the cue itself is negated; ``stop`` is one word and matches as any name).
+
+    Args:
+        user_text: What the user said.
+        name: The tool's name.
+    """
+    first, parts = name.lower().split("_")[0], name_words(name)
+    return (
+        first in _CUE_WORDS
+        and len(parts) > 1
+        and first in wanted_words(user_text)
+        and parts <= set(words(user_text))
+    )
+
+
 def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float) -> dict[str, float]:
     """Logit bonus per tool name from the user's own words (a prior for small models).
 
@@ -151,10 +198,12 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     out: dict[str, float] = {}
     for s in skills:
         parts = name_words(s.name)
-        keys = {w for w in parts if len(w) > 2} | {k for k in s.keywords if " " not in k}
+        keys = {w for w in parts if len(w) > 2 and w not in _CUE_WORDS} | {
+            k for k in s.keywords if " " not in k
+        }
         phrase = any(f" {k} " in f" {text} " for k in s.keywords)  # keywords may be phrases ("look at")
         # The whole name said ("emergency stop" — not just "stop"), or one of its keywords.
-        if (parts and parts <= said) or phrase:
+        if (parts and parts <= said) or phrase or names_its_negation(user_text, s.name):
             out[s.name] = bonus
         elif any(len(k) >= 4 and len(w) >= 4 and k[:4] == w[:4] for k in keys for w in said):
             out[s.name] = bonus / 2
@@ -176,12 +225,14 @@ def tool_words(user_text: str, skill: Skill) -> set[str]:
     wanted = wanted_words(user_text)
     said, text = set(wanted), f" {' '.join(wanted)} "
     parts = name_words(skill.name)
-    out = set(parts) if parts and parts <= said else set()
+    out = set(parts) if parts and (parts <= said or names_its_negation(user_text, skill.name)) else set()
     for k in skill.keywords:
         if f" {k} " in text:
             out |= set(k.split())
     if not out:
-        keys = {w for w in parts if len(w) > 2} | {k for k in skill.keywords if " " not in k}
+        keys = {w for w in parts if len(w) > 2 and w not in _CUE_WORDS} | {
+            k for k in skill.keywords if " " not in k
+        }
         out = {w for w in said if len(w) >= 4 and any(len(k) >= 4 and k[:4] == w[:4] for k in keys)}
     return out
 

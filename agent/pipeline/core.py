@@ -29,6 +29,7 @@ from agent.pipeline.queues import TurnGate
 from agent.skills import SkillContext, SkillRegistry, load_registry
 from agent.speech.asr import WhisperASR
 from agent.speech.tts import PiperTTS
+from agent.state.timers import TimerBook
 from agent.vision.build import build_narrator, chat_projector
 from agent.vision.narrator import SceneNarrator
 from hardware.factory import build_robot
@@ -234,7 +235,7 @@ def build_core(
         camera_news.started = True
         for msg in vision_msgs:
             emit(Notice(-1, msg))
-        ctx = SkillContext(robot=robot, scene=vision)
+        ctx = SkillContext(robot=robot, scene=vision, timers=TimerBook())  # a state store replaces it
         conversation = Conversation(model, registry, ctx, cfg.llm, emit)
         narrator, narrator_msgs = build_narrator(
             cfg,

@@ -1,9 +1,10 @@
 """Timers that outlive the process: set, waited for, fired, and re-armed after a restart.
 
-:class:`TimerBook` is what ``set_timer`` gets through its :class:`~agent.skills.SkillContext`
-(``ctx.timers``): the timer is written to the store when it starts (label, length, due time
-as UTC wall-clock seconds) and removed when it fires or the user cancels it. Shutting down
-removes nothing: the timer waits in the store for the next start.
+:class:`TimerBook` is what ``set_timer`` and ``cancel_timer`` get through their
+:class:`~agent.skills.SkillContext` (``ctx.timers``): the timer is written to the store when it
+starts (label, length, due time as UTC wall-clock seconds) and removed when it fires or the
+user cancels it (a cancelled timer's wait ends and reports nothing). Shutting down removes
+nothing: the timer waits in the store for the next start.
 
 At start-up :func:`rearm` hands every pending timer to the conversation's background calls,
 the same path a ``set_timer`` result takes: one still running fires at its original due
@@ -22,8 +23,9 @@ from collections.abc import Callable
 
 from agent.state.store import PendingTimer, StateStore
 
-STEP_S = 1.0
-"""Longest single wait, s: the wall clock is read again after each step."""
+STEP_S = 0.1
+"""Longest single wait, s: the wall clock is read again after each step, and a cancel ends the
+wait within one."""
 
 SKILL = "set_timer"
 """The background skill whose calls re-armed timers report as."""
@@ -43,7 +45,14 @@ def spoken_duration(seconds: float) -> str:
     return length if length.startswith("1 ") else length + "s"
 
 
-_NOT_A_NAME = frozenset("set start make cancel stop a an the my me for please".split())
+_NOT_A_NAME = frozenset("set start make cancel cancelled stop a an the my me for please".split())
+
+_LENGTH_WORDS = frozenset(
+    "second seconds minute minutes hour hours half quarter one two three four five six seven eight nine ten "
+    "eleven twelve fifteen twenty thirty forty fifty sixty ninety".split()
+)
+"""Words of a length, left out of a timer's name: the model labelled "set a timer for ten minutes"
+``ten-minutes``, which made "the ten-minutes timer for 10 minutes"."""
 
 
 def timer_label(label: str) -> str:
@@ -53,12 +62,13 @@ def timer_label(label: str) -> str:
     which made "Time is up: the Set a timer for 5 seconds is done." (a new user's ``chat``).
 
     Returns:
-        "timer" for those; "egg timer" for "egg timer"; "tea timer" for "tea".
+        "timer" for those and for a length ("ten-minutes"); "egg timer" for "egg timer"; "tea
+        timer" for "tea".
     """
-    said = [w for w in (w.strip(".,!?;:") for w in label.lower().split()) if w]
+    said = [w for w in (w.strip(".,!?;:") for w in label.lower().replace("-", " ").split()) if w]
     if "timer" in said:
         said = said[: said.index("timer")]
-    kept = [w for w in said if w not in _NOT_A_NAME]
+    kept = [w for w in said if w not in _NOT_A_NAME and w not in _LENGTH_WORDS and not w.isdigit()]
     return " ".join([*kept, "timer"])
 
 
@@ -78,54 +88,118 @@ def missed_message(timer: PendingTimer) -> str:
 
 
 class TimerBook:
-    """Pending timers in the state store.
+    """The timers set and not fired: running ones in memory, pending ones in the state store.
 
     Args:
-        store: Where timers are kept (a disabled store keeps nothing: timers then end with
-            the process, as before).
+        store: Where timers are kept across restarts; None (or a disabled store) keeps
+            nothing: timers then end with the process.
         clock: UTC wall clock, s since the Unix epoch (``time.time``).
     """
 
-    def __init__(self, store: StateStore, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: StateStore | None = None, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.clock = clock
+        self._lock = threading.Lock()
+        self._running: dict[str, tuple[PendingTimer, threading.Event]] = {}
 
     def start(self, label: str, seconds: float) -> PendingTimer:
         """Record a timer of ``seconds`` s starting now and return it."""
         now = self.clock()
         timer = PendingTimer(uuid.uuid4().hex[:12], label, float(seconds), now + seconds, now)
-        self.store.add_timer(timer)
+        if self.store is not None:
+            self.store.add_timer(timer)
+        self._cancel_event(timer)
         return timer
 
+    def _cancel_event(self, timer: PendingTimer) -> threading.Event:
+        """The event that cancels ``timer``; registers it as running (also a re-armed one)."""
+        with self._lock:
+            if timer.id not in self._running:
+                self._running[timer.id] = (timer, threading.Event())
+            return self._running[timer.id][1]
+
     def wait(self, timer: PendingTimer, shutdown: threading.Event) -> bool:
-        """Block until ``timer`` is due (True) or ``shutdown`` is set first (False)."""
+        """Block until ``timer`` is due (True), or ``shutdown`` is set or it is cancelled first (False)."""
+        cancelled = self._cancel_event(timer)
         while True:
             left = timer.due_utc - self.clock()
             if left <= 0:
                 return True
-            if shutdown.wait(min(left, STEP_S)):
+            if shutdown.wait(min(left, STEP_S)) or cancelled.is_set():
                 return False
 
     def fired(self, timer: PendingTimer) -> None:
         """Forget a timer that went off."""
-        self.store.remove_timer(timer.id)
+        self._forget(timer)
 
     def cancelled(self, timer: PendingTimer) -> None:
         """Forget a timer the user cancelled."""
-        self.store.remove_timer(timer.id)
+        self._forget(timer)
+
+    def _forget(self, timer: PendingTimer) -> None:
+        with self._lock:
+            self._running.pop(timer.id, None)
+        if self.store is not None:
+            self.store.remove_timer(timer.id)
 
     def pending(self) -> list[PendingTimer]:
-        """Timers set and not fired, soonest first."""
-        return self.store.timers()
+        """Timers in the store, set and not fired, soonest first (empty without a store)."""
+        return self.store.timers() if self.store is not None else []
 
-    def run(self, timer: PendingTimer, shutdown: threading.Event) -> str:
-        """Wait for ``timer`` and return its result: done (and forgotten), or kept at shutdown.
+    def running(self) -> list[PendingTimer]:
+        """Timers counting down now, soonest first."""
+        with self._lock:
+            return sorted((t for t, _ in self._running.values()), key=lambda t: t.due_utc)
 
-        With persistence off (the store could not be written) a shutdown does end the timer,
-        and the result says so rather than promise a restart that will not know it.
+    def cancel(self, label: str = "timer", seconds: float | None = None) -> list[PendingTimer]:
+        """Cancel the running timers of length ``seconds`` or called ``label``, or the only one running.
+
+        Args:
+            label: The timer's name as :func:`timer_label` gives it ("tea timer"); the generic
+                "timer" (and a name no timer has: the small model's labels are unreliable)
+                names the one running, and asks which where several run.
+            seconds: The timer's length as set, s ("the ten minute one"); None: by ``label``.
+
+        Returns:
+            The cancelled timers (their waits end within a moment and report nothing).
+
+        Raises:
+            LookupError: no timer is running, or several are and ``label`` names none of them
+                (the message is said to the user: it names them).
+        """
+        running = self.running()
+        if not running:
+            raise LookupError("no timer is set")
+        chosen = [t for t in running if seconds is not None and abs(t.seconds - seconds) < 0.5]
+        if not chosen and label != "timer":
+            chosen = [t for t in running if t.label == label]
+        if not chosen and len(running) == 1:
+            chosen = running
+        if not chosen:
+            names = " and the ".join(f"{t.label} for {spoken_duration(t.seconds)}" for t in running)
+            raise LookupError(f"there are {len(running)} timers, the {names}. Which one should I cancel?")
+        with self._lock:
+            for t in chosen:
+                entry = self._running.get(t.id)
+                if entry is not None:
+                    entry[1].set()
+        for t in chosen:
+            self.cancelled(t)
+        return chosen
+
+    def run(self, timer: PendingTimer, shutdown: threading.Event) -> str | None:
+        """Wait for ``timer`` and return its result: done (and forgotten), kept at shutdown, or None.
+
+        None: the user cancelled it (:meth:`cancel` said so already: nothing more to report).
+        With persistence off (no store, or one that could not be written) a shutdown does end
+        the timer, and the result says so rather than promise a restart that will not know it.
         """
         if not self.wait(timer, shutdown):
-            if not self.store.enabled:
+            with self._lock:
+                entry = self._running.pop(timer.id, None)
+            if entry is None or entry[1].is_set():
+                return None
+            if self.store is None or not self.store.enabled:
                 return f"The {timer.label} was cancelled because I am shutting down."
             return kept_message(timer.label)
         self.fired(timer)
