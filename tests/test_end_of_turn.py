@@ -157,6 +157,23 @@ def test_jfk_is_one_turn(rig, fixtures_dir):
     assert timing.endpoint_rule in ("text", "smart_turn")
 
 
+def test_every_shared_command_ends_on_a_verdict_not_the_long_silence(rig, fixtures_dir):
+    """With the shipped skills' names as hotwords (``bench``'s set-up): "cancel" among them made
+    tiny.en hear turn_then_wave.wav as "... to the right hand and wave", which waited 1.6 s."""
+    from agent.pipeline.core import hotwords
+
+    assert "cancel" not in rig.core.asr.hotwords and "timer" in rig.core.asr.hotwords
+    assert "cancel" not in hotwords(load_config(), rig.core.registry, [])
+    rules = {}
+    for wav in sorted((fixtures_dir / "commands").glob("*.wav")):
+        if wav.name == "stop.wav":
+            continue  # the stop fast path stops the robot before any turn (tests/test_end_to_end.py)
+        timing = rig.listen(wav).of(Timing)
+        rules[wav.name] = [t.endpoint_rule for t in timing]
+    late = {f: r for f, r in rules.items() if not r or r[-1] not in ("text", "smart_turn", "stop")}
+    assert not late, late
+
+
 def test_each_pause_is_transcribed_once_ahead_of_its_judgement(rig, fixtures_dir, monkeypatch):
     """Early ASR: the judgement reuses the transcript started at 96 ms; the turn needs no further ASR."""
     calls: list[int] = []

@@ -138,17 +138,26 @@ class AgentCore:
             self.state.close()
 
 
+NOT_HOTWORDS = frozenset({"cancel"})
+"""Words of skill names that are not passed to the recognizer as hotwords (see :func:`hotwords`)."""
+
+
 def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> list[str]:
     """Words that bias ASR toward this robot: skill and animation names, split at underscores.
 
-    Verbs such as "get"/"set" are left out: as hotwords they leak into transcripts. With a
-    wake phrase (``[live] attention = "wake"``) the phrases come first.
+    Verbs such as "get"/"set" are left out: as hotwords they leak into transcripts. So is
+    "cancel" (of ``cancel_timer``): with it tiny.en heard the shared turn_then_wave.wav as "turn
+    your head 30 degrees to the right hand and wave" instead of "... turn the right hand wave",
+    words the text model scores -1.87 against -1.13, so that turn waited for the long silence
+    (voice-to-voice 1.7 s against 0.75 s; ``bench``, 2026-12-05). With a wake phrase (``[live]
+    attention = "wake"``) the phrases come first.
     """
     from agent.conversation.toolprior import STOPWORDS
 
+    skip = STOPWORDS | NOT_HOTWORDS
     words: list[str] = []
     for name in [*registry.names(), *animations]:
-        words += [w for w in name.lower().split("_") if len(w) > 2 and w not in STOPWORDS]
+        words += [w for w in name.lower().split("_") if len(w) > 2 and w not in skip]
     if cfg.live.attention == "wake":
         words = [*cfg.live.wake_phrases, *words]
     return list(dict.fromkeys(words))
