@@ -289,6 +289,15 @@ def test_a_cancelled_timer_is_forgotten_and_reports_nothing(tmp_path, robot):
     assert not again.ok and again.raised == "no timer is set", again
 
 
+def test_a_timer_cancelled_before_its_wait_began_never_fires():
+    book = TimerBook()
+    timer = book.start("timer", 0.2)
+    assert book.cancel() == [timer]  # the background thread has not reached run() yet
+    t0 = time.monotonic()
+    assert book.run(timer, threading.Event()) is None
+    assert time.monotonic() - t0 < 0.05 and book.running() == []
+
+
 def test_of_several_timers_the_one_named_or_of_the_length_said_is_cancelled(tmp_path, robot):
     registry = load_registry([], True, ["set_timer", "cancel_timer"], 10.0)
     ctx = SkillContext(robot=robot, timers=TimerBook())  # no store: timers still cancel

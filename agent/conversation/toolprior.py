@@ -40,11 +40,14 @@ NEGATIONS: tuple[tuple[str, ...], ...] = tuple(
 "don t": a typographic apostrophe splits the word. Not a bare "no": "no, wave the other hand"."""
 
 _CUE_WORDS = frozenset(c[0] for c in NEGATIONS if len(c) == 1)
+"""One-word negation cues. A tool name's cue ("cancel" of ``cancel_timer``) is no stem to match
+on its own: "cancel the dance" does not point at ``cancel_timer``."""
 
 _OBJECT_CUES = frozenset({("cancel",)})
 """Cues that negate a thing, not a verb: every word after them up to :data:`_CLAUSE_JOINS`."""
 
 _CLAUSE_JOINS = frozenset("and then but".split())
+"""Words that end what an object cue negates ("cancel the timer and wave": "wave" is wanted)."""
 
 _BEFORE_THE_VERB = frozenset("you please ever even to be any more longer keep".split())
 """Words that may stand between a negation and its verb ("do not ever wave", "please stop to dance")."""

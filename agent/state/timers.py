@@ -101,6 +101,7 @@ class TimerBook:
         self.clock = clock
         self._lock = threading.Lock()
         self._running: dict[str, tuple[PendingTimer, threading.Event]] = {}
+        self._over: set[str] = set()  # ids fired or cancelled: a wait that starts late ends at once
 
     def start(self, label: str, seconds: float) -> PendingTimer:
         """Record a timer of ``seconds`` s starting now and return it."""
@@ -114,6 +115,10 @@ class TimerBook:
     def _cancel_event(self, timer: PendingTimer) -> threading.Event:
         """The event that cancels ``timer``; registers it as running (also a re-armed one)."""
         with self._lock:
+            if timer.id in self._over:  # cancelled before its wait began
+                over = threading.Event()
+                over.set()
+                return over
             if timer.id not in self._running:
                 self._running[timer.id] = (timer, threading.Event())
             return self._running[timer.id][1]
@@ -121,12 +126,13 @@ class TimerBook:
     def wait(self, timer: PendingTimer, shutdown: threading.Event) -> bool:
         """Block until ``timer`` is due (True), or ``shutdown`` is set or it is cancelled first (False)."""
         cancelled = self._cancel_event(timer)
-        while True:
+        while not cancelled.is_set():
             left = timer.due_utc - self.clock()
             if left <= 0:
                 return True
-            if shutdown.wait(min(left, STEP_S)) or cancelled.is_set():
+            if shutdown.wait(min(left, STEP_S)):
                 return False
+        return False
 
     def fired(self, timer: PendingTimer) -> None:
         """Forget a timer that went off."""
@@ -139,6 +145,7 @@ class TimerBook:
     def _forget(self, timer: PendingTimer) -> None:
         with self._lock:
             self._running.pop(timer.id, None)
+            self._over.add(timer.id)
         if self.store is not None:
             self.store.remove_timer(timer.id)
 
