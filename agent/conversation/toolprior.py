@@ -165,6 +165,10 @@ def names_its_negation(user_text: str, name: str) -> bool:
     Args:
         user_text: What the user said.
         name: The tool's name.
+
+    Returns:
+        True when the name has more than one word, its first is a one-word cue of
+        :data:`NEGATIONS` the user said un-negated, and every word of the name was said.
     """
     first, parts = name.lower().split("_")[0], name_words(name)
     return (
@@ -320,6 +324,14 @@ def takes_a_length(user_text: str, skill: Skill) -> bool:
     """Whether the words say a duration and ``skill`` has an argument "in seconds" (``set_timer``).
 
     "Five minutes." after "set a timer" was answered "For how long?" goes on that call.
+
+    Args:
+        user_text: What the user said this turn.
+        skill: A skill whose schema may describe an argument "in seconds".
+
+    Returns:
+        True when one of its arguments is "in seconds" and the words say a duration
+        (:func:`~agent.conversation.argprior.spoken_seconds`).
     """
     props = (skill.parameters.get("properties") or {}).values()
     has_length = any("in seconds" in str(p.get("description", "")) for p in props)

@@ -151,6 +151,14 @@ def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> lis
     words the text model scores -1.87 against -1.13, so that turn waited for the long silence
     (voice-to-voice 1.7 s against 0.75 s; ``bench``, 2026-12-05). With a wake phrase (``[live]
     attention = "wake"``) the phrases come first.
+
+    Args:
+        cfg: The config (``[live] attention`` and ``wake_phrases``).
+        registry: The skills offered to the model.
+        animations: The robot's animation names.
+
+    Returns:
+        Lower-case words, each once, in order.
     """
     from agent.conversation.toolprior import STOPWORDS
 
