@@ -19,14 +19,20 @@ needs_espeak = pytest.mark.skipif(
 
 
 def _longest_silence_s(audio: np.ndarray) -> float:
+    """The longest silence inside the speech, s: runs under 0.01 parted by a click of up to 30 ms
+    are one silence, as a listener (and the VAD) hears them."""
     hop = 160
     loud = np.abs(audio[: audio.size // hop * hop]).reshape(-1, hop).max(axis=1) > 0.01
-    inner = loud[np.argmax(loud) : len(loud) - np.argmax(loud[::-1])]
-    best = run = 0
-    for v in inner:
-        run = 0 if v else run + 1
-        best = max(best, run)
-    return best * hop / 16000
+    spoken = np.nonzero(loud)[0]
+    runs: list[list[int]] = []  # [first, end) hop indices of silent runs inside the speech
+    for i in range(spoken[0], spoken[-1]):
+        if loud[i]:
+            continue
+        if runs and i - runs[-1][1] <= 3:
+            runs[-1][1] = i + 1
+        else:
+            runs.append([i, i + 1])
+    return max((end - first for first, end in runs), default=0) * hop / 16000
 
 
 def test_the_set_has_what_the_issue_asks_for():
@@ -51,7 +57,7 @@ def test_pauses_are_inside_one_sentence_and_as_long_as_asked(tmp_path):
     build_set(tmp_path, resolve_model("packaged:piper-joe-medium"), sample)
     for c in sample:
         gap = _longest_silence_s(read_wav(tmp_path / c.file))
-        assert c.pause_s - 0.02 <= gap <= c.pause_s + 0.25, (c.file, c.pause_s, gap)
+        assert c.pause_s - 0.02 <= gap <= c.pause_s + 0.1, (c.file, c.pause_s, gap)
 
 
 def test_scores_count_turns_per_kind():

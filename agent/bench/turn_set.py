@@ -64,6 +64,13 @@ VOICES = (
 )
 """The set's voices; case ``i`` of a kind is spoken by ``VOICES[i % len(VOICES)]``."""
 
+CLICK_HOPS = 3
+"""Loud 10 ms hops between two silent runs that still make them one pause (a click, not a word)."""
+
+SYNTHESIS = 2
+"""Version of how a case is rendered, kept in the cache's manifest: a set made before a change
+to the rendering is made again (2: a comma pause is stretched across a click)."""
+
 PAUSES_S = (0.6, 0.8, 1.0, 1.2)
 """Pause lengths of the paused cases, s (case ``i`` pauses ``PAUSES_S[i % 4]``)."""
 
@@ -356,18 +363,29 @@ def render(case: TurnCase, syn: Synthesizer) -> np.ndarray:
 
 
 def _nearest_silence(audio: np.ndarray, at: int) -> tuple[int, int] | None:
-    """The silent stretch (>= 30 ms under 0.01) nearest to sample ``at``, within 35 % of it."""
+    """The silent stretch (>= 30 ms under 0.01) nearest to sample ``at``, within 35 % of it.
+
+    Silent runs parted by a click of up to :data:`CLICK_HOPS` loud 10 ms hops are one stretch:
+    piper's comma silence in "Turn your head to the left, and then wave" has a 20 ms click
+    30 ms after the comma, and stretching only the run before it left 320 ms of the voice's own
+    silence beside the inserted pause (a 0.6 s case paused 0.92 s).
+    """
     hop = SAMPLE_RATE // 100
     loud = np.abs(audio[: audio.size // hop * hop]).reshape(-1, hop).max(axis=1) > 0.01
-    runs, start = [], None
+    runs: list[tuple[int, int]] = []
+    start = None
     for i, v in enumerate(loud):
         if not v and start is None:
             start = i
         elif v and start is not None:
             if i - start >= 3:
-                runs.append((start * hop, i * hop))
+                if runs and start - runs[-1][1] <= CLICK_HOPS:
+                    runs[-1] = (runs[-1][0], i)
+                else:
+                    runs.append((start, i))
             start = None
-    near = [r for r in runs if abs((r[0] + r[1]) / 2 - at) <= 0.35 * at]
+    spans = [(a * hop, b * hop) for a, b in runs]
+    near = [r for r in spans if abs((r[0] + r[1]) / 2 - at) <= 0.35 * at]
     return min(near, key=lambda r: abs((r[0] + r[1]) / 2 - at)) if near else None
 
 
@@ -389,9 +407,9 @@ def read_wav(path: Path) -> np.ndarray:
 def build_set(folder: Path, piper_voice: Path, only: list[TurnCase] | None = None) -> list[TurnCase]:
     """Synthesize the set into ``folder`` (WAVs + ``manifest.json``), reusing what is there.
 
-    A cached set is reused as it is when its manifest lists the same cases (the noisy piper
-    voices sample anew on every synthesis). espeak-ng's cases are spoken by piper where
-    espeak-ng is not installed.
+    A cached set is reused as it is when its manifest lists the same cases rendered by the same
+    :data:`SYNTHESIS` (the noisy piper voices sample anew on every synthesis). espeak-ng's cases
+    are spoken by piper where espeak-ng is not installed.
 
     Args:
         folder: Where the WAVs go (created).
@@ -411,7 +429,7 @@ def build_set(folder: Path, piper_voice: Path, only: list[TurnCase] | None = Non
     have = {c["file"]: c for c in listed}
     syn = Synthesizer(piper_voice)
     for case in wanted:
-        entry = {**asdict(case), "parts": list(case.parts)}
+        entry = {**asdict(case), "parts": list(case.parts), "synthesis": SYNTHESIS}
         if have.get(case.file) == entry and (folder / case.file).is_file():
             continue
         write_wav(folder / case.file, render(case, syn))
