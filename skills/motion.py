@@ -7,7 +7,9 @@ each names the joints it ``needs``, so a body without arms is never offered ``wa
 the model says its words in the same round as the call, while the arm starts to move, and
 no second round reads the result back. Results are short first-person sentences (the model
 sees them in the history). ``emergency_stop`` keeps its follow-up: the user must hear that a
-person has to clear it.
+person has to clear it. A number out of range is moved to the limit (``clamp=True``) and the
+robot says so in the words of the parameter's :class:`~agent.skills.Clamped` ("nod ten times":
+"I can nod at most 5 times in a row.").
 
 ``play_animation``'s ``name`` enum lists the robot's animations: the parameter is
 ``Annotated[str, Choices(ANIMATIONS, ...)]``, and the registry turns it into a ``Literal``
@@ -21,7 +23,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from agent.skills import ANIMATIONS, Choices, SkillContext, skill
+from agent.skills import ANIMATIONS, Choices, Clamped, SkillContext, skill
 from hardware.factory import BUILTIN_ANIMATIONS
 
 
@@ -34,14 +36,18 @@ from hardware.factory import BUILTIN_ANIMATIONS
 def wave(
     ctx: SkillContext,
     hand: Literal["left", "right"] = "right",
-    times: Annotated[int, Field(ge=1, le=5, description="how many times to wave")] = 1,
+    times: Annotated[
+        int,
+        Field(ge=1, le=5, description="how many times to wave"),
+        Clamped("I wave at least once.", "I can wave at most {limit} times in a row."),
+    ] = 1,
 ) -> str:
     """Wave hello with one hand.
 
     Args:
         ctx: The robot (not shown to the model).
         hand: Which hand waves.
-        times: How many waves, one after the other (1-5; more is clamped to 5).
+        times: How many waves, one after the other (1-5; more is clamped to 5, and said).
 
     """
     remap = {"right_arm": "left_arm"} if hand == "left" else None
@@ -54,13 +60,17 @@ def wave(
 @skill(follow_up=False, clamp=True, keywords=("nod", "nodding", "yes", "agree"), needs=("head_pitch",))
 def nod(
     ctx: SkillContext,
-    times: Annotated[int, Field(ge=1, le=5, description="how many times to nod")] = 1,
+    times: Annotated[
+        int,
+        Field(ge=1, le=5, description="how many times to nod"),
+        Clamped("I nod at least once.", "I can nod at most {limit} times in a row."),
+    ] = 1,
 ) -> str:
     """Nod the head yes.
 
     Args:
         ctx: The robot (not shown to the model).
-        times: How many nods, one after the other (1-5; more is clamped to 5).
+        times: How many nods, one after the other (1-5; more is clamped to 5, and said).
 
     """
     ctx.robot.play("nod")
@@ -82,10 +92,20 @@ def dance(ctx: SkillContext) -> str:
 def look(
     ctx: SkillContext,
     yaw_deg: Annotated[
-        float, Field(ge=-60, le=60, description="head turn in degrees, positive = left")
+        float,
+        Field(ge=-60, le=60, description="head turn in degrees, positive = left"),
+        Clamped(
+            "I can turn my head at most {limit} degrees to the right.",
+            "I can turn my head at most {limit} degrees to the left.",
+        ),
     ] = 0.0,
     pitch_deg: Annotated[
-        float, Field(ge=-30, le=30, description="head tilt in degrees, positive = up")
+        float,
+        Field(ge=-30, le=30, description="head tilt in degrees, positive = up"),
+        Clamped(
+            "I can tilt my head at most {limit} degrees down.",
+            "I can tilt my head at most {limit} degrees up.",
+        ),
     ] = 0.0,
 ) -> str:
     """Turn the head to look in a direction."""

@@ -7,7 +7,14 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
-from agent.conversation.argprior import follow_words, length_unsaid, limb_sides, spoken_count, spoken_degrees
+from agent.conversation.argprior import (
+    follow_words,
+    length_unsaid,
+    limb_sides,
+    said_values,
+    spoken_count,
+    spoken_degrees,
+)
 from agent.skills import SkillContext, SkillRegistry, skill
 
 
@@ -60,7 +67,7 @@ def test_spoken_degrees(text, expected):
         ("look down a bit", {"pitch_deg": -10}, {"pitch_deg": -10}),  # already right: untouched
         ("look left and then right", {"yaw_deg": -25}, {"yaw_deg": -25}),  # both sides: the model decides
         ("look at me", {"yaw_deg": 5}, {"yaw_deg": 5}),  # no side named
-        ("turn 90 degrees to the left", {"yaw_deg": 0}, {"yaw_deg": 60.0}),  # held to the schema's range
+        ("turn 90 degrees to the left", {"yaw_deg": 0}, {"yaw_deg": 90.0}),  # as said: the registry clamps
         # the degrees said beat the model's number (turn_then_wave ran look(yaw -45))
         ("turn your head 30 degrees to the right and wave", {"yaw_deg": -45}, {"yaw_deg": -30.0}),
         ("turn your head 30 degrees", {"yaw_deg": -45}, {"yaw_deg": -45}),  # no side named
@@ -134,7 +141,7 @@ def _point(
             {"side": "right", "angle_deg": 10},
             {"side": "right", "angle_deg": 45.0},
         ),
-        ("point left 120 degrees", {"side": "left"}, {"side": "left", "angle_deg": 90.0}),  # within its range
+        ("point left 120 degrees", {"side": "left"}, {"side": "left", "angle_deg": 120.0}),  # as said
         ("point to the left", {"side": "left", "angle_deg": 30}, {"side": "left", "angle_deg": 30}),
     ],
 )
@@ -163,8 +170,8 @@ def test_a_side_the_words_do_not_choose_is_the_schema_default(wave, text, hand):
 def test_a_magnitude_past_the_range_counts_as_none(look):
     # the bench's misheard "turn your head dirty the breeze to the right": the model wrote yaw 180
     assert follow_words("turn your head to the right", look, {"yaw_deg": 180}) == {"yaw_deg": -30.0}
-    # a number the user said is theirs: held to the range
-    assert follow_words("turn 90 degrees to the right", look, {"yaw_deg": 180}) == {"yaw_deg": -60.0}
+    # a number the user said is theirs: kept as said (the registry holds it to the range, aloud)
+    assert follow_words("turn 90 degrees to the right", look, {"yaw_deg": 180}) == {"yaw_deg": -90.0}
 
 
 @pytest.mark.parametrize(
@@ -218,7 +225,7 @@ def test_spoken_count(text, expected):
         # the "Can you nod your head twice?" nodded once: the model left the count out
         ("Can you nod your head twice?", {}, {"times": 2}),
         ("nod three times", {"times": 1}, {"times": 3}),
-        ("nod ten times", {"times": 10}, {"times": 5}),  # held to the skill's range
+        ("nod ten times", {"times": 10}, {"times": 10}),  # as said: the registry clamps, aloud
         ("nod your head if you can hear me", {"times": 3}, {"times": 1}),  # no count said: one
         ("nod your head", {}, {}),  # nothing to follow: the skill's default applies
     ],
@@ -317,3 +324,38 @@ def test_only_a_required_length_is_asked_for(nod, look):
 )
 def test_a_label_keeps_only_the_words_said(timer, text, label, expected):
     assert follow_words(text, timer, {"seconds": 1, "label": label})["label"] == expected
+
+
+@pytest.mark.parametrize(
+    ("tool", "text", "args", "expected"),
+    [
+        ("nod", "nod ten times", {"times": 10}, {"times"}),
+        ("look", "turn your head 200 degrees to the left", {"yaw_deg": 200.0, "pitch_deg": 0.0}, {"yaw_deg"}),
+        ("look", "look down 50 degrees", {"pitch_deg": -50.0}, {"pitch_deg"}),
+        # the model's own number: "dance" ran look(pitch 200) too (bench --accuracy, measured)
+        ("look", "can you dance for me", {"pitch_deg": 200.0}, set()),
+        ("nod", "nod twice", {"times": 5}, set()),
+        ("wave", "wave", {"times": 1}, set()),
+    ],
+)
+def test_said_values_are_the_numbers_the_user_said(tool, text, args, expected):
+    assert said_values(text, _motion(tool), args) == expected
+
+
+def test_only_a_clamp_the_user_asked_for_is_told():
+    from datetime import datetime
+
+    from agent.config import load_config
+    from agent.skills import load_registry
+    from hardware.factory import build_robot
+
+    robot, _ = build_robot(load_config().robot)
+    ctx = SkillContext(robot=robot, now=lambda: datetime(2026, 12, 5, 14, 5))
+    try:
+        reg = load_registry([])
+        mine = reg.call("look", {"pitch_deg": 200.0}, ctx, asked=frozenset())
+        assert mine.ok and "clamped to 30" in mine.result["note"] and mine.told == ""
+        theirs = reg.call("look", {"pitch_deg": 200.0}, ctx, asked=frozenset({"pitch_deg"}))
+        assert theirs.told == "I can tilt my head at most 30 degrees up."
+    finally:
+        robot.stop()

@@ -185,6 +185,29 @@ def test_the_other_hand_is_the_one_the_last_wave_did_not_take(agent):
     assert [(c.tool, c.arguments.get("hand")) for c in calls] == [("wave", "right"), ("wave", "left")], calls
 
 
+@pytest.mark.parametrize(
+    "ask,tool,told",
+    [
+        ("nod ten times", "nod", "I can nod at most 5 times in a row."),
+        (
+            "turn your head 200 degrees to the left",
+            "look",
+            "I can turn my head at most 60 degrees to the left.",
+        ),
+    ],
+)
+def test_a_movement_held_to_its_range_says_so(agent, ask, tool, told):
+    """A new user's chat: "nod ten times" nodded five times and "turn your head 200 degrees to
+    the left" turned 60, each answered "Sure!" only: the robot did less than asked without a word."""
+    agent.core.conversation.history.clear()
+    evs = agent.text(ask)
+    assert [c.tool for c in evs.of(ToolCall)] == [tool], evs.of(ToolCall)
+    [result] = evs.of(ToolResult)
+    assert result.ok and "clamped to" in result.result["note"], result
+    reply = _reply(evs)
+    assert reply.endswith(told) and reply.count(told) == 1, reply
+
+
 def test_a_negated_movement_is_answered_as_one(agent):
     """A new user's chat: "don't wave" after a wave got "Sorry, I didn't get that. Could you say it
     another way?" (the model's "I am waving my right hand." left out); "don't dance" got "I'm

@@ -40,9 +40,11 @@ def test_a_wave_repeats_as_many_times_as_asked(ctx):
     out = reg.call("wave", {"hand": "left", "times": 3}, ctx)
     assert out.ok and out.result == "I am waving my left hand 3 times.", out
     assert ctx.robot.playing == "wave" and ctx.robot.queued == ["wave", "wave"]
-    clamped = reg.call("wave", {"times": 9}, ctx).result
-    assert clamped["result"] == "I am waving my right hand 5 times.", clamped
-    assert "clamped to 5" in clamped["note"]
+    clamped = reg.call("wave", {"times": 9}, ctx)
+    assert clamped.result["result"] == "I am waving my right hand 5 times.", clamped
+    assert "clamped to 5" in clamped.result["note"]
+    assert clamped.told == "I can wave at most 5 times in a row."  # the person hears it too
+    assert reg.call("wave", {"times": 2}, ctx).told == ""
 
 
 def test_call_validates_and_reports(ctx):
@@ -63,8 +65,41 @@ def test_clamped_skill_states_unit(ctx):
     out = reg.call("look", {"yaw_deg": 200}, ctx)
     assert out.ok
     assert "clamped to 60" in out.result["note"] and "degrees" in out.result["note"]
+    assert out.told == "I can turn my head at most 60 degrees to the left."
     ctx.robot.wait_idle(5)
     assert ctx.robot.positions()["head_yaw"] == pytest.approx(60, abs=0.01)
+    both = reg.call("look", {"yaw_deg": -90.5, "pitch_deg": -45}, ctx)
+    assert both.told == (
+        "I can turn my head at most 60 degrees to the right. I can tilt my head at most 30 degrees down."
+    )
+    assert reg.call("nod", {"times": 0}, ctx).told == "I nod at least once."
+
+
+def test_a_clamp_sentence_is_not_shown_to_the_model_and_has_a_generic_default(ctx):
+    from agent.skills import Clamped
+
+    reg = SkillRegistry()
+
+    @skill(clamp=True)
+    def bow(
+        ctx: SkillContext,
+        times: Annotated[int, Field(ge=1, le=3, description="how many times to bow, one after another")] = 1,
+        depth_deg: Annotated[
+            float,
+            Field(ge=0, le=40, description="bow depth in degrees"),
+            Clamped(above="{value} is too deep: {lim}"),
+        ] = 20,
+    ) -> str:
+        """Bow to the person."""
+        return f"bowing {times} times"
+
+    reg.register(bow)
+    props = reg.skills["bow"].parameters["properties"]
+    assert set(props["depth_deg"]) == {"type", "minimum", "maximum", "description", "default"}
+    out = reg.call("bow", {"times": 7}, ctx)
+    assert out.ok and out.told == "The most I can do for how many times to bow is 3."
+    # a sentence with a placeholder it cannot fill: the generic one, never a crash
+    assert reg.call("bow", {"depth_deg": 70}, ctx).told == "The most I can do for bow depth in degrees is 40."
 
 
 def test_exception_in_skill_becomes_result(ctx):

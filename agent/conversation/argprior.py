@@ -18,7 +18,6 @@ does) is the duration the words say ("two hours" was written as ``seconds 2.5``)
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Any
 
@@ -161,6 +160,40 @@ def spoken_count(text: str) -> int | None:
     return found.pop() if len(found) == 1 else None
 
 
+def said_values(user_text: str, parameters: dict[str, Any], arguments: dict[str, Any]) -> frozenset[str]:
+    """The arguments whose value is a number the user said, past the skill's range or not.
+
+    A count of repetitions (:func:`is_count`) equal to the count said, an argument in degrees
+    equal to the degrees said (either sign: the side is the convention's), and one in seconds
+    equal to the duration said. The registry tells the person only about these when it clamps
+    a value: "I can tilt my head at most 30 degrees up." after "dance" (SmolLM2-135M also
+    wrote ``look(pitch 200)``, measured on ``bench --accuracy``) answers nothing they asked.
+
+    Args:
+        user_text: What the user said this turn.
+        parameters: The skill's JSON schema (``properties`` with ``description``).
+        arguments: The call's arguments (after :func:`follow_words`).
+
+    Returns:
+        Their names.
+    """
+    props = parameters.get("properties") or {}
+    count, degrees, seconds = spoken_count(user_text), spoken_degrees(user_text), spoken_seconds(user_text)
+    out = set()
+    for name, value in arguments.items():
+        prop = props.get(name) or {}
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        desc = str(prop.get("description", ""))
+        if (
+            (count is not None and is_count(name, prop) and value == count)
+            or (degrees is not None and "degree" in desc and abs(value) == degrees)
+            or (seconds is not None and "in seconds" in desc and value == seconds)
+        ):
+            out.add(name)
+    return frozenset(out)
+
+
 def is_count(name: str, prop: dict[str, Any]) -> bool:
     """Whether an argument is a count of repetitions (``nod``'s ``times``).
 
@@ -295,8 +328,8 @@ def follow_words(
     * a duration: an argument "in seconds" is the duration said (:func:`spoken_seconds`);
     * a label (an argument named ``label``, free text): only the words of it the user said,
       or its default where they said none of them;
-    * a count: a count of repetitions (:func:`is_count`) is the count said ("nod twice"), within
-      its range, or its schema default when the words say none;
+    * a count: a count of repetitions (:func:`is_count`) is the count said ("nod twice"), or its
+      schema default when the words say none;
     * a limb's side named: an enum of sides (``wave``'s ``hand``) is the one side the words name
       with its limb (:func:`limb_sides`: "your left hand"), even where the model left it out;
     * a side not chosen: an enum of sides (``wave``'s ``hand``) whose values the words do not
@@ -305,11 +338,15 @@ def follow_words(
     * the other side: where the words say "other" and name no side, each signed argument is
       the same tool's last value mirrored ("the other way" after ``look(yaw 30)``: yaw -30);
     * an angle: the call's one numeric argument in degrees without a side convention
-      (``angle_deg``) is the number of degrees said, within its range, when the words name no
-      side of a signed argument (those take the degrees then);
+      (``angle_deg``) is the number of degrees said when the words name no side of a signed
+      argument (those take the degrees then);
     * a side named (:func:`_signed`): a signed argument points to the side of its ``positive =
       <side>`` convention the words name; one they name no side of, in a call where they name a
       side of another, takes its schema default.
+
+    A number the user said stays as said, past the skill's range too: the registry holds it to
+    the range, and a ``clamp=True`` skill's robot says so ("nod ten times": "I can nod at most
+    5 times in a row."; held here, it nodded five times without a word).
 
     Args:
         user_text: What the user said this turn.
@@ -331,7 +368,7 @@ def follow_words(
         # "Can you nod your head twice?" nodded once: the count is the one said, else one.
         if is_count(name, prop):
             if count is not None:  # said, even where the model left the argument out
-                out[name] = min(max(count, prop.get("minimum", 1)), prop.get("maximum", count))
+                out[name] = count  # as said: the registry holds it to the range, and says so
             elif name in out and "default" in prop:
                 out[name] = prop["default"]
         # A length in seconds ("timer length in seconds") is the duration said: the model wrote
@@ -371,9 +408,8 @@ def follow_words(
     said_deg = spoken_degrees(user_text)
     if angle is not None and said_deg is not None and not any(p or n for p, n in named.values()):
         # "raise your right arm 45 degrees" ran raise_arm(side right) at its default 90 (a new
-        # user's chat): the one angle of the call is the one said, within its range.
-        lo, hi = (float(props[angle].get(k, v)) for k, v in (("minimum", -math.inf), ("maximum", math.inf)))
-        out[angle] = min(max(said_deg, lo), hi)
+        # user's chat): the one angle of the call is the one said.
+        out[angle] = said_deg
     _signed(user_text, props, named, said_deg, out)
     return out
 
@@ -412,6 +448,8 @@ def _signed(
         seen = MIN_TURN_SHARE * bound <= abs(value) <= bound
         least = MIN_TURN_SHARE * bound if _says_a_little(user_text) else bound / 2
         magnitude = said_deg if said_deg is not None else abs(value) if seen else least
-        target = want * min(magnitude, bound)
+        # A number the user said is theirs, past the range too: the registry holds it to the
+        # range and the robot says so ("I can turn my head at most 60 degrees to the left.").
+        target = want * (said_deg if said_deg is not None else min(magnitude, bound))
         if value != target and (value * want <= 0 or not seen or said_deg is not None):
             out[name] = target

@@ -25,7 +25,7 @@ from typing import Any
 from agent.config import LLMConfig
 from agent.control import ReleaseGate, StopSignal
 from agent.conversation import history as hist
-from agent.conversation.argprior import follow_words, length_unsaid
+from agent.conversation.argprior import follow_words, length_unsaid, said_values
 from agent.conversation.background import BackgroundCalls
 from agent.conversation.claims import CANNOT, MISSED, ClaimGuard, asked_for
 from agent.conversation.context import fit_history
@@ -601,6 +601,8 @@ class Conversation:
         why nothing moves ("Sure! You can't clear the emergency stop, it's a bug in your code."
         without it, a new user's ``chat``). Each is said once: two moves the e-stop refused
         ("play the dance animation" ran ``play_animation``, then ``dance``) said its reason twice.
+        A call that worked but did less than asked adds what its skill told about it
+        (:attr:`ToolOutcome.told`): "nod ten times" nodded five times, and said "Sure!" only.
         """
         out: dict[str, None] = {}
         for name, _, outcome in res.calls:
@@ -609,6 +611,8 @@ class Conversation:
                 out[spoken_result(outcome.result)] = None
             elif skill is not None and _reason(outcome):
                 out[_reason(outcome)] = None
+            if skill is not None and outcome.ok and outcome.told.strip():
+                out[_as_sentence(outcome.told)] = None
         return list(out)
 
     def _say_after(
@@ -770,7 +774,10 @@ class Conversation:
             )
         else:
             on_done = self.background.callback(call["name"], call_id)
-            outcome = self.registry.call(call["name"], call["arguments"], self.ctx, on_done)
+            asked = None
+            if skill is not None and isinstance(call["arguments"], dict):
+                asked = said_values(ran.user_text, skill.parameters, call["arguments"])
+            outcome = self.registry.call(call["name"], call["arguments"], self.ctx, on_done, asked)
             if on_done is not None and not outcome.ok:  # refused: a started call answers "started"
                 self.background.not_started()
         self.emit(ToolResult(turn_id, call["name"], outcome.ok, outcome.result, call_id))

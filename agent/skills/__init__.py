@@ -3,7 +3,7 @@
 The package is split by concern, each module depending only on those before it:
 
 - ``skill.py``: what a skill is — the ``@skill`` marker, :class:`SkillContext`,
-  :class:`Choices`, :class:`Skill` and :func:`build_skill` (schema from the signature),
+  :class:`Choices`, :class:`Clamped`, :class:`Skill` and :func:`build_skill` (schema from the signature),
   :class:`ToolOutcome`, :class:`SkillError`;
 - ``args.py``: checking a call's arguments (clamping, the message for bad ones);
 - ``registry.py``: :class:`SkillRegistry` — the skills by name, their tool schemas, running
@@ -33,6 +33,7 @@ from agent.skills.registry import SkillRegistry
 from agent.skills.skill import (
     GENERIC_NAME_WORDS,
     Choices,
+    Clamped,
     Skill,
     SkillContext,
     SkillError,
@@ -50,6 +51,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "GENERIC_NAME_WORDS",
     "Choices",
+    "Clamped",
     "Skill",
     "SkillContext",
     "SkillError",

@@ -2,35 +2,46 @@
 
 The registry validates arguments with the skill's pydantic model before the call. This
 module holds what happens around that: :func:`clamp_args` for ``@skill(clamp=True)``
-skills (a number outside ``[minimum, maximum]`` is moved to the bound and a note tells the
-model), :func:`validation_message`, the one line the model sees when arguments are
-wrong (each bad argument with its description, which carries the unit, and the value), and
-:func:`spoken_validation`, the same problem in words a person hears.
+skills (a number outside ``[minimum, maximum]`` is moved to the bound, a note tells the
+model and :func:`said_clamp` the person), :func:`validation_message`, the one line the
+model sees when arguments are wrong (each bad argument with its description, which carries
+the unit, and the value), and :func:`spoken_validation`, the same problem in words a person
+hears.
 Depends only on ``skill.py``.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Collection
 from typing import Any
 
 from pydantic import ValidationError
 
 from agent.skills.skill import Skill
 
+log = logging.getLogger(__name__)
 
-def clamp_args(sk: Skill, args: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+
+def clamp_args(
+    sk: Skill, args: dict[str, Any], asked: Collection[str] | None = None
+) -> tuple[dict[str, Any], list[str], list[str]]:
     """Clamp numeric arguments into their schema's ``[minimum, maximum]``.
 
     Args:
         sk: The skill whose schema gives the ranges.
         args: Arguments from the model (not modified).
+        asked: The arguments whose values the person said; a clamped value of another one was
+            the model's own and is told to the model only. None: every one was asked.
 
     Returns:
-        The arguments with out-of-range numbers clamped, and one note per clamped value
-        for the model (names the argument, the bound and the unit).
+        The arguments with out-of-range numbers clamped; one note per clamped value for the
+        model (names the argument, the bound and the unit); and one sentence per clamped value
+        the person asked for (:func:`said_clamp`: "nod ten times" nodded five times without a
+        word).
 
     """
-    notes = []
+    notes, said = [], []
     out = dict(args)
     for key, prop in sk.parameters.get("properties", {}).items():
         v = out.get(key)
@@ -41,10 +52,52 @@ def clamp_args(sk: Skill, args: dict[str, Any]) -> tuple[dict[str, Any], list[st
         if lo is not None and v < lo:
             out[key] = lo
             notes.append(f"{key}={v} is below the minimum {lo}{unit}; clamped to {lo}")
+            if asked is None or key in asked:
+                said.append(said_clamp(sk, key, v, lo, above=False))
         elif hi is not None and v > hi:
             out[key] = hi
             notes.append(f"{key}={v} is above the maximum {hi}{unit}; clamped to {hi}")
-    return out, notes
+            if asked is None or key in asked:
+                said.append(said_clamp(sk, key, v, hi, above=True))
+    return out, notes, said
+
+
+def said_clamp(sk: Skill, key: str, value: float, limit: float, above: bool) -> str:
+    """The sentence a person hears when argument ``key`` was moved from ``value`` to ``limit``.
+
+    The skill's :class:`~agent.skills.skill.Clamped` sentence for that side, with ``{limit}`` and
+    ``{value}`` filled in unsigned ("I can turn my head at most 60 degrees to the left."), or
+    one made from the parameter's description up to its first comma ("The most I can do for
+    how many times to bow is 3."). A sentence with a placeholder it cannot fill is logged and
+    the generic one said instead.
+
+    Args:
+        sk: The skill called.
+        key: The argument's name.
+        value: The value asked for.
+        limit: The bound it was clamped to.
+        above: ``value`` was over the maximum (else under the minimum).
+
+    Returns:
+        One spoken sentence.
+    """
+    sentences = sk.clamped.get(key)
+    template = (sentences.above if above else sentences.below) if sentences else ""
+    if template:
+        try:
+            return template.format(limit=_number(abs(limit)), value=_number(abs(value)))
+        except (KeyError, IndexError, ValueError) as e:
+            log.warning(
+                "skill %s: its clamp sentence for %s cannot be filled (%s): %r", sk.name, key, e, template
+            )
+    desc = str(sk.parameters.get("properties", {}).get(key, {}).get("description") or "")
+    what = desc.split(",")[0].strip() or key.replace("_", " ")
+    return f"The {'most' if above else 'least'} I can do for {what} is {_number(limit)}."
+
+
+def _number(x: float) -> str:
+    """A number as said: no trailing ``.0`` ("60", "2.5")."""
+    return f"{x:g}"
 
 
 def validation_message(sk: Skill, err: ValidationError) -> str:

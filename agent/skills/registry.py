@@ -27,7 +27,7 @@ import inspect
 import json
 import logging
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -148,6 +148,7 @@ class SkillRegistry:
         arguments: Any,
         ctx: SkillContext,
         on_background_done: Callable[[ToolOutcome], None] | None = None,
+        asked: Collection[str] | None = None,
     ) -> ToolOutcome:
         """Validate the arguments and run a skill; never raises.
 
@@ -156,10 +157,13 @@ class SkillRegistry:
             arguments: Parsed arguments (expected: a dict).
             ctx: Context handed to skills that take one.
             on_background_done: Receives a background skill's real outcome, from a worker thread.
+            asked: The arguments whose values the person said (the conversation's argument
+                prior knows); only their clamps are told to the person. None: all of them.
 
         Returns:
             ``ToolOutcome(ok=True, result)`` with the skill's return value (clamping notes
-            added when a value was clamped), or ``ok=False`` with a message for the model:
+            added when a value was clamped, and the sentences a person hears about it in
+            ``told``), or ``ok=False`` with a message for the model:
             unknown tool (lists the valid ones), invalid arguments (names the unit), timeout,
             or the skill's exception. A background skill returns at once with
             ``{"status": "started"}``; its real outcome goes to ``on_background_done`` from a
@@ -177,8 +181,9 @@ class SkillRegistry:
             got = type(arguments).__name__
             return ToolOutcome(False, f"arguments for {name} must be an object, got {got}")
         notes: list[str] = []
+        said: list[str] = []
         if sk.clamp:
-            arguments, notes = clamp_args(sk, arguments)
+            arguments, notes, said = clamp_args(sk, arguments, asked)
         try:
             parsed = sk.args_model.model_validate(arguments)
         except ValidationError as e:
@@ -186,7 +191,7 @@ class SkillRegistry:
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         call = (lambda: sk.fn(ctx, **kwargs)) if sk.wants_context else (lambda: sk.fn(**kwargs))
         if sk.background:
-            return self._start_background(sk, call, on_background_done)
+            return self._start_background(sk, call, on_background_done, " ".join(said))
         limit = max(sk.timeout_s or 0.0, self.timeout_s)
         with self._lock:
             stuck = self.stuck.get(name, 0)
@@ -209,7 +214,7 @@ class SkillRegistry:
         result = plain_result(name, result)
         if notes:
             result = {"result": result, "note": "; ".join(notes)}
-        return ToolOutcome(True, result)
+        return ToolOutcome(True, result, told=" ".join(said))
 
     def _stuck(self, name: str, fut: concurrent.futures.Future, limit: float) -> None:
         """Count a call that outlived its timeout until its thread ends (a daemon: exit never waits)."""
@@ -225,7 +230,7 @@ class SkillRegistry:
         fut.add_done_callback(unstuck)
 
     def _start_background(
-        self, sk: Skill, call: Callable[[], Any], done: Callable[[ToolOutcome], None] | None
+        self, sk: Skill, call: Callable[[], Any], done: Callable[[ToolOutcome], None] | None, told: str
     ) -> ToolOutcome:
         def run() -> None:
             try:
@@ -238,7 +243,9 @@ class SkillRegistry:
 
         threading.Thread(target=run, name=f"bg-{sk.name}", daemon=True).start()
         return ToolOutcome(
-            True, {"status": "started", "note": "Okay, it is running. I will tell you when it is done."}
+            True,
+            {"status": "started", "note": "Okay, it is running. I will tell you when it is done."},
+            told=told,
         )
 
 

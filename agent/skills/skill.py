@@ -95,6 +95,27 @@ class Choices:
 
 
 @dataclass(frozen=True)
+class Clamped:
+    """Parameter metadata: what a person hears when a ``clamp=True`` skill's value was clamped.
+
+    Use as ``times: Annotated[int, Field(ge=1, le=5), Clamped(above="I can wave at most {limit}
+    times in a row.")]``. ``{limit}`` is the bound the value was moved to and ``{value}`` the
+    value asked for, both without a sign (a negative yaw is the other way, which the sentence
+    names) and as few digits as they need. Without a sentence for a side the person hears one
+    made from the parameter's description (:func:`agent.skills.args.said_clamp`). Not shown to
+    the model: its schema keeps ``minimum``/``maximum``.
+
+    Attributes:
+        below: Said when the value was under the minimum ("" for the generic sentence).
+        above: Said when the value was over the maximum ("" for the generic sentence).
+
+    """
+
+    below: str = ""
+    above: str = ""
+
+
+@dataclass(frozen=True)
 class _Marker:
     name: str | None
     background: bool
@@ -204,11 +225,15 @@ class ToolOutcome:
         raised: The message of the exception the skill itself raised ("" otherwise): skills
             write it for people ("I have no camera, so I cannot see"), so a reply that asked
             for data says it when the model does not.
+        told: Words a person hears besides the result of a call that worked, where it did not
+            do quite what was asked: a value clamped into range ("I can wave at most 5 times
+            in a row."); said like a data result, once ("" for none).
     """
 
     ok: bool
     result: Any
     raised: str = ""
+    told: str = ""
 
 
 @dataclass
@@ -234,6 +259,7 @@ class Skill:
         side_effects: It changes something; False: it only reads and may run before a prepared
             turn is confirmed (see :func:`skill`).
         moves: It moves the body: it fails while the emergency stop is latched (see :func:`skill`).
+        clamped: Per parameter, the sentences said when its value was clamped (:class:`Clamped`).
 
     """
 
@@ -254,6 +280,7 @@ class Skill:
     timeout_s: float | None = None
     side_effects: bool = True
     moves: bool = False
+    clamped: dict[str, Clamped] = field(default_factory=dict)
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -301,6 +328,17 @@ def _resolve_choices(ann: Any, choices: Mapping[str, Iterable[str]], where: str)
     return (Annotated[(lit, *rest)] if rest else lit), mark.key
 
 
+def _take_clamped(ann: Any) -> tuple[Any, Clamped | None]:
+    """Take a :class:`Clamped` out of ``Annotated[...]`` metadata (pydantic never sees it)."""
+    if typing.get_origin(ann) is not Annotated:
+        return ann, None
+    said = next((m for m in ann.__metadata__ if isinstance(m, Clamped)), None)
+    if said is None:
+        return ann, None
+    rest = tuple(m for m in ann.__metadata__ if not isinstance(m, Clamped))
+    return (Annotated[(ann.__origin__, *rest)] if rest else ann.__origin__), said
+
+
 def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[str]] | None = None) -> Skill:
     """Turn a marked function into a :class:`Skill` (schema from its signature).
 
@@ -324,6 +362,7 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
     param_docs = doc_params(doc)
     fields: dict[str, Any] = {}
     used: dict[str, str] = {}  # parameter -> Choices key
+    clamped: dict[str, Clamped] = {}
     wants_context = False
     for i, (pname, param) in enumerate(inspect.signature(fn).parameters.items()):
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
@@ -337,6 +376,9 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         ann, key = _resolve_choices(ann, choices or {}, f"{source}: skill {fn.__name__}: parameter {pname!r}")
         if key is not None:
             used[pname] = key
+        ann, said = _take_clamped(ann)
+        if said is not None:
+            clamped[pname] = said
         default = ... if param.default is inspect.Parameter.empty else param.default
         finfo = FieldInfo.from_annotated_attribute(ann, default)
         if finfo.description is None and pname in param_docs:
@@ -368,4 +410,5 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         timeout_s=marker.timeout_s,
         side_effects=marker.side_effects,
         moves=bool(marker.moves),
+        clamped=clamped,
     )
