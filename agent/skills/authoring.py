@@ -31,7 +31,9 @@ from agent.skills import SkillContext, skill
 
 
 # keywords: words people say when they want this skill; they help the speech recognizer
-# and small models pick it. clamp=True clamps numbers into range instead of rejecting them.
+# and small models pick it. clamp=True clamps numbers into range instead of rejecting them;
+# a number the user said is then told ("The most I can do for how far is 90."),
+# or in your words with Annotated[..., Clamped(below="...", above="... {{limit}} degrees ...")].
 # follow_up=False: the result only confirms an action, so the robot speaks while it moves and
 # the result is not read back. Leave it out (default True) when the user wants to hear the
 # result (a reading, a lookup): the model then takes a second round to say it.
