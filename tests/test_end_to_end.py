@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 
+import numpy as np
 import pytest
 from rig import AgentRig
 
@@ -73,6 +74,34 @@ def test_spoken_stop_takes_the_fast_path(agent, fixtures_dir):
     assert [c.tool for c in calls] == ["stop"] and evs.of(ToolResult)[0].ok
     assert not evs.of(Reply)  # the model is not asked; nothing is said
     assert agent.core.robot.wait_idle(timeout=1.0)
+
+
+def test_spoken_stop_of_a_timer_goes_to_the_model_and_cancels_it(agent, tmp_path):
+    """A new user's chat: "stop the timer" took the stop fast path (the body halted, the robot
+    fell silent) and the timer went off anyway."""
+    from agent.bench.turn_set import VOICES, Synthesizer, write_wav
+
+    agent.core.conversation.history.clear()
+    agent.text("Set a timer for thirty seconds.")
+    wav = tmp_path / "stop_the_timer.wav"
+    syn = Synthesizer(resolve_model("packaged:piper-joe-medium"))
+    write_wav(
+        wav,
+        np.concatenate(
+            [np.zeros(8000, np.float32), syn.speak("Stop the timer.", VOICES[0]), np.zeros(16000, np.float32)]
+        ),
+    )
+    try:
+        evs = agent.listen(wav)
+        calls = evs.of(ToolCall)
+        assert [c.tool for c in calls] == ["cancel_timer"], (evs.of(Transcript), calls)
+        [result] = evs.of(ToolResult)
+        assert result.ok and result.result == "I cancelled the timer for 30 seconds.", result
+        assert "I cancelled the timer" in evs.of(Reply)[0].text
+        assert not agent.core.ctx.timers.running()
+    finally:
+        for timer in agent.core.ctx.timers.running():  # never left to go off in a later test
+            agent.core.ctx.timers.cancel(timer.label, timer.seconds)
 
 
 def test_time_reply_says_the_time(agent, fixtures_dir):

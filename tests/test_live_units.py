@@ -26,6 +26,15 @@ def test_stop_phrases(text, expect):
     assert stop_command(text, LiveConfig().stop_phrases, 4) == expect
 
 
+def test_a_stop_phrase_naming_something_else_to_end_is_no_stop_command():
+    """A stop phrase with "timer" is for the timer (the model's ``cancel_timer``), not the body."""
+    phrases, timers = LiveConfig().stop_phrases, frozenset({"timer", "alarm"})
+    assert stop_command("Stop the timer.", phrases, 4, timers) is None
+    assert stop_command("Stop the alarm!", phrases, 4, timers) is None
+    assert stop_command("Stop the timer.", phrases, 4) == "stop"  # nothing else named
+    assert stop_command("Stop! Stop moving.", phrases, 4, timers) == "stop moving"
+
+
 def test_wake_phrase_tolerates_asr_spelling_and_follow_up_window():
     now = [0.0]
     att = Attention(LiveConfig(attention="wake", follow_up_s=5), clock=lambda: now[0])

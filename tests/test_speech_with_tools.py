@@ -165,6 +165,16 @@ NEGATED = [
         ["get_time", "set_timer"],
     ),
     ("cancel the dance", {NO_TOOL: 6.0}, ["dance"]),  # no timer named: not cancel_timer
+    # "stop the timer" ran stop (the body halted) and set_timer ("For how long?"): a new user's chat
+    ("stop the timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
+    ("quit my timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
+    (
+        "stop the timer and wave",
+        {"cancel_timer": 6.0, "wave": 6.0, NO_TOOL: -6.0},
+        ["get_time", "set_timer"],
+    ),
+    ("stop the dance", {"stop": 6.0, NO_TOOL: -6.0}, ["dance"]),  # "the" no longer takes the negation
+    ("don't stop the timer", {NO_TOOL: 6.0}, ["cancel_timer"]),
     ("don't cancel the timer", {NO_TOOL: 6.0}, ["cancel_timer"]),
 ]
 

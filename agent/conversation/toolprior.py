@@ -49,8 +49,14 @@ _OBJECT_CUES = frozenset({("cancel",)})
 _CLAUSE_JOINS = frozenset("and then but".split())
 """Words that end what an object cue negates ("cancel the timer and wave": "wave" is wanted)."""
 
-_BEFORE_THE_VERB = frozenset("you please ever even to be any more longer keep".split())
-"""Words that may stand between a negation and its verb ("do not ever wave", "please stop to dance")."""
+_BEFORE_THE_VERB = frozenset("you please ever even to be any more longer keep the my your this that".split())
+"""Words that may stand between a negation and its verb or thing ("do not ever wave", "please stop
+to dance", "stop the timer": "timer" is negated, so it does not point at ``set_timer``)."""
+
+ENDING_CUES = frozenset({"stop", "cancel", "quit"})
+"""Cues that end a thing: a tool named for one of them (``cancel_timer``) is named by any of them
+with the rest of its name ("stop the timer" ran ``stop``, which halts the body, and then
+``set_timer``, which asked "For how long?": a new user's ``chat``)."""
 
 
 def negated(user_text: str) -> list[bool]:
@@ -161,6 +167,8 @@ def names_its_negation(user_text: str, name: str) -> bool:
     ``cancel_timer`` for "cancel the timer": "cancel" negates "timer" (:func:`negated`), so the
     name is not among the wanted words, yet the words name exactly this tool ("don't cancel the
     timer" does not: the cue itself is negated; ``stop`` is one word and matches as any name).
+    A cue that ends a thing stands for any other (:data:`ENDING_CUES`): "stop the timer" names
+    ``cancel_timer`` too.
 
     Args:
         user_text: What the user said.
@@ -168,15 +176,40 @@ def names_its_negation(user_text: str, name: str) -> bool:
 
     Returns:
         True when the name has more than one word, its first is a one-word cue of
-        :data:`NEGATIONS` the user said un-negated, and every word of the name was said.
+        :data:`NEGATIONS` the user said un-negated (or another of :data:`ENDING_CUES` where it is
+        one), and every other word of the name was said.
     """
     first, parts = name.lower().split("_")[0], name_words(name)
+    cues = ENDING_CUES if first in ENDING_CUES else {first}
+    said = set(words(user_text))
     return (
         first in _CUE_WORDS
         and len(parts) > 1
-        and first in wanted_words(user_text)
-        and parts <= set(words(user_text))
+        and bool(cues & set(wanted_words(user_text)))
+        and parts - {first} <= said
     )
+
+
+def things_to_end(skills: list[Skill]) -> frozenset[str]:
+    """Words that, said with a stop phrase, name something to end besides motion and speech.
+
+    The name words and one-word keywords of each skill with side effects that does not move
+    the body and does not stop it (the timers': "timer", "alarm", ...). "stop the timer" took the
+    stop fast path, which halts the body and silences the robot, and the timer went on (a new
+    user's ``chat``); with these words said the model answers instead (``cancel_timer``).
+
+    Args:
+        skills: The skills on offer.
+
+    Returns:
+        Lower-case words.
+    """
+    out: set[str] = set()
+    for s in skills:
+        if not s.side_effects or s.moves or "stop" in s.name.lower().split("_"):
+            continue
+        out |= {w for w in name_words(s.name) if len(w) > 2} | {k for k in s.keywords if " " not in k}
+    return frozenset(out - ENDING_CUES)
 
 
 def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float) -> dict[str, float]:
@@ -186,6 +219,8 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     declared ``keywords`` is in the user's text, half of it for a shared 4-letter stem ("dancing")
     when no tool matches exactly. Negated words (:func:`negated`) count as not said: "stop
     waving" names ``stop``, not ``wave`` (a new user's ``chat`` got ``stop`` and then ``wave``).
+    A tool named for ending a thing (:func:`names_its_negation`) takes the cue that names it:
+    "stop the timer" names ``cancel_timer`` alone, not ``stop`` too.
     Tools already called this turn get nothing; ``"none"`` gets the bonus when no other
     tool does (small talk stays small talk) and minus the bonus when one does.
 
@@ -201,6 +236,9 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
     if bonus <= 0:
         return {}
     wanted = wanted_words(user_text)
+    ended = {s.name for s in skills if names_its_negation(user_text, s.name)}
+    if ended:  # "stop the timer": the cue went to cancel_timer; it does not name stop as well
+        wanted = [w for w in wanted if w not in ENDING_CUES]
     said, text = set(wanted), " ".join(wanted)
     out: dict[str, float] = {}
     for s in skills:
@@ -210,7 +248,7 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
         }
         phrase = any(f" {k} " in f" {text} " for k in s.keywords)  # keywords may be phrases ("look at")
         # The whole name said ("emergency stop" — not just "stop"), or one of its keywords.
-        if (parts and parts <= said) or phrase or names_its_negation(user_text, s.name):
+        if (parts and parts <= said) or phrase or s.name in ended:
             out[s.name] = bonus
         elif any(len(k) >= 4 and len(w) >= 4 and k[:4] == w[:4] for k in keys for w in said):
             out[s.name] = bonus / 2

@@ -76,17 +76,22 @@ def _unsaid(text: str, said: set[str], min_score: float) -> bool:
     )
 
 
-def stop_command(transcript: str, phrases: list[str], max_words: int) -> str | None:
+def stop_command(
+    transcript: str, phrases: list[str], max_words: int, other_things: frozenset[str] = frozenset()
+) -> str | None:
     """The stop phrase in a short transcript, or None.
 
     Args:
         transcript: ASR text.
         phrases: Stop phrases ("stop", "be quiet", ...).
         max_words: Transcripts with more words are not stop commands (the model handles them).
+        other_things: Words that name something else to end ("timer": "stop the timer" is for
+            the timer, not the body; ``agent.conversation.toolprior.things_to_end``): a
+            transcript with one of them is not a stop command (the model handles it).
 
     """
     words = normalize(transcript).split()
-    if not words or len(words) > max_words:
+    if not words or len(words) > max_words or other_things & set(words):
         return None
     text = " ".join(words)
     for p in sorted(phrases, key=len, reverse=True):

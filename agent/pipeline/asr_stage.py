@@ -31,6 +31,7 @@ import numpy as np
 
 from agent.config import LiveConfig
 from agent.control import ReleaseGate
+from agent.conversation.toolprior import things_to_end
 from agent.events import (
     Error,
     Event,
@@ -131,6 +132,7 @@ class ASRStage:
             book,
         )
         self.registry, self.ctx, self.realtime, self.bias = registry, ctx, realtime, bias
+        self._other_things = things_to_end(list(registry.skills.values()))  # "stop the timer"
         self.echo_guard = echo_guard and live.echo_guard
         self.echo, self.post_roll_s = echo, post_roll_ms / 1000.0
         self.attention = Attention(live)
@@ -215,7 +217,7 @@ class ASRStage:
             return False
         # A stop phrase is obeyed before the echo check: a "stop" that sounds like the robot's own
         # words must still stop it (stopping is always safe; ignoring a real stop is not).
-        if stop_command(res.text, self.live.stop_phrases, self.live.stop_max_words):
+        if stop_command(res.text, self.live.stop_phrases, self.live.stop_max_words, self._other_things):
             self._said = None
             self._stop_fast(res.text)
             return False

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from agent.config import Config
 from agent.control import CpuArbiter
 from agent.conversation import Conversation
+from agent.conversation.toolprior import things_to_end
 from agent.engines import ChatEngine, make_chat_model
 from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked, SceneDescribed
 from agent.listening.end_of_turn import EndOfTurnJudge
@@ -286,7 +287,7 @@ def build_core(
             arbiter=arbiter,
             narrator=narrator,
         )
-        core.end_of_turn = build_end_of_turn(cfg, emit)
+        core.end_of_turn = build_end_of_turn(cfg, emit, things_to_end(list(registry.skills.values())))
         if state:
             from agent.pipeline.state import open_state
 
@@ -352,7 +353,9 @@ def _park(robot: Robot, vision: Vision | None, emit: Callable[[Event], None]) ->
     emit(RobotParked(-1, robot.positions(), robot.torque_on))
 
 
-def build_end_of_turn(cfg: Config, emit: Callable[[Event], None]) -> EndOfTurnJudge | None:
+def build_end_of_turn(
+    cfg: Config, emit: Callable[[Event], None], other_things: frozenset[str] = frozenset()
+) -> EndOfTurnJudge | None:
     """The semantic end-of-turn judge of ``[turn]``, or None for silence-only endpointing.
 
     A missing model is a notice, not an error: the judge works with either model, and without
@@ -361,6 +364,8 @@ def build_end_of_turn(cfg: Config, emit: Callable[[Event], None]) -> EndOfTurnJu
     Args:
         cfg: The validated config.
         emit: Receives the notices.
+        other_things: Words that make a stop phrase no stop command (``things_to_end`` of the
+            skills: "stop the timer" is judged like any request, not as a stop that never waits).
 
     Returns:
         The judge, or None (``[turn] end_of_turn = "silence"``, or neither model loadable).
@@ -396,6 +401,6 @@ def build_end_of_turn(cfg: Config, emit: Callable[[Event], None]) -> EndOfTurnJu
         turn,
         smart,
         text,
-        lambda t: stop_command(t, live.stop_phrases, live.stop_max_words) is not None,
+        lambda t: stop_command(t, live.stop_phrases, live.stop_max_words, other_things) is not None,
         robot_names(live.wake_phrases),
     )
