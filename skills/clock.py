@@ -3,7 +3,7 @@
 from agent.skills import SkillContext, skill
 
 
-@skill(keywords=("time", "clock", "hour", "date", "day"), side_effects=False)
+@skill(keywords=("time", "clock", "hour", "date", "day"), side_effects=False, ability="tell the time")
 def get_time(ctx: SkillContext) -> str:
     """Get the current local time and date."""
     now = ctx.now()

@@ -31,6 +31,7 @@ from hardware.factory import BUILTIN_ANIMATIONS
     follow_up=False,
     clamp=True,
     keywords=("wave", "waving", "hello", "hi", "bye", "goodbye"),
+    ability="wave",
     needs=("left_arm", "right_arm"),
 )
 def wave(
@@ -57,7 +58,13 @@ def wave(
     return f"I am waving my {hand} hand." if times == 1 else f"I am waving my {hand} hand {times} times."
 
 
-@skill(follow_up=False, clamp=True, keywords=("nod", "nodding", "yes", "agree"), needs=("head_pitch",))
+@skill(
+    follow_up=False,
+    clamp=True,
+    keywords=("nod", "nodding", "yes", "agree"),
+    needs=("head_pitch",),
+    ability="nod",
+)
 def nod(
     ctx: SkillContext,
     times: Annotated[
@@ -79,7 +86,12 @@ def nod(
     return "I am nodding my head." if times == 1 else f"I am nodding my head {times} times."
 
 
-@skill(follow_up=False, keywords=("dance", "dancing", "boogie"), needs=("left_arm", "right_arm", "head_yaw"))
+@skill(
+    follow_up=False,
+    keywords=("dance", "dancing", "boogie"),
+    needs=("left_arm", "right_arm", "head_yaw"),
+    ability="dance",
+)
 def dance(ctx: SkillContext) -> str:
     """Do a short dance with arms and head."""
     ctx.robot.play("dance")
@@ -87,7 +99,11 @@ def dance(ctx: SkillContext) -> str:
 
 
 @skill(
-    clamp=True, follow_up=False, keywords=("look", "turn", "face", "glance"), needs=("head_yaw", "head_pitch")
+    clamp=True,
+    follow_up=False,
+    keywords=("look", "turn", "face", "glance"),
+    needs=("head_yaw", "head_pitch"),
+    ability="look around",
 )
 def look(
     ctx: SkillContext,
@@ -113,14 +129,14 @@ def look(
     return f"I am looking {yaw_deg:g} degrees to the side and {pitch_deg:g} degrees up."
 
 
-@skill(follow_up=False, keywords=("stop", "halt", "freeze", "quiet", "enough"))
+@skill(follow_up=False, keywords=("stop", "halt", "freeze", "quiet", "enough"), ability="")
 def stop(ctx: SkillContext) -> str:
     """Stop moving at once and hold still."""
     ctx.robot.stop()
     return "I stopped and I am holding still."
 
 
-@skill(keywords=("emergency", "power off", "kill"))
+@skill(keywords=("emergency", "power off", "kill"), ability="")
 def emergency_stop(ctx: SkillContext) -> str:
     """Emergency stop: cut motor power at once; motors stay off until a person clears it."""
     ctx.robot.estop()
@@ -130,7 +146,9 @@ def emergency_stop(ctx: SkillContext) -> str:
 PACKAGED_ANIMATIONS = tuple(sorted(p.stem for p in BUILTIN_ANIMATIONS.glob("*.json")))
 
 
-@skill(follow_up=False, keywords=("animation", "play", "perform", "show"), moves=True)
+@skill(
+    follow_up=False, keywords=("animation", "play", "perform", "show"), moves=True, ability="play animations"
+)
 def play_animation(
     ctx: SkillContext,
     name: Annotated[str, Choices(ANIMATIONS, default=PACKAGED_ANIMATIONS)],

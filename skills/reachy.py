@@ -33,7 +33,7 @@ def _play(ctx: SkillContext, kind: str, name: str, queue: bool) -> None:
     ctx.robot.play(gesture, queue=queue)
 
 
-@skill(follow_up=False, keywords=("dance", "dancing", "groove", "boogie"), needs=REACHY_HEAD)
+@skill(follow_up=False, keywords=("dance", "dancing", "groove", "boogie"), needs=REACHY_HEAD, ability="dance")
 def dance(
     ctx: SkillContext, name: Annotated[str, Choices(DANCES)] = "groovy_sway_and_roll", queue: bool = False
 ) -> str:
@@ -53,6 +53,7 @@ def dance(
     follow_up=False,
     keywords=("emotion", "feel", "happy", "sad", "surprised", "angry", "curious", "tired", "excited"),
     needs=REACHY_HEAD,
+    ability="show emotions",
 )
 def play_emotion(ctx: SkillContext, name: Annotated[str, Choices(EMOTIONS)], queue: bool = False) -> str:
     """Show an emotion with the head and antennas (a move recorded by Pollen Robotics).
@@ -67,7 +68,9 @@ def play_emotion(ctx: SkillContext, name: Annotated[str, Choices(EMOTIONS)], que
     return f"I am showing {name}."
 
 
-@skill(follow_up=False, keywords=("head", "look", "turn", "up", "down"), needs=REACHY_HEAD)
+@skill(
+    follow_up=False, keywords=("head", "look", "turn", "up", "down"), needs=REACHY_HEAD, ability="look around"
+)
 def move_head(ctx: SkillContext, direction: Literal["left", "right", "up", "down", "front"]) -> str:
     """Move the head to look left, right, up, down or to the front.
 
@@ -83,7 +86,7 @@ def move_head(ctx: SkillContext, direction: Literal["left", "right", "up", "down
     return f"I am looking {direction}."
 
 
-@skill(keywords=("sleep", "rest", "good night", "bedtime"), needs=REACHY_HEAD)
+@skill(keywords=("sleep", "rest", "good night", "bedtime"), needs=REACHY_HEAD, ability="go to sleep")
 def go_to_sleep(ctx: SkillContext) -> str:
     """Go to sleep: head down, antennas folded, until someone talks to me again."""
     from hardware.reachy_mini import sleep_pose

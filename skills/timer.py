@@ -21,7 +21,9 @@ from agent.skills import SkillContext, skill
 from agent.state.timers import done_message, spoken_duration, timer_label
 
 
-@skill(background=True, follow_up=False, keywords=("timer", "remind", "countdown", "alarm"))
+@skill(
+    background=True, follow_up=False, keywords=("timer", "remind", "countdown", "alarm"), ability="set timers"
+)
 def set_timer(
     ctx: SkillContext,
     seconds: Annotated[float, Field(gt=0, le=86400, description="timer length in seconds")],
@@ -36,7 +38,7 @@ def set_timer(
     return done_message(label, seconds)
 
 
-@skill
+@skill(ability="cancel timers")
 def cancel_timer(
     ctx: SkillContext,
     label: str = "timer",

@@ -28,6 +28,7 @@ def _vision(ctx: SkillContext):
     preamble="Let me look.",
     timeout_s=30.0,  # a vision-language model's look: an image encode and a sentence
     side_effects=False,  # a look changes nothing: it may start before the user's silence confirms the turn
+    ability="tell you what I see",
 )
 def describe_scene(ctx: SkillContext) -> dict:
     """Describe what the camera sees now: what is there, people, where they are, light and motion."""
@@ -48,7 +49,12 @@ def describe_scene(ctx: SkillContext) -> dict:
     return out
 
 
-@skill(follow_up=False, keywords=("look at", "face", "turn to", "watch"), needs=("head_yaw", "head_pitch"))
+@skill(
+    follow_up=False,
+    keywords=("look at", "face", "turn to", "watch"),
+    needs=("head_yaw", "head_pitch"),
+    ability="look at people",
+)
 def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right", "centre"] = "face") -> str:
     """Turn the head toward the nearest face or person, or to the left, right or centre.
 

@@ -208,6 +208,31 @@ def test_a_movement_held_to_its_range_says_so(agent, ask, tool, told):
     assert reply.endswith(told) and reply.count(told) == 1, reply
 
 
+def test_what_can_you_do_lists_the_robots_abilities(agent):
+    """A new user's chat: "what can you do?" was answered with a joke ("Why did the robot do it?")."""
+    agent.core.conversation.history.clear()
+    evs = agent.text("what can you do?")
+    assert [c.tool for c in evs.of(ToolCall)] == ["abilities"], evs.of(ToolCall)
+    [result] = evs.of(ToolResult)
+    assert result.ok and result.result.startswith("I can tell the time, wave, nod, dance, look around"), (
+        result
+    )
+    assert _reply(evs).endswith(result.result), _reply(evs)
+
+
+@pytest.mark.parametrize("first", ["what time is it?", "what can you do?"])
+def test_the_last_turns_reading_is_not_repeated_for_another_request(agent, first):
+    """A new user's chat: "can you dance for me?" after "what time is it?" called get_time again,
+    then dance, and the robot read the time out instead of dancing quietly."""
+    agent.core.conversation.history.clear()
+    evs = agent.text(first, "can you dance for me?")
+    turns = sorted({e.turn_id for e in evs.of(Reply)})
+    ran = [r.tool for r in evs.of(ToolResult, turns[-1]) if r.ok]
+    assert ran == ["dance"], evs.of(ToolResult, turns[-1])
+    first_result = [r for r in evs.of(ToolResult, turns[0]) if r.ok][0].result
+    assert not carries_result(_reply(evs, turns[-1]), first_result), _reply(evs, turns[-1])
+
+
 def test_a_negated_movement_is_answered_as_one(agent):
     """A new user's chat: "don't wave" after a wave got "Sorry, I didn't get that. Could you say it
     another way?" (the model's "I am waving my right hand." left out); "don't dance" got "I'm

@@ -230,3 +230,30 @@ def test_choices_enum_comes_from_names_handed_to_the_registry(ctx):
 
     with pytest.raises(SkillError, match="Choices needs one marker on a str"):
         reg.register(count)
+
+
+def test_abilities_are_the_skills_offered_in_their_own_words(ctx):
+    """ "what can you do?" lists what this body can do: each skill's ability, once, in order."""
+    reg = load_registry([])
+    said = reg.abilities()
+    assert said[:5] == ["tell the time", "wave", "nod", "dance", "look around"]
+    assert "set timers" in said and "" not in said and len(said) == len(set(said))
+    assert not {"stop", "emergency stop", "abilities"} & set(said)  # ability="": not said
+    ctx.abilities = said
+    out = reg.call("abilities", {}, ctx)
+    assert (
+        out.ok
+        and out.result.startswith("I can tell the time, wave, nod,")
+        and out.result.endswith(" and look at people.")
+    )
+
+    @skill
+    def greet_guest(ctx: SkillContext) -> str:
+        """Greet a guest."""
+        return "hello"
+
+    own = SkillRegistry()
+    own.register(greet_guest)
+    assert own.abilities() == ["greet guest"]  # the name's words when none is given
+    ctx.abilities = []
+    assert reg.call("abilities", {}, ctx).result == "I can talk with you."

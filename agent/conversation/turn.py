@@ -51,7 +51,7 @@ from agent.conversation.toolprior import follow_on, said_not_to, tool_prior, too
 from agent.engines import ChatEngine, Decoding, Generation
 from agent.engines.base import ContextFull
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
-from agent.skills import SkillContext, SkillRegistry, ToolOutcome
+from agent.skills import Skill, SkillContext, SkillRegistry, ToolOutcome
 from agent.speech.sentences import SentenceCap, limit_sentences
 
 log = logging.getLogger(__name__)
@@ -665,6 +665,27 @@ class Conversation:
         res.problems.append(f"model error: {e}")
         return SORRY, [], ""
 
+    def _unasked(self, text: str, skill: Skill) -> str:
+        """The tools the words ask for instead, when they point at other tools and not at ``skill``.
+
+        Grammar mode (the small model) only: SmolLM2-135M repeats the last turn's call before
+        the one asked for. "what time is it?" then "can you dance for me?" called ``get_time``
+        and ``dance`` and read the time out again ("what can you do?" then "can you dance?": the
+        list of abilities); "what do you see?" after a dance danced again. A call the user's
+        words (:func:`tool_prior`) do not point at, while they point at other tools, is not run;
+        nothing is said about it, and the round after calls what was asked. A call the words
+        point at no tool for runs (the model's own choice: "I'm bored"), and so does a stop
+        (stopping is always safe).
+
+        Returns:
+            The tools asked for ("dance"), or "" when ``skill`` runs.
+        """
+        if self.format != "grammar" or "stop" in skill.name.split("_") or not text.strip():
+            return ""
+        bonuses = tool_prior(text, list(self.registry.skills.values()), set(), 1.0)
+        pointed = [n for n, v in bonuses.items() if v > 0 and n != NO_TOOL]
+        return "" if not pointed or skill.name in pointed else ", ".join(pointed)
+
     def _asks_length(self, text: str) -> frozenset[str]:
         """Skills the user's words give no length for (:func:`length_unsaid`).
 
@@ -761,6 +782,11 @@ class Conversation:
             outcome = ToolOutcome(
                 False, f"{call['name']} not run: the user said no length", raised=ASK_LENGTH
             )
+        elif skill is not None and (wanted := self._unasked(ran.user_text, skill)):
+            # "can you dance for me?" after "what time is it?" ran get_time again, then dance,
+            # and the time was read out (SmolLM2-135M copies the last turn's call).
+            log.info("turn %d: not run: %s, the user asked for %s", turn_id, call["name"], wanted)
+            outcome = ToolOutcome(False, f"{call['name']} not run: the user asked for {wanted}, not this")
         elif seen[key] >= REPEAT_STOP:
             outcome = ToolOutcome(
                 False, f"{call['name']} was called {seen[key]} times with the same arguments; stopped"

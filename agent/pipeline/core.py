@@ -139,7 +139,7 @@ class AgentCore:
             self.state.close()
 
 
-NOT_HOTWORDS = frozenset({"cancel"})
+NOT_HOTWORDS = frozenset({"cancel", "abilities"})
 """Words of skill names that are not passed to the recognizer as hotwords (see :func:`hotwords`)."""
 
 
@@ -150,8 +150,12 @@ def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> lis
     "cancel" (of ``cancel_timer``): with it tiny.en heard the shared turn_then_wave.wav as "turn
     your head 30 degrees to the right hand and wave" instead of "... turn the right hand wave",
     words the text model scores -1.87 against -1.13, so that turn waited for the long silence
-    (voice-to-voice 1.7 s against 0.75 s; ``bench``, 2026-12-05). With a wake phrase (``[live]
-    attention = "wake"``) the phrases come first.
+    (voice-to-voice 1.7 s against 0.75 s; ``bench``, 2026-12-05). So is "abilities" (the
+    ``abilities`` skill's name): people ask "what can you do?", its keywords, not the name, and
+    every hotword biases every transcript (with it ``bench`` measured p95 1224 and 1323 ms,
+    without it 1202 and 1175, the code before 1152 and 1281: within the run-to-run spread, so
+    left out for the bias alone). With a wake phrase (``[live] attention = "wake"``) the phrases
+    come first.
 
     Args:
         cfg: The config (``[live] attention`` and ``wake_phrases``).
@@ -253,7 +257,9 @@ def build_core(
         camera_news.started = True
         for msg in vision_msgs:
             emit(Notice(-1, msg))
-        ctx = SkillContext(robot=robot, scene=vision, timers=TimerBook())  # a state store replaces it
+        ctx = SkillContext(  # a state store replaces the timer book
+            robot=robot, scene=vision, timers=TimerBook(), abilities=registry.abilities()
+        )
         conversation = Conversation(model, registry, ctx, cfg.llm, emit)
         narrator, narrator_msgs = build_narrator(
             cfg,

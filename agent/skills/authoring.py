@@ -34,6 +34,8 @@ from agent.skills import SkillContext, skill
 # and small models pick it. clamp=True clamps numbers into range instead of rejecting them;
 # a number the user said is then told ("The most I can do for how far is 90."),
 # or in your words with Annotated[..., Clamped(below="...", above="... {{limit}} degrees ...")].
+# ability="...": what the robot says it can do with this skill when asked "what can you do?"
+# (default: the words of the skill's name).
 # follow_up=False: the result only confirms an action, so the robot speaks while it moves and
 # the result is not read back. Leave it out (default True) when the user wants to hear the
 # result (a reading, a lookup): the model then takes a second round to say it.

@@ -138,6 +138,10 @@ class SkillRegistry:
         """Tool names in registration order."""
         return list(self.skills)
 
+    def abilities(self) -> list[str]:
+        """What the robot can do: each skill's :attr:`Skill.ability`, once, in registration order."""
+        return list(dict.fromkeys(s.ability for s in self.skills.values() if s.ability))
+
     def tool_schemas(self) -> list[dict[str, Any]]:
         """All tools as OpenAI-style definitions, for the chat template."""
         return [s.tool_schema() for s in self.skills.values()]

@@ -61,6 +61,8 @@ class SkillContext:
             ``[vision] describer = "opencv"`` or it could not start.
         timers: Pending timers kept across restarts (:class:`agent.state.timers.TimerBook`),
             or None when the agent runs without a state store (timers end with the process).
+        abilities: What the robot can do, one phrase per skill offered, to say after "I can"
+            (:meth:`agent.skills.SkillRegistry.abilities`).
 
     """
 
@@ -70,6 +72,7 @@ class SkillContext:
     scene: Vision | None = None
     narrator: Any = None
     timers: TimerBook | None = None
+    abilities: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,7 @@ class _Marker:
     timeout_s: float | None = None
     side_effects: bool = True
     moves: bool | None = None
+    ability: str | None = None
 
 
 def skill(
@@ -142,6 +146,7 @@ def skill(
     timeout_s: float | None = None,
     side_effects: bool = True,
     moves: bool | None = None,
+    ability: str | None = None,
 ) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
@@ -177,6 +182,9 @@ def skill(
             the robot says why instead of an acknowledgement ("Sure!") first. None (default):
             it moves when it ``needs`` joints; ``play_animation`` needs none (an animation
             names its own joints) and says ``moves=True``.
+        ability: What the robot says it can do with this skill, after "I can" ("tell the
+            time"), when asked "what can you do?" (the ``abilities`` skill). None (default):
+            the words of its name ("greet guest"); "": not said (``abilities`` itself).
 
     Returns:
         The same function, with a marker attribute the loader looks for.
@@ -198,6 +206,7 @@ def skill(
                 timeout_s,
                 side_effects,
                 bool(needs) if moves is None else moves,
+                ability.strip() if ability is not None else None,
             ),
         )
         return f
@@ -260,6 +269,7 @@ class Skill:
             turn is confirmed (see :func:`skill`).
         moves: It moves the body: it fails while the emergency stop is latched (see :func:`skill`).
         clamped: Per parameter, the sentences said when its value was clamped (:class:`Clamped`).
+        ability: What the robot can do with it, said after "I can" ("": not said; see :func:`skill`).
 
     """
 
@@ -281,6 +291,7 @@ class Skill:
     side_effects: bool = True
     moves: bool = False
     clamped: dict[str, Clamped] = field(default_factory=dict)
+    ability: str = ""
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -411,4 +422,5 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         side_effects=marker.side_effects,
         moves=bool(marker.moves),
         clamped=clamped,
+        ability=(marker.name or fn.__name__).replace("_", " ") if marker.ability is None else marker.ability,
     )
