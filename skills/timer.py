@@ -18,7 +18,7 @@ from typing import Annotated
 from pydantic import Field
 
 from agent.skills import SkillContext, skill
-from agent.state.timers import done_message, spoken_duration, timer_label
+from agent.state.timers import done_message, spoken_timers, timer_label
 
 
 @skill(
@@ -61,5 +61,4 @@ def cancel_timer(
         cancelled = ctx.timers.cancel(timer_label(label), seconds or None)
     except LookupError as e:
         raise RuntimeError(str(e)) from None
-    names = " and the ".join(f"{t.label} for {spoken_duration(t.seconds)}" for t in cancelled)
-    return f"I cancelled the {names}."
+    return f"I cancelled {spoken_timers(cancelled)}."

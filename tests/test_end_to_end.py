@@ -81,6 +81,9 @@ def test_spoken_stop_of_a_timer_goes_to_the_model_and_cancels_it(agent, tmp_path
     fell silent) and the timer went off anyway."""
     from agent.bench.turn_set import VOICES, Synthesizer, write_wav
 
+    # The end-of-turn judge does not take it for a stop either (a stop never waits for a confirm).
+    judge = agent.core.end_of_turn
+    assert judge is not None and judge.is_stop("Stop!") and not judge.is_stop("Stop the timer.")
     agent.core.conversation.history.clear()
     agent.text("Set a timer for thirty seconds.")
     wav = tmp_path / "stop_the_timer.wav"

@@ -296,6 +296,13 @@ def test_a_timer_cancelled_before_its_wait_began_never_fires():
     t0 = time.monotonic()
     assert book.run(timer, threading.Event()) is None
     assert time.monotonic() - t0 < 0.05 and book.running() == []
+    # a timer that fired, or one cancelled while it waited, leaves no id behind (weeks of timers)
+    fired = book.start("timer", 0.05)
+    assert book.run(fired, threading.Event()) == "Time is up: the timer for 0.05 seconds is done."
+    waiting = book.start("timer", 5.0)
+    threading.Timer(0.1, book.cancel).start()
+    assert book.run(waiting, threading.Event()) is None
+    assert book._over == set()  # noqa: SLF001 - the memory a long run would grow
 
 
 def test_of_several_timers_the_one_named_or_of_the_length_said_is_cancelled(tmp_path, robot):

@@ -59,8 +59,9 @@ class SkillContext:
         narrator: The vision-language layer (``describe_now(timeout_s)`` returns a description
             with ``.text``; :class:`agent.vision.narrator.SceneNarrator`), or None when
             ``[vision] describer = "opencv"`` or it could not start.
-        timers: Pending timers kept across restarts (:class:`agent.state.timers.TimerBook`),
-            or None when the agent runs without a state store (timers end with the process).
+        timers: The running timers (:class:`agent.state.timers.TimerBook`; the pipeline always
+            hands one over, kept across restarts when a state store is on), or None in a bare
+            context: ``set_timer`` then only waits, and ``cancel_timer`` finds nothing to cancel.
         abilities: What the robot can do, one phrase per skill offered, to say after "I can"
             (:meth:`agent.skills.SkillRegistry.abilities`).
 

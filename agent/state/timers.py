@@ -45,6 +45,11 @@ def spoken_duration(seconds: float) -> str:
     return length if length.startswith("1 ") else length + "s"
 
 
+def spoken_timers(timers: list[PendingTimer]) -> str:
+    """Timers as said: "the tea timer for 5 minutes and the timer for 10 seconds"."""
+    return " and ".join(f"the {t.label} for {spoken_duration(t.seconds)}" for t in timers)
+
+
 _NOT_A_NAME = frozenset("set start make cancel cancelled stop a an the my me for please".split())
 
 _LENGTH_WORDS = frozenset(
@@ -101,7 +106,7 @@ class TimerBook:
         self.clock = clock
         self._lock = threading.Lock()
         self._running: dict[str, tuple[PendingTimer, threading.Event]] = {}
-        self._over: set[str] = set()  # ids fired or cancelled: a wait that starts late ends at once
+        self._over: set[str] = set()  # ids cancelled before their wait ended: that wait ends at once
 
     def start(self, label: str, seconds: float) -> PendingTimer:
         """Record a timer of ``seconds`` s starting now and return it."""
@@ -116,6 +121,7 @@ class TimerBook:
         """The event that cancels ``timer``; registers it as running (also a re-armed one)."""
         with self._lock:
             if timer.id in self._over:  # cancelled before its wait began
+                self._over.discard(timer.id)  # one wait per timer: kept no longer
                 over = threading.Event()
                 over.set()
                 return over
@@ -136,16 +142,17 @@ class TimerBook:
 
     def fired(self, timer: PendingTimer) -> None:
         """Forget a timer that went off."""
-        self._forget(timer)
+        self._forget(timer, cancelled=False)
 
     def cancelled(self, timer: PendingTimer) -> None:
-        """Forget a timer the user cancelled."""
-        self._forget(timer)
+        """Forget a timer the user cancelled (a wait on it that starts later ends at once)."""
+        self._forget(timer, cancelled=True)
 
-    def _forget(self, timer: PendingTimer) -> None:
+    def _forget(self, timer: PendingTimer, cancelled: bool) -> None:
         with self._lock:
             self._running.pop(timer.id, None)
-            self._over.add(timer.id)
+            if cancelled:  # only until its wait has ended: weeks of timers leave no ids behind
+                self._over.add(timer.id)
         if self.store is not None:
             self.store.remove_timer(timer.id)
 
@@ -183,8 +190,9 @@ class TimerBook:
         if not chosen and len(running) == 1:
             chosen = running
         if not chosen:
-            names = " and the ".join(f"{t.label} for {spoken_duration(t.seconds)}" for t in running)
-            raise LookupError(f"there are {len(running)} timers, the {names}. Which one should I cancel?")
+            raise LookupError(
+                f"there are {len(running)} timers, {spoken_timers(running)}. Which one should I cancel?"
+            )
         with self._lock:
             for t in chosen:
                 entry = self._running.get(t.id)
@@ -204,6 +212,7 @@ class TimerBook:
         if not self.wait(timer, shutdown):
             with self._lock:
                 entry = self._running.pop(timer.id, None)
+                self._over.discard(timer.id)
             if entry is None or entry[1].is_set():
                 return None
             if self.store is None or not self.store.enabled:
