@@ -218,7 +218,7 @@ class PauseVerdict(Event):
         complete: The user has finished.
         rule: The deciding rule (:class:`agent.listening.end_of_turn.Verdict`; ``error`` when
             the transcript or the judgement failed: the turn then ends by silence).
-        smart_turn: Smart Turn's probability (-1: not run).
+        smart_turn: Smart Turn's probability, at every pause (-1: no Smart Turn model).
         text_score: log10 probability that the sentence ends here (1: not run).
         asr_ms: Transcription time, ms.
         judge_ms: Judging time, ms.

@@ -145,6 +145,35 @@ def test_rules_in_order(judge):
     assert v.complete and v.rule == "text" and v.ms < 2000
 
 
+def test_both_signals_are_computed_at_every_pause_whichever_rule_decides(judge, fixtures_dir):
+    """Issue 21: Smart Turn was not run (-1) when the words decided; now every verdict shows it."""
+    audio = decode_file(fixtures_dir / "audio" / "jfk.flac")
+    at_pause = np.concatenate([audio[: int(2.21 * 16000)], np.zeros(3200, np.float32)])
+    expected = round(judge.smart_turn.probability(at_pause), 3)
+    for text, rule in [
+        ("And so my fellow Americans, and", "continuation"),
+        ("Stop.", "stop"),
+        ("Um, let me think.", "hesitation"),
+        ("What do you see right now?", "text"),
+    ]:
+        v = judge.judge(at_pause, text)
+        assert v.rule == rule and v.smart_turn == expected, (text, v)
+
+
+def test_smart_turn_heard_ahead_is_taken_by_its_own_pause_only(judge, fixtures_dir):
+    audio = decode_file(fixtures_dir / "audio" / "jfk.flac")
+    at_pause = np.concatenate([audio[: int(2.21 * 16000)], np.zeros(512, np.float32)])  # + 32 ms
+    silence = np.zeros(16000, np.float32)
+    ahead, own = judge.smart_turn.probability(at_pause), judge.smart_turn.probability(silence)
+    assert abs(ahead - own) > 0.1  # the two answers tell apart which audio was judged
+    judge.hear(7, at_pause)
+    v = judge.judge(silence, "What do you see right now?", pause_id=7)
+    assert v.smart_turn == round(ahead, 3) and v.rule == "text"
+    judge.hear(7, at_pause)  # a later pause's judgement does not take an older pause's answer
+    assert judge.judge(silence, "What do you see right now?", pause_id=8).smart_turn == round(own, 3)
+    assert judge.judge(silence, "What time is it?", pause_id=7).smart_turn == round(own, 3)  # used up
+
+
 def test_jfk_is_one_turn(rig, fixtures_dir):
     evs = rig.listen(fixtures_dir / "audio" / "jfk.flac")
     heard = [t.text for t in evs.of(Transcript)]
@@ -153,6 +182,7 @@ def test_jfk_is_one_turn(rig, fixtures_dir):
     checks = evs.of(PauseVerdict)
     assert [c.complete for c in checks] == [False] * (len(checks) - 1) + [True], checks
     assert len(checks) >= 4  # every pause inside the sentence was judged and waited out
+    assert all(0 <= c.smart_turn <= 1 for c in checks), checks  # both signals at every pause
     timing = evs.of(Timing)[0]
     assert timing.endpoint_rule in ("text", "smart_turn")
 

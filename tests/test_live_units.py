@@ -123,6 +123,32 @@ def test_each_pause_is_transcribed_early_then_judged_under_one_id(fixtures_dir):
     assert not any(u.early for u in late)
 
 
+def test_smart_turn_hears_each_pause_first_under_the_same_id(fixtures_dir):
+    """At 32 ms of silence the pause's audio is reported for Smart Turn, before its early ASR at 96 ms."""
+    audio = decode_file(fixtures_dir / "audio" / "jfk.flac")
+    ups = _feed(audio, Endpointer(VADConfig(), 200, 1600, 96, 32))
+    heard = [u for u in ups if u.audio_check]
+    early, paused = [u for u in ups if u.early], [u for u in ups if u.paused]
+    assert len(paused) >= 3
+    assert {u.pause_id for u in paused} <= {u.pause_id for u in heard}
+    for judged in paused:
+        first = next(u for u in heard if u.pause_id == judged.pause_id)
+        asr = next(u for u in early if u.pause_id == judged.pause_id)
+        assert first.audio.size == asr.audio.size - 2 * FRAME == judged.audio.size - 5 * FRAME
+        assert ups.index(first) < ups.index(asr) < ups.index(judged)
+    # The same pauses under the same ids as without the Smart Turn report.
+    plain = _feed(audio, Endpointer(VADConfig(), 200, 1600, 96))
+    assert [u.pause_id for u in plain if u.paused] == [u.pause_id for u in paused]
+    assert not any(u.audio_check for u in plain)
+
+
+def test_smart_turn_must_hear_a_pause_by_its_judgement():
+    with pytest.raises(ValueError, match="smart_turn_ms"):
+        TurnConfig(short_silence_ms=200, smart_turn_ms=232)
+    assert TurnConfig(smart_turn_ms=0).smart_turn_ms == 0
+    assert TurnConfig(short_silence_ms=200, smart_turn_ms=200).smart_turn_ms == 200
+
+
 def test_early_asr_must_come_before_the_judgement():
     with pytest.raises(ValueError, match="early_asr_ms"):
         TurnConfig(short_silence_ms=200, early_asr_ms=200)

@@ -11,6 +11,7 @@ import pytest
 from agent.bench.turn_set import FILLERS, PAUSED, PLAIN, VOICES, build_set, cases, read_wav
 from agent.bench.turns import FileTurns, format_turns, run_turns, score
 from agent.config import load_config
+from agent.events import PauseVerdict
 from agent.models import resolve_model
 
 needs_espeak = pytest.mark.skipif(
@@ -134,6 +135,31 @@ def test_plain_commands_confirmed_longer_are_counted_apart_with_their_wait():
     assert f"text, confirmed by {turn.doubtful_confirm_ms} ms: 1 commands" in format_turns(report)
 
 
+def test_the_smart_turn_veto_is_measured_on_finished_verdicts_inside_sentences_and_at_plain_ends():
+    sample = [c for c in cases() if c.file in {"paused_00.wav", "plain_01.wav", "plain_03.wav"}]
+
+    def verdict(pause: int, st: float, complete: bool = True, rule: str = "text") -> PauseVerdict:
+        return PauseVerdict(-1, pause, "", complete, rule, smart_turn=st, confirm_ms=700)
+
+    files = {
+        "paused_00.wav": FileTurns(
+            ["turn your head to the left and then wave"],
+            verdicts=[verdict(1, 0.43), verdict(2, 0.02, False, "continuation"), verdict(3, 0.9)],
+        ),
+        "plain_01.wav": FileTurns(["please look to the left"], verdicts=[verdict(1, 0.07)]),
+        "plain_03.wav": FileTurns(
+            ["nod your head"], verdicts=[verdict(1, 0.3, False, "unfinished"), verdict(2, 0.8)]
+        ),
+    }
+    veto = score(sample, files, load_config())["smart_turn_veto"]
+    assert (
+        veto["mid_sentence_finished"] == 1 and veto["plain_ends"] == 2
+    )  # the sentence's end is not inside it
+    assert veto["by_threshold"]["0.1"] == {"held": 0, "delayed": 1}
+    assert veto["by_threshold"]["0.5"] == {"held": 1, "delayed": 1}
+    assert "< 0.5: 1 / 1" in format_turns(score(sample, files, load_config()))
+
+
 @needs_espeak
 def test_a_sample_of_the_set_through_the_pipeline(tmp_path):
     """Hesitations, cut sentences and an address kept whole; fillers unanswered; commands end fast."""
@@ -162,6 +188,8 @@ def test_a_sample_of_the_set_through_the_pipeline(tmp_path):
     assert any(p["rule"] == "hesitation" for p in per["paused_01.wav"]["pauses"]), per["paused_01.wav"]
     assert any(p["rule"] == "hesitation" for p in per["paused_12.wav"]["pauses"]), per["paused_12.wav"]
     assert any(p["rule"] == "address" for p in per["plain_00.wav"]["pauses"]), per["plain_00.wav"]
+    pauses = [p for f in per.values() for p in f["pauses"]]
+    assert pauses and all(0 <= p["smart_turn"] <= 1 for p in pauses), pauses  # both signals, every pause
     # Both first parts sounded finished and were answered 700 ms into the pause: doubtful evidence
     # (unclear words; the words alone not finished) now waits doubtful_confirm_ms.
     doubtful = load_config().turn.doubtful_confirm_ms

@@ -26,7 +26,12 @@ Reported:
   or Smart Turn (``[turn] confirm_ms``; ``doubtful_confirm_ms`` for unclear words or a Smart
   Turn verdict, listed apart as ``<rule>, confirmed by <ms> ms``; live, the reply is prepared
   during that wait and heard when it ends), the long silence for ``silence``; ``plain_split``:
-  plain commands answered as more than one turn.
+  plain commands answered as more than one turn;
+* ``smart_turn_veto``: the data for a rule that would let Smart Turn overrule the words' "finished"
+  (both signals are in every verdict): per threshold, how many of the pauses inside paused
+  sentences that the words called finished it would have held (``held``, of
+  ``mid_sentence_finished``), and how many plain commands' ends it would have held too
+  (``delayed``, of ``plain_ends``; each would wait ``doubtful_confirm_ms``).
 """
 
 from __future__ import annotations
@@ -163,6 +168,10 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
         for rule, confirmed_by in ends[:1]:  # the command's own end
             waits[label(rule, confirmed_by)].append(waited(rule, confirmed_by) - short)
     rules = Counter(v.rule for c in cases for v in seen[c.file].verdicts)
+    veto = smart_turn_veto(
+        [v for c in paused for v in _finished(seen[c.file].verdicts)[:-1]],
+        [fin[0] for c in plain if (fin := _finished(seen[c.file].verdicts))],
+    )
     return {
         "cases": {"paused": len(paused), "plain": len(plain), "filler": len(fillers)},
         "kept_whole": round(len(whole) / max(1, len(paused)), 3),
@@ -204,6 +213,7 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
         ],
         "plain_unanswered": [c.file for c in plain if not seen[c.file].answered],
         "verdict_rules": dict(sorted(rules.items())),
+        "smart_turn_veto": veto,
         "per_file": {
             c.file: {
                 "kind": c.kind,
@@ -227,6 +237,41 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
                 "end_rules": seen[c.file].end_rules,
             }
             for c in cases
+        },
+    }
+
+
+VETO_THRESHOLDS = (0.05, 0.1, 0.2, 0.3, 0.5)
+"""Smart Turn probabilities under which a veto of the words' "finished" is measured."""
+
+
+def _finished(verdicts: list[PauseVerdict]) -> list[PauseVerdict]:
+    """The verdicts the silence confirms (the words or Smart Turn said finished), in order."""
+    from agent.pipeline.turn_taking import CONFIRMED_RULES
+
+    return [v for v in verdicts if v.complete and v.rule in CONFIRMED_RULES]
+
+
+def smart_turn_veto(mid_sentence: list[PauseVerdict], plain_ends: list[PauseVerdict]) -> dict[str, Any]:
+    """What a Smart Turn veto on a finished verdict would hold, per threshold.
+
+    Args:
+        mid_sentence: Finished verdicts at pauses inside paused sentences (the user went on).
+        plain_ends: Each plain command's finished verdict at its end.
+
+    Returns:
+        ``{"mid_sentence_finished": n, "plain_ends": m, "by_threshold": {"0.1": {"held": a,
+        "delayed": b}, ...}}``: ``held`` of the ``n`` and ``delayed`` of the ``m`` have Smart Turn
+        under the threshold. Verdicts without Smart Turn (-1) are not counted.
+    """
+    mid = [v.smart_turn for v in mid_sentence if v.smart_turn >= 0]
+    ends = [v.smart_turn for v in plain_ends if v.smart_turn >= 0]
+    return {
+        "mid_sentence_finished": len(mid),
+        "plain_ends": len(ends),
+        "by_threshold": {
+            f"{t:g}": {"held": sum(p < t for p in mid), "delayed": sum(p < t for p in ends)}
+            for t in VETO_THRESHOLDS
         },
     }
 
@@ -347,5 +392,13 @@ def format_turns(report: dict[str, Any]) -> str:
         lines.append(f"  unanswered: {', '.join(report['plain_unanswered'])}")
     lines.append(
         "pause verdicts by rule: " + ", ".join(f"{r} {k}" for r, k in report["verdict_rules"].items())
+    )
+    veto = report["smart_turn_veto"]
+    lines.append(
+        f"a Smart Turn veto on the words' 'finished' would hold, of {veto['mid_sentence_finished']} "
+        f"such pauses inside sentences / of {veto['plain_ends']} plain commands' ends:"
+    )
+    lines.append(
+        "  " + ", ".join(f"< {t}: {h['held']} / {h['delayed']}" for t, h in veto["by_threshold"].items())
     )
     return "\n".join(lines)

@@ -45,6 +45,14 @@ class TurnConfig(StrictModel):
         description="silence after which the utterance so far is transcribed, ahead of the judgement "
         "at short_silence_ms, ms; 0 = transcribe at short_silence_ms",
     )
+    smart_turn_ms: int = Field(
+        32,
+        ge=0,
+        le=1000,
+        description="silence after which Smart Turn judges the utterance so far by its sound, ahead of "
+        "the judgement at short_silence_ms, ms (the CPU waits for speech or the transcript then: both "
+        "signals at every pause at no cost); 0 = at short_silence_ms",
+    )
     long_silence_ms: int = Field(
         1600, ge=300, le=5000, description="silence that ends an unfinished-sounding turn anyway, ms"
     )
@@ -99,6 +107,15 @@ class TurnConfig(StrictModel):
                 raise ValueError(
                     f"{name} ({ms}) must be below long_silence_ms ({self.long_silence_ms}), or 0 to {off}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _smart_turn_by_the_judgement(self) -> TurnConfig:
+        if self.smart_turn_ms > self.short_silence_ms:
+            raise ValueError(
+                f"smart_turn_ms ({self.smart_turn_ms}) must be at most short_silence_ms "
+                f"({self.short_silence_ms}), or 0 to run Smart Turn at the judgement"
+            )
         return self
 
     @model_validator(mode="after")

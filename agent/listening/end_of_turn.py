@@ -38,6 +38,12 @@ every shared case but the misheard turn_then_wave (which waits for the long sile
    (``smart_turn``);
 5. otherwise unfinished.
 
+Both signals are computed at every pause, whichever rule decides, and every verdict carries
+them (``--verbose`` and the console show them; ``bench --turns`` measures the thresholds on
+them): Smart Turn starts ``[turn] smart_turn_ms`` (32 ms) into the pause
+(:meth:`EndOfTurnJudge.hear`), while the CPU would only wait for the transcript started at
+``early_asr_ms``, so its 50 ms add nothing to the verdict.
+
 Measured again on the turn-taking set of ``bench --turns`` (:mod:`agent.bench.turn_set`: piper and
 espeak-ng voices, pauses inside one sentence), with both signals computed at every pause: a
 Smart Turn veto on the text's "finished" (hold when Smart Turn < 0.5) would have held 7 of 32
@@ -81,6 +87,7 @@ import math
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import CancelledError, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -152,7 +159,7 @@ class Verdict:
         rule: Which rule decided: ``continuation``, ``no_direction``, ``stop``, ``hesitation``,
             ``unsure``, ``address``, ``text``, ``smart_turn``, ``unfinished`` (no rule said
             finished) or ``empty`` (nothing was heard).
-        smart_turn: Smart Turn's probability (-1: not run).
+        smart_turn: Smart Turn's probability, at every pause (-1: no Smart Turn model).
         text_score: log10 probability that the sentence ends here (0 and below; 1.0: not run).
         ms: Time the judgement took (ASR excluded), ms.
     """
@@ -345,6 +352,11 @@ class AudioEndOfTurn(Protocol):
 class EndOfTurnJudge:
     """The rules of the module docstring over Smart Turn and the text model.
 
+    Both signals are computed at every pause, whichever rule decides (a verdict shows them
+    both). Smart Turn's audio judgement may start ahead (:meth:`hear`, ``[turn]
+    smart_turn_ms`` into the pause, while the CPU waits for the transcript anyway), so it adds
+    nothing to the pause's verdict.
+
     Args:
         cfg: ``[turn]`` thresholds.
         smart_turn: The audio model (:class:`~agent.listening.smart_turn.SmartTurn`), or None.
@@ -363,8 +375,43 @@ class EndOfTurnJudge:
     ) -> None:
         self.cfg, self.smart_turn, self.text, self.is_stop = cfg, smart_turn, text, is_stop
         self.names = names
+        self._pool = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="smart-turn") if smart_turn else None
+        )
+        self._ahead: tuple[int, Future[float]] | None = None  # (pause id, Smart Turn's answer)
 
-    def judge(self, audio: np.ndarray, transcript: str, unsure: bool = False) -> Verdict:
+    def hear(self, pause_id: int, audio: np.ndarray) -> None:
+        """Start Smart Turn on a pause's audio on the judge's own thread; returns at once.
+
+        The :meth:`judge` of the same ``pause_id`` then takes its answer (waiting for it if it
+        is still running) instead of running the model itself. An earlier pause's answer not
+        taken yet is dropped.
+
+        Args:
+            pause_id: The pause (:attr:`agent.listening.vad.VADUpdate.pause_id`).
+            audio: ``(n,)`` float32 16 kHz: the utterance so far, with the pause's first silence.
+        """
+        if self.smart_turn is None or self._pool is None:
+            return
+        if self._ahead is not None:
+            self._ahead[1].cancel()
+        self._ahead = (pause_id, self._pool.submit(self.smart_turn.probability, audio))
+
+    def _audio_says(self, audio: np.ndarray, pause_id: int | None) -> float:
+        """Smart Turn's probability for this pause: heard ahead when it was, else now (-1: no model)."""
+        if self.smart_turn is None:
+            return -1.0
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and pause_id is not None and ahead[0] == pause_id:
+            try:
+                return ahead[1].result()
+            except CancelledError:  # not started: run it here
+                pass
+        return self.smart_turn.probability(audio)
+
+    def judge(
+        self, audio: np.ndarray, transcript: str, unsure: bool = False, pause_id: int | None = None
+    ) -> Verdict:
         """Judge one pause.
 
         Args:
@@ -372,13 +419,19 @@ class EndOfTurnJudge:
             transcript: What the recognizer made of ``audio`` ("" when nothing).
             unsure: The recognizer only guessed ``transcript`` (:attr:`agent.speech.asr.ASRResult.unsure`:
                 a hum or a noise): unfinished like a hesitation, unless it is a stop phrase.
+            pause_id: The pause, when :meth:`hear` may have started Smart Turn on it.
 
         Returns:
-            The :class:`Verdict`.
+            The :class:`Verdict`, with Smart Turn's probability whichever rule decided (-1 only
+            without the model) and the text score where the rules reached the text model.
+
+        Raises:
+            Whatever a model raised (the caller ends the turn by silence).
         """
         t0 = time.perf_counter()
+        st = self._audio_says(audio, pause_id)
 
-        def done(complete: bool, rule: str, st: float = -1.0, tx: float = 1.0) -> Verdict:
+        def done(complete: bool, rule: str, tx: float = 1.0) -> Verdict:
             return Verdict(
                 complete, rule, round(st, 3), round(tx, 2), round((time.perf_counter() - t0) * 1000, 1)
             )
@@ -399,14 +452,15 @@ class EndOfTurnJudge:
             return done(False, "address")
         tx = self.text.score(transcript) if self.text is not None else 1.0
         if self.text is not None and tx >= self.cfg.text_complete:
-            return done(True, "text", tx=tx)
-        st = self.smart_turn.probability(audio) if self.smart_turn is not None else -1.0
+            return done(True, "text", tx)
         audio_says = st > self.cfg.smart_turn_threshold
         if audio_says and (self.text is None or tx >= self.cfg.text_with_audio):
-            return done(True, "smart_turn", st, tx)
-        return done(False, "unfinished", st, tx)
+            return done(True, "smart_turn", tx)
+        return done(False, "unfinished", tx)
 
     def close(self) -> None:
-        """Free the text model."""
+        """Free the text model and Smart Turn's thread."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
         if self.text is not None:
             self.text.close()

@@ -107,6 +107,8 @@ class VADUpdate:
         early: A pause reached the early-ASR silence in this frame: transcribe ``audio`` (the
             utterance so far) now, for the judgement at the short silence of the same
             ``pause_id``.
+        audio_check: A pause reached the Smart Turn silence in this frame: judge ``audio`` (the
+            utterance so far) by its sound now, for the judgement of the same ``pause_id``.
         pause_id: Which pause (a verdict for an older pause is stale).
         rule: What ended the utterance: ``silence``, ``max_length``, or the caller's rule
             (:meth:`Endpointer.end_now`).
@@ -123,6 +125,7 @@ class VADUpdate:
     truncated: bool = False
     paused: bool = False
     early: bool = False
+    audio_check: bool = False
     pause_id: int = 0
     rule: str = ""
 
@@ -139,6 +142,9 @@ class Endpointer:
         early_ms: With ``pause_ms``: silence after which the same pause is reported early, for
             its transcript (``[turn] early_asr_ms``), ms; None, 0 or not below ``pause_ms``
             (in 32 ms frames) = no early report.
+        audio_ms: With ``pause_ms``: silence after which the same pause is reported for its
+            audio judgement (``[turn] smart_turn_ms``), ms; None, 0 or over ``pause_ms`` = no
+            such report. One frame may carry several reports (``audio_check`` and ``early``).
 
     """
 
@@ -148,6 +154,7 @@ class Endpointer:
         pause_ms: int | None = None,
         long_silence_ms: int | None = None,
         early_ms: int | None = None,
+        audio_ms: int | None = None,
     ) -> None:
         self.cfg = cfg
         ms = FRAME * 1000 / SAMPLE_RATE
@@ -160,6 +167,14 @@ class Endpointer:
         self._early_frames = (
             early if early is not None and self._pause_frames and early < self._pause_frames else None
         )
+        # Smart Turn ahead: the pause's sound is judged in the idle silence before its transcript.
+        heard = max(1, round(audio_ms / ms)) if audio_ms else None
+        self._audio_frames = (
+            heard if heard is not None and self._pause_frames and heard <= self._pause_frames else None
+        )
+        # A pause's id is new at its first report, whichever that is.
+        firsts = [f for f in (self._audio_frames, self._early_frames, self._pause_frames) if f]
+        self._first_frames = min(firsts) if firsts else None
         end_ms = long_silence_ms if pause_ms and long_silence_ms else cfg.min_silence_ms
         self._end_frames = max(1, round(end_ms / ms))
         self._pad_frames = max(0, round(cfg.speech_pad_ms / ms))
@@ -220,15 +235,22 @@ class Endpointer:
         truncated = len(self._frames) >= self._max_frames
         if self._silence >= self._end_frames or truncated:
             return self._end(prob, truncated, "max_length" if truncated else "silence")
-        if self._early_frames is not None and self._silence == self._early_frames:
-            self.pause_id += 1  # the judgement at pause_ms is of this same pause
+        if self._silence == self._first_frames:
+            self.pause_id += 1  # the reports of one pause share its id
+        audio_check = self._silence == self._audio_frames
+        early = self._silence == self._early_frames
+        paused = self._silence == self._pause_frames
+        if audio_check or early or paused:
             audio = np.concatenate(self._frames)
-            return VADUpdate(speaking=True, prob=prob, early=True, pause_id=self.pause_id, audio=audio)
-        if self._pause_frames is not None and self._silence == self._pause_frames:
-            if self._early_frames is None:
-                self.pause_id += 1
-            audio = np.concatenate(self._frames)
-            return VADUpdate(speaking=True, prob=prob, paused=True, pause_id=self.pause_id, audio=audio)
+            return VADUpdate(
+                speaking=True,
+                prob=prob,
+                paused=paused,
+                early=early,
+                audio_check=audio_check,
+                pause_id=self.pause_id,
+                audio=audio,
+            )
         return VADUpdate(speaking=True, prob=prob)
 
     @property

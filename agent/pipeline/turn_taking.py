@@ -6,8 +6,10 @@ best voice frameworks own theirs. It reads :class:`~agent.events.VoiceFrame` mes
 listener (one per 32 ms, with the echo-gated speech probability) and
 :class:`~agent.events.PauseTranscript` answers from the ASR stage, and decides:
 
-* **pauses** (semantic end-of-turn): at ``[turn] early_asr_ms`` of silence the utterance so
-  far goes to the ASR stage as a :class:`~agent.events.PauseCheck`; at ``short_silence_ms``,
+* **pauses** (semantic end-of-turn): at ``[turn] smart_turn_ms`` of silence Smart Turn starts
+  on the utterance so far (:meth:`~agent.listening.end_of_turn.EndOfTurnJudge.hear`: the audio
+  signal of every pause, computed before the transcript is started); at ``early_asr_ms`` the
+  utterance so far goes to the ASR stage as a :class:`~agent.events.PauseCheck`; at ``short_silence_ms``,
   once its transcript is back, the pause is judged from the audio and the words, the model
   starts early on the transcript (:class:`EarlyStart`), and the verdict is a
   :class:`~agent.events.PauseVerdict` message, published and applied here: a finished turn ends
@@ -211,7 +213,9 @@ class TurnTaking:
         self.postures = postures or Postures(None)
         turn = cfg.turn
         self.endpointer = (
-            Endpointer(cfg.vad, turn.short_silence_ms, turn.long_silence_ms, turn.early_asr_ms)
+            Endpointer(
+                cfg.vad, turn.short_silence_ms, turn.long_silence_ms, turn.early_asr_ms, turn.smart_turn_ms
+            )
             if judge is not None
             else Endpointer(cfg.vad)
         )
@@ -285,6 +289,8 @@ class TurnTaking:
         self._barge_in(upd, f.prob)
         if self._pause is not None and not self.endpointer.still_silent(self._pause.pause_id):
             self._drop_pause()  # the user spoke again (or the utterance ended): not wanted
+        if upd.audio_check and upd.audio is not None and self.judge is not None:
+            self.judge.hear(upd.pause_id, upd.audio)  # Smart Turn runs while the CPU waits
         if upd.early and upd.audio is not None:
             self._check(upd.pause_id, upd.audio, early=True)
         if upd.paused and upd.audio is not None:
@@ -373,7 +379,7 @@ class TurnTaking:
             if res.text and self.early_start is not None:
                 self.early_start.submit(res.text)  # the model reads it while the pause is judged
             try:
-                v = self.judge.judge(audio, res.text, unsure=res.unsure)
+                v = self.judge.judge(audio, res.text, unsure=res.unsure, pause_id=pause.pause_id)
             except Exception as e:  # the turn then ends by silence and is transcribed as a whole
                 log.exception("end-of-turn check failed")
                 pause.error = f"{e.__class__.__name__}: {e}"
