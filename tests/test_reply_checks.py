@@ -377,3 +377,22 @@ def test_exact_data_is_said_by_all_its_numbers_and_a_background_result_whole():
     assert not carries_data("I'm done. I'll play 10 seconds of your game.", done, whole=True)
     assert carries_data(done, done, whole=True)
     assert carries_data("It is 10:41.", "It is 10:41 on Saturday 5 December.")  # a clock: its time
+
+
+@pytest.mark.parametrize(
+    ("result", "expected"),
+    [
+        ("It is 02:11 on Sunday 6 December.", True),
+        ("Time is up: the timer for 10 seconds is done.", True),
+        ({"summary": "Nobody in view; a red mug on the table.", "people": 0}, True),
+        ({"status": "started", "note": "Okay, it is running."}, False),  # a status: no words to say
+        ("73", False),  # a bare value: the model's round puts it in a sentence
+        ("Done.", False),
+        ("It is 02:11", False),  # not a whole sentence
+        ("2 people sit at a table; one holds a red mug, the other a blue one and a pen.", False),  # long
+    ],
+)
+def test_a_result_said_as_written_is_a_short_whole_sentence(result, expected):
+    from agent.conversation.results import said_as_written
+
+    assert said_as_written(result) is expected

@@ -220,6 +220,26 @@ def test_what_can_you_do_lists_the_robots_abilities(agent):
     assert _reply(evs).endswith(result.result), _reply(evs)
 
 
+def test_a_list_written_for_people_is_said_as_written_after_any_history(agent):
+    """A new user's chat: after the time, a wave and "nod your head and tell me the time", the
+    model's round garbled the list ("What I see and look at people. I can tell the time, ...")."""
+    from agent.events import Timing
+
+    agent.core.conversation.history.clear()
+    evs = agent.text(
+        "what time is it?", "wave your right hand", "nod your head and tell me the time", "what can you do?"
+    )
+    last = max(e.turn_id for e in evs.of(Reply))
+    [result] = evs.of(ToolResult, last)
+    assert result.tool == "abilities" and result.ok, result
+    assert _reply(evs, last) == result.result
+    assert evs.of(Timing, last)[0].llm_rounds == 1  # no round to read it back
+    times = [r.result for r in evs.of(ToolResult) if r.tool == "get_time"]
+    assert len(times) == 2 and all(
+        _reply(evs, r.turn_id).endswith(r.result) for r in evs.of(ToolResult) if r.tool == "get_time"
+    ), times
+
+
 @pytest.mark.parametrize("first", ["what time is it?", "what can you do?"])
 def test_the_last_turns_reading_is_not_repeated_for_another_request(agent, first):
     """A new user's chat: "can you dance for me?" after "what time is it?" called get_time again,

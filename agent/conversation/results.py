@@ -169,6 +169,22 @@ def short_sentence(result: Any) -> bool:
     return exact_data(result) or 0 < len(text.split()) <= EXACT_MAX_WORDS
 
 
+def said_as_written(result: Any) -> bool:
+    """Whether ``result`` is a whole sentence written for people, to be said as it is.
+
+    A :func:`short_sentence` of at least three words that ends in ``.``, ``!`` or ``?`` ("It is
+    02:11 on Sunday 6 December."), as text or as a dict's words (:func:`spoken_result`). In
+    grammar mode such a data result needs no model round to be read back: a round that read it
+    back could only say it again (:class:`DataHead` and :class:`DataTail` keep the data sentence
+    alone), and SmolLM2-135M sometimes said it wrongly ("23:19 is 23:19 on Saturday 5 December.",
+    ``bench --accuracy``), after a round that cost about 300 ms of voice-to-voice here
+    (``bench``: 1258-1279 ms for time.wav, the slowest shared command). A bare value ("73") is
+    not one: the model's round puts it in a sentence.
+    """
+    text = spoken_result(result).strip()
+    return short_sentence(text) and len(text.split()) >= 3 and text[-1:] in ".!?"
+
+
 def carries_data(reply: str, result: Any, whole: bool = False) -> bool:
     """Whether ``reply`` says a result it reads back, as the turn loop judges.
 

@@ -34,6 +34,7 @@ from agent.conversation.results import (
     DataHead,
     DataTail,
     carries_data,
+    said_as_written,
     short_sentence,
     spoken_result,
     tail_after_data,
@@ -568,15 +569,17 @@ class Conversation:
         A call that failed with a reason its skill raised for people needs no words of the
         model: the reason is said as written after the rounds. The round that read it back
         added words that do not fit (SmolLM2-135M, greedy, no camera: "Let me look. Why did the
-        robot...? I have no camera, so I cannot see."), and cost a model round.
+        robot...? I have no camera, so I cannot see."), and cost a model round. Nor does a data
+        result that is a sentence written for people (:func:`said_as_written`: "It is 02:11 on
+        Sunday 6 December."): it is said as written after the rounds too, a model round sooner.
         """
         if self.format != "grammar":
             return True
-        reasons = [_reason(outcome) for _, _, outcome in res.calls[first:]]
-        needs_words = not say.strip() and not any(reasons)
-        for (name, _, outcome), reason in zip(res.calls[first:], reasons, strict=True):
+        written = [self._written(name, outcome) for name, _, outcome in res.calls[first:]]
+        needs_words = not say.strip() and not any(written)
+        for (name, _, outcome), words in zip(res.calls[first:], written, strict=True):
             sk = self.registry.skills.get(name)
-            needs_words |= not reason and (sk is None or sk.follow_up or not outcome.ok)
+            needs_words |= not words and (sk is None or sk.follow_up or not outcome.ok)
         if needs_words and may_speak:
             return True
         if not tools or rnd + 1 >= self.cfg.max_tool_rounds - 1:  # the next round could only talk
@@ -584,6 +587,21 @@ class Conversation:
         called = {name for name, _, _ in res.calls}
         left = tools_left(text, list(self.registry.skills.values()), called, self.cfg.tool_prior_bonus)
         return any(v > 0 for name, v in left.items() if name != NO_TOOL)
+
+    def _written(self, name: str, outcome: ToolOutcome) -> str:
+        """What a call's skill wrote for people to hear as it is ("" for none).
+
+        A failed call's reason (:func:`_reason`), or a data skill's (``follow_up``) result that
+        is a sentence written for people (:func:`said_as_written`) or that its skill says is
+        (``@skill(as_written=True)``).
+        """
+        if reason := _reason(outcome):
+            return reason
+        sk = self.registry.skills.get(name)
+        if sk is None or not sk.follow_up or not outcome.ok:
+            return ""
+        words = spoken_result(outcome.result).strip()
+        return words if sk.as_written or said_as_written(outcome.result) else ""
 
     def _examples(self) -> list[str]:
         """Example speech of the system prompt, held back by the repeat guard like an earlier reply."""

@@ -132,6 +132,7 @@ class _Marker:
     side_effects: bool = True
     moves: bool | None = None
     ability: str | None = None
+    as_written: bool = False
 
 
 def skill(
@@ -148,6 +149,7 @@ def skill(
     side_effects: bool = True,
     moves: bool | None = None,
     ability: str | None = None,
+    as_written: bool = False,
 ) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
@@ -186,6 +188,11 @@ def skill(
         ability: What the robot says it can do with this skill, after "I can" ("tell the
             time"), when asked "what can you do?" (the ``abilities`` skill). None (default):
             the words of its name ("greet guest"); "": not said (``abilities`` itself).
+        as_written: Its result is the whole answer, written for people, however long: with the
+            embedded small model (grammar mode) it is said as written, without the model round
+            that could only say it again (``abilities``' list: SmolLM2-135M garbled it, "What I
+            see and look at people. I can tell the time, ..."). A short sentence is said as
+            written anyway (:func:`agent.conversation.results.said_as_written`). Default False.
 
     Returns:
         The same function, with a marker attribute the loader looks for.
@@ -208,6 +215,7 @@ def skill(
                 side_effects,
                 bool(needs) if moves is None else moves,
                 ability.strip() if ability is not None else None,
+                as_written,
             ),
         )
         return f
@@ -271,6 +279,7 @@ class Skill:
         moves: It moves the body: it fails while the emergency stop is latched (see :func:`skill`).
         clamped: Per parameter, the sentences said when its value was clamped (:class:`Clamped`).
         ability: What the robot can do with it, said after "I can" ("": not said; see :func:`skill`).
+        as_written: Its result is said as written, without a model round (see :func:`skill`).
 
     """
 
@@ -293,6 +302,7 @@ class Skill:
     moves: bool = False
     clamped: dict[str, Clamped] = field(default_factory=dict)
     ability: str = ""
+    as_written: bool = False
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -424,4 +434,5 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         moves=bool(marker.moves),
         clamped=clamped,
         ability=(marker.name or fn.__name__).replace("_", " ") if marker.ability is None else marker.ability,
+        as_written=marker.as_written,
     )
