@@ -378,14 +378,24 @@ def test_a_data_result_written_for_people_is_said_as_written_without_a_second_ro
     assert evs.of(Reply)[0].text == result.result
 
 
-def test_a_result_read_back_by_the_model_is_its_draft(agent):
-    """A round that reads a result back (a finished background call's) drafts it: read in
-    batches, not one decode step per token."""
+def test_a_finished_background_call_written_for_people_is_said_as_written(agent):
     conv = agent.core.conversation
     conv.history.clear()
     done = "Time is up: the timer for 10 seconds is done."
+    res = conv.background_turn(BackgroundDone(-1, tool="set_timer", ok=True, result=done, call_id="t1"), 98)
+    assert res.rounds == 0 and res.text == done, res
+    assert conv.history[-1]["role"] == "assistant" and done in conv.history[-1]["content"]
+    conv.history.clear()
+
+
+def test_a_result_read_back_by_the_model_is_its_draft(agent):
+    """A round that reads a result back (a finished background call's, too long to be said as
+    written) drafts it: read in batches, not one decode step per token."""
+    conv = agent.core.conversation
+    conv.history.clear()
+    done = "Time is up: the tea timer for three minutes is done, so your tea is ready to drink now."
     res = conv.background_turn(BackgroundDone(-1, tool="set_timer", ok=True, result=done, call_id="t1"), 99)
-    assert res.rounds == 1 and done in res.text, res
+    assert res.rounds == 1 and "three minutes" in res.text, res
     assert res.draft_acceptance is not None and res.draft_acceptance >= 0.5, res  # None: nothing drafted
     conv.history.clear()
 

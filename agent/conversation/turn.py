@@ -868,11 +868,20 @@ class Conversation:
 
         A text result that worked is data the reply carries (``turn``'s ``data``): SmolLM2-135M
         answered a finished timer with "I am done with the task. I will tell you when it is
-        finished." (a new user's ``chat``, measured), which the user cannot act on.
+        finished." (a new user's ``chat``, measured), which the user cannot act on. In grammar
+        mode a result that is a sentence written for people (:func:`said_as_written`) is said as
+        written, without a model round.
         """
         status = "finished" if done.ok else "failed"
         note = f"(The background task {done.tool} {status}: {done.result})"
         data = (spoken_result(done.result),) if done.ok and spoken_result(done.result) else ()
+        if self.format == "grammar" and data and said_as_written(done.result):
+            # A sentence written for people is all this turn is for: said as written, with no
+            # model round that could only say it again ("Time is up: the timer ... is done.").
+            self.history.append({"role": "user", "content": note})
+            res = TurnResult()
+            res.text = self._say_after(list(data), on_text, None)
+            return res
         return self.turn(note, turn_id, on_text=on_text, stop=stop, tools=False, data=data)
 
     def forget_since(self, length: int) -> None:
