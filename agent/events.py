@@ -364,13 +364,19 @@ class ToolCall(Event):
 
 @dataclass(frozen=True)
 class ToolResult(Event):
-    """What a skill returned (``ok``) or why it failed (``ok=False``, ``result`` is the message)."""
+    """What a skill returned (``ok``) or why it failed (``ok=False``, ``result`` is the message).
+
+    ``reason``: what the skill raised for people when it failed ("I have no camera, so I cannot
+    see."), which the reply says; "" for a success, a failure without one, or a call the turn did
+    not run (the user's words asked for another tool: nothing is said about it).
+    """
 
     name: ClassVar[str] = "tool_result"
     tool: str = ""
     ok: bool = True
     result: Any = None
     call_id: str = ""
+    reason: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """JSON form with the tool's name under ``name``."""
@@ -381,6 +387,7 @@ class ToolResult(Event):
             "ok": self.ok,
             "result": self.result,
             "call_id": self.call_id,
+            "reason": self.reason,
         }
 
 

@@ -97,6 +97,36 @@ def test_turn_rows_check_every_turn_against_the_one_before():
     assert rows[1]["reply_why"] == "repeats the previous reply" and last == rows[1]["reply"]
 
 
+def test_a_data_call_not_run_is_owed_no_words_but_a_failure_owes_its_reason():
+    """``bench --accuracy``'s one conversation: "can you dance for me?" had the model write
+    ``get_time`` first; it was not run, and the reply "Here I go!" was failed for not saying
+    "get_time not run: the user asked for dance, not this"."""
+    not_run = "get_time not run: the user asked for dance, not this"
+    evs = [
+        Transcript(5, "Can you dance for me?"),
+        ToolCall(5, "get_time", {}, "t5r0c0"),
+        ToolResult(5, "get_time", False, not_run, "t5r0c0"),
+        ToolCall(5, "dance", {}, "t5r1c0"),
+        ToolResult(5, "dance", True, "I am dancing.", "t5r1c0"),
+        Reply(5, "Here I go!"),
+        Transcript(6, "What do you see?"),
+        ToolCall(6, "describe_scene", {}, "t6r0c0"),
+        ToolResult(
+            6,
+            "describe_scene",
+            False,
+            "describe_scene raised RuntimeError: no camera",
+            "t6r0c0",
+            "No camera.",
+        ),
+        Reply(6, "Let me look."),
+    ]
+    item = {"text": "Can you dance for me?", "expect_any": ["dance"], "intent": "skill"}
+    rows, _ = _turn_rows(evs, item, {"get_time", "describe_scene"}, "")
+    assert [r["reply_ok"] for r in rows] == [True, False], rows
+    assert rows[1]["reply_why"] == "does not carry the result of describe_scene"
+
+
 def test_without_say_keeps_the_call_and_its_exact_prefix():
     raw = '{ "call": {"tool": "none"}, "say": "It is \\"fine\\" now."}'
     assert without_say(raw) == '{ "call": {"tool": "none"}}'

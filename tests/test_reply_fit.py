@@ -253,6 +253,20 @@ def test_the_last_turns_reading_is_not_repeated_for_another_request(agent, first
     assert not carries_result(_reply(evs, turns[-1]), first_result), _reply(evs, turns[-1])
 
 
+def test_a_call_not_run_gets_no_acknowledgement(agent):
+    """``bench --accuracy``'s one conversation: "what do you see right now?" after "please look to
+    the left" had the model write ``look`` again; it was not run, yet the robot said "On it! Let
+    me look. I have no camera, so I cannot see." and did not turn."""
+    agent.core.conversation.history.clear()
+    evs = agent.text("wave your right hand", "please look to the left", "what do you see right now?")
+    last = max(e.turn_id for e in evs.of(Reply))
+    ran = [r.tool for r in evs.of(ToolResult, last) if r.ok]
+    assert "look" not in ran, evs.of(ToolResult, last)
+    reply = _reply(evs, last)
+    assert not any(reply.startswith(ack) for ack in ACKNOWLEDGEMENTS), reply
+    assert reply.endswith("I have no camera, so I cannot see."), reply
+
+
 def test_a_negated_movement_is_answered_as_one(agent):
     """A new user's chat: "don't wave" after a wave got "Sorry, I didn't get that. Could you say it
     another way?" (the model's "I am waving my right hand." left out); "don't dance" got "I'm

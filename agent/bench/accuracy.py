@@ -78,7 +78,12 @@ def _turn_rows(
         mine = [e for e in evs if e.turn_id == tid]
         bg = next((e for e in mine if isinstance(e, BackgroundDone)), None)
         reply = next((e.text for e in mine if isinstance(e, Reply)), None)
-        results = [(e.tool, e.result) for e in mine if isinstance(e, ToolResult) and e.tool in data_tools]
+        # A data call's result, or the reason it failed; a call the turn did not run has neither.
+        results = [
+            (e.tool, e.result if e.ok else e.reason)
+            for e in mine
+            if isinstance(e, ToolResult) and e.tool in data_tools and (e.ok or e.reason)
+        ]
         if bg is not None:
             results.append((bg.tool, bg.result))
         chat = None

@@ -454,7 +454,7 @@ class Conversation:
                     tuple(results),
                     tuple(_not_within(before, " ".join(results))),
                     examples=tuple(self._examples()),
-                    no_ack=self._cannot_move() | self._asks_length(text),
+                    no_ack=self._cannot_move() | self._asks_length(text) | self._not_asked(text),
                 )
                 # A round that reads data back ends with the sentence that carries it: nothing
                 # after the result that was not asked for ("... 1 December. It needs to recharge.");
@@ -698,11 +698,25 @@ class Conversation:
         Returns:
             The tools asked for ("dance"), or "" when ``skill`` runs.
         """
-        if self.format != "grammar" or "stop" in skill.name.split("_") or not text.strip():
-            return ""
+        pointed = self._asked_for(text)
+        return ", ".join(pointed) if _left_out(skill.name, pointed) else ""
+
+    def _asked_for(self, text: str) -> list[str]:
+        """The tools the user's words point at (:func:`tool_prior`; grammar mode, else none)."""
+        if self.format != "grammar" or not text.strip():
+            return []
         bonuses = tool_prior(text, list(self.registry.skills.values()), set(), 1.0)
-        pointed = [n for n, v in bonuses.items() if v > 0 and n != NO_TOOL]
-        return "" if not pointed or skill.name in pointed else ", ".join(pointed)
+        return [n for n, v in bonuses.items() if v > 0 and n != NO_TOOL]
+
+    def _not_asked(self, text: str) -> frozenset[str]:
+        """Skills whose call is not run because the words ask for others (:meth:`_unasked`).
+
+        Such a call gets no acknowledgement: "what do you see right now?" after "look to the
+        left" had the model write ``look`` again, which was not run, yet the robot said "Of
+        course! Let me look. ..." (``bench --accuracy``, one conversation; a new user's chat).
+        """
+        pointed = self._asked_for(text)
+        return frozenset(name for name in self.registry.skills if _left_out(name, pointed))
 
     def _asks_length(self, text: str) -> frozenset[str]:
         """Skills the user's words give no length for (:func:`length_unsaid`).
@@ -824,7 +838,7 @@ class Conversation:
             outcome = self.registry.call(call["name"], call["arguments"], self.ctx, on_done, asked)
             if on_done is not None and not outcome.ok:  # refused: a started call answers "started"
                 self.background.not_started()
-        self.emit(ToolResult(turn_id, call["name"], outcome.ok, outcome.result, call_id))
+        self.emit(ToolResult(turn_id, call["name"], outcome.ok, outcome.result, call_id, _reason(outcome)))
         res.calls.append((call["name"], call["arguments"], outcome))
         ran.calls.append(call)
         ran.messages.append(
@@ -903,6 +917,11 @@ class Conversation:
         See :func:`agent.conversation.history.truncate_turn` (barge-in: the rest was never played).
         """
         return hist.truncate_turn(self.history, heard)
+
+
+def _left_out(name: str, pointed: list[str]) -> bool:
+    """A call of tool ``name`` is not run: the words point at other tools (a stop always runs)."""
+    return bool(pointed) and name not in pointed and "stop" not in name.split("_")
 
 
 def _reason(outcome: ToolOutcome) -> str:
