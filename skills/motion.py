@@ -129,7 +129,8 @@ def look(
     return f"I am looking {yaw_deg:g} degrees to the side and {pitch_deg:g} degrees up."
 
 
-@skill(follow_up=False, keywords=("stop", "halt", "freeze", "quiet", "enough"), ability="")
+# Its result is what the robot says, as written: an acknowledgement ("Here I go!") was wrong for a stop.
+@skill(as_written=True, keywords=("stop", "halt", "freeze", "quiet", "enough"), ability="")
 def stop(ctx: SkillContext) -> str:
     """Stop moving at once and hold still."""
     ctx.robot.stop()

@@ -359,3 +359,20 @@ def test_only_a_clamp_the_user_asked_for_is_told():
         assert theirs.told == "I can tilt my head at most 30 degrees up."
     finally:
         robot.stop()
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("set a timer for minus 5 seconds", -5.0),
+        ("a timer for negative two minutes", -120.0),
+        ("minus forty five seconds", -45.0),
+        ("set a timer for 5 seconds", 5.0),
+        ("minus the wait, 5 seconds", 5.0),  # "minus" that says no sign of the length
+    ],
+)
+def test_a_length_said_below_zero_stays_below_zero(text, seconds):
+    """A new user's chat: "set a timer for minus 5 seconds" started a 5 s timer and said "All right!"."""
+    from agent.conversation.argprior import spoken_seconds
+
+    assert spoken_seconds(text) == seconds

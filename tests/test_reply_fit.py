@@ -267,6 +267,16 @@ def test_a_call_not_run_gets_no_acknowledgement(agent):
     assert reply.endswith("I have no camera, so I cannot see."), reply
 
 
+def test_a_timer_below_zero_is_refused_without_an_acknowledgement(agent):
+    """A new user's chat: "set a timer for minus 5 seconds" started a 5 s timer ("All right!")."""
+    agent.core.conversation.history.clear()
+    evs = agent.text("set a timer for minus 5 seconds")
+    [result] = evs.of(ToolResult)
+    assert result.tool == "set_timer" and not result.ok, result
+    reply = _reply(evs)
+    assert reply.startswith("I can't set timer") and "greater than 0" in reply, reply
+
+
 def test_a_negated_movement_is_answered_as_one(agent):
     """A new user's chat: "don't wave" after a wave got "Sorry, I didn't get that. Could you say it
     another way?" (the model's "I am waving my right hand." left out); "don't dance" got "I'm
@@ -405,3 +415,12 @@ def test_a_time_read_before_another_call_is_still_said(agent, ask):
     reply = _reply(evs)
     assert carries_result(reply, results[0]), (ask, reply)
     assert tail_after_data(reply, results) == "" and "not" not in reply.split(), (ask, reply)
+
+
+def test_a_typed_stop_says_it_stopped_not_an_acknowledgement(agent):
+    """A new user's chat: "stop" ran stop and the robot said "Here I go!"."""
+    agent.core.conversation.history.clear()
+    evs = agent.text("wave your right hand", "stop")
+    last = max(e.turn_id for e in evs.of(Reply))
+    assert [r.tool for r in evs.of(ToolResult, last)] == ["stop"]
+    assert _reply(evs, last) == "I stopped and I am holding still."

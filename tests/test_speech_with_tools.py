@@ -43,8 +43,8 @@ from agent.events import (
 from agent.skills import build_skill, load_registry, new_skill_file, skill
 from hardware.animation import linear_move
 
-MOTION = ("wave", "nod", "dance", "look", "look_at", "stop", "play_animation")
-DATA = ("get_time", "describe_scene", "emergency_stop")
+MOTION = ("wave", "nod", "dance", "look", "look_at", "play_animation")
+DATA = ("get_time", "describe_scene", "emergency_stop", "stop")  # stop says its result as written
 
 
 # --- the skill field and the schema (no model) -----------------------------------------------------

@@ -105,11 +105,20 @@ def spoken_seconds(text: str) -> float | None:
     """The duration said in ``text``, in seconds ("five minutes" → 300, "1 minute 30 seconds" → 90).
 
     Returns:
-        The sum over the units said once each with one number, or None when no unit has exactly
-        one number before it.
+        The sum over the units said once each with one number, below zero when said so ("minus
+        5 seconds" → -5), or None when no unit has exactly one number before it.
     """
     found = [q * f for units, f in TIME_UNITS.items() if (q := spoken_quantity(text, units)) is not None]
-    return sum(found) if found else None
+    if not found:
+        return None
+    # "minus 5 seconds" is a length below zero, which the skill refuses and says why (not 5 s).
+    return -sum(found) if _NEGATIVE_LENGTH.search(text) else sum(found)
+
+
+_NEGATIVE_LENGTH = re.compile(
+    r"\b(?:minus|negative)\s+(?:[\w.]+\s+){1,2}(?:second|seconds|minute|minutes|hour|hours)\b", re.IGNORECASE
+)
+"""A duration said below zero: "minus 5 seconds", "negative two minutes"."""
 
 
 def length_unsaid(user_text: str, parameters: dict[str, Any]) -> str | None:

@@ -25,7 +25,7 @@ from typing import Any
 from agent.config import LLMConfig
 from agent.control import ReleaseGate, StopSignal
 from agent.conversation import history as hist
-from agent.conversation.argprior import follow_words, length_unsaid, said_values
+from agent.conversation.argprior import follow_words, length_unsaid, said_values, spoken_seconds
 from agent.conversation.background import BackgroundCalls
 from agent.conversation.claims import CANNOT, MISSED, ClaimGuard, asked_for
 from agent.conversation.context import fit_history
@@ -48,7 +48,7 @@ from agent.conversation.rounds import (
     RoundPlan,
 )
 from agent.conversation.toolgrammar import NO_TOOL
-from agent.conversation.toolprior import follow_on, said_not_to, tool_prior, tools_left
+from agent.conversation.toolprior import follow_on, said_not_to, takes_a_length, tool_prior, tools_left
 from agent.engines import ChatEngine, Decoding, Generation
 from agent.engines.base import ContextFull
 from agent.events import BackgroundDone, Event, ToolCall, ToolResult
@@ -719,12 +719,18 @@ class Conversation:
         return frozenset(name for name in self.registry.skills if _left_out(name, pointed))
 
     def _asks_length(self, text: str) -> frozenset[str]:
-        """Skills the user's words give no length for (:func:`length_unsaid`).
+        """Skills the user's words give no usable length for: none (:func:`length_unsaid`), or one below zero.
 
-        A call of one is answered :data:`ASK_LENGTH` alone, with no acknowledgement first ("Sure!
-        For how long?").
+        A call of one is answered :data:`ASK_LENGTH` alone, or its refusal alone, with no
+        acknowledgement first ("Sure! For how long?"; "set a timer for minus 5 seconds" got
+        "Sure! I can't set timer: ...", a new user's chat).
         """
-        return frozenset(s.name for s in self.registry.skills.values() if length_unsaid(text, s.parameters))
+        below_zero = (spoken_seconds(text) or 0) < 0
+        return frozenset(
+            s.name
+            for s in self.registry.skills.values()
+            if length_unsaid(text, s.parameters) or (below_zero and takes_a_length(text, s))
+        )
 
     def _cannot_move(self) -> frozenset[str]:
         """Skills that move the body (``moves``) while the robot's emergency stop is latched: they fail.
