@@ -621,10 +621,18 @@ class Shutdown(Event):
 
 @dataclass(frozen=True)
 class Ready(Event):
-    """All models are loaded and warmed; the agent takes input from now on."""
+    """All models are loaded and warmed; the agent takes input from now on.
+
+    Attributes:
+        load_ms: Loading and warming every model, ms.
+        profile: The model profile the conversation runs (``plain`` or ``small``).
+        tool_format: How the model writes tool calls (``bolt``, ``hermes``, ``grammar``...).
+    """
 
     name: ClassVar[str] = "ready"
     load_ms: float = 0.0
+    profile: str = ""
+    tool_format: str = ""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,11 @@ from agent.state.timers import done_message, spoken_timers, timer_label
 
 
 @skill(
-    background=True, follow_up=False, keywords=("timer", "remind", "countdown", "alarm"), ability="set timers"
+    background=True,
+    follow_up=False,
+    as_written=True,
+    keywords=("timer", "remind", "countdown", "alarm"),
+    ability="set timers",
 )
 def set_timer(
     ctx: SkillContext,

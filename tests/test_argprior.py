@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
-from agent.conversation.argprior import (
+from agent.conversation.small.argprior import (
     follow_words,
     length_unsaid,
     limb_sides,
@@ -16,6 +16,8 @@ from agent.conversation.argprior import (
     spoken_degrees,
 )
 from agent.skills import SkillContext, SkillRegistry, skill
+
+pytestmark = pytest.mark.small_model
 
 
 def _schema(fn) -> dict:
@@ -373,6 +375,6 @@ def test_only_a_clamp_the_user_asked_for_is_told():
 )
 def test_a_length_said_below_zero_stays_below_zero(text, seconds):
     """A new user's chat: "set a timer for minus 5 seconds" started a 5 s timer and said "All right!"."""
-    from agent.conversation.argprior import spoken_seconds
+    from agent.conversation.small.argprior import spoken_seconds
 
     assert spoken_seconds(text) == seconds

@@ -1,6 +1,6 @@
 """Replies that claim a movement no call made: the sentence is left out, "Sorry, I can't do that." said.
 
-Stream-level cases feed :class:`~agent.conversation.claims.ClaimGuard` the same text in deltas of
+Stream-level cases feed :class:`~agent.conversation.small.claims.ClaimGuard` the same text in deltas of
 every size; the conversation case runs the real SmolLM2-135M (greedy) through typed turns.
 """
 
@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from agent.conversation.claims import CANNOT, MISSED, ClaimGuard, asked_for, claims_motion
+from agent.conversation.small.claims import CANNOT, MISSED, ClaimGuard, asked_for, claims_motion
 from agent.events import Reply, ToolCall
 from agent.speech.sentences import split_sentences
+
+pytestmark = pytest.mark.small_model
 
 
 @pytest.mark.parametrize(
@@ -104,13 +106,14 @@ def test_a_claim_was_asked_for_when_the_words_name_its_verb(said, claim, asked):
 def test_only_a_movement_that_worked_lets_a_reply_say_the_robot_moves():
     """A new user's chat: "who is in front of you" after "look at me" ran only describe_scene and
     said "I am turning toward the person ..." (a copied look_at result): a reading moves nothing."""
-    from agent.conversation.turn import TurnResult, _moved
+    from agent.conversation.records import TurnResult
+    from agent.conversation.small.policy import moved
     from agent.skills import ToolOutcome, load_registry
 
     reg = load_registry([], entry_points=False)
     res = TurnResult()
     res.calls.append(("describe_scene", {}, ToolOutcome(True, {"summary": "1 person"})))
     res.calls.append(("wave", {}, ToolOutcome(False, "wave failed", raised="my emergency stop is on")))
-    assert not _moved(res, reg)
+    assert not moved(res, reg)
     res.calls.append(("look_at", {"target": "person"}, ToolOutcome(True, "I am turning toward the person")))
-    assert _moved(res, reg)
+    assert moved(res, reg)

@@ -10,9 +10,11 @@ import pytest
 
 from agent.bench.reply_checks import carries_result, reply_check, tail_after_data
 from agent.conversation.results import carries_reason
-from agent.conversation.toolgrammar import ACKNOWLEDGEMENTS
+from agent.conversation.small.acks import ACKNOWLEDGEMENTS
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
 from agent.speech.sentences import split_sentences
+
+pytestmark = pytest.mark.small_model
 
 
 @pytest.fixture(scope="module")

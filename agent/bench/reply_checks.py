@@ -15,7 +15,8 @@ from typing import Any
 
 from agent.conversation.prompt import EXAMPLE_SAY
 from agent.conversation.results import STOP_WORDS as _STOP
-from agent.conversation.results import carries_result, exact_data, result_text, spoken_words, tail_after_data
+from agent.conversation.results import carries_result, result_text, spoken_words
+from agent.conversation.small.readback import exact_data, tail_after_data
 
 __all__ = [
     "answers_chat",
@@ -52,7 +53,7 @@ def arguments_fit(
 
     * direction: a signed argument (``positive = left`` in its schema) points to the one side
       the words name, by a turn a person sees ("look to the left" → yaw of at least
-      :data:`~agent.conversation.argprior.MIN_TURN_SHARE` of its range to the left: 12 degrees of
+      :data:`~agent.conversation.small.argprior.MIN_TURN_SHARE` of its range to the left: 12 degrees of
       60); words naming both sides: any; words naming neither: any, unless they name a side of
       another signed argument of the call ("look to the left" asks for no tilt: pitch under
       that share of its range);
@@ -71,7 +72,7 @@ def arguments_fit(
     Returns:
         ``(ok, why)``: ``why`` names the first argument that does not follow ("" when ok).
     """
-    from agent.conversation.argprior import (
+    from agent.conversation.small.argprior import (
         MIN_TURN_SHARE,
         OPPOSITES,
         directions,

@@ -223,7 +223,8 @@ class EventPrinter:
         if isinstance(ev, (Utterance, Spoken, PlaybackStarted)):
             return None  # per-sentence detail: JSON mode only
         if isinstance(ev, Ready):
-            return f"ready (models loaded and warmed in {ev.load_ms / 1000:.1f} s)"
+            how = f"; model profile {ev.profile}, {ev.tool_format} tool calls" if ev.profile else ""
+            return f"ready (models loaded and warmed in {ev.load_ms / 1000:.1f} s{how})"
         if isinstance(ev, InputStarted):
             return f"\n>>> playing {ev.source}"
         if isinstance(ev, PauseVerdict):

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 from agent.config import Config
 from agent.control import CpuArbiter
 from agent.conversation import Conversation
-from agent.conversation.toolprior import things_to_end
 from agent.engines import ChatEngine, make_chat_model
 from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked, SceneDescribed
 from agent.listening.end_of_turn import EndOfTurnJudge
+from agent.listening.skill_words import things_to_end
 from agent.models import resolve_model
 from agent.pipeline.camera_news import CameraNews
 from agent.pipeline.queues import TurnGate
@@ -94,7 +94,8 @@ class AgentCore:
         if self.cfg.llm.warmup:
             self.conversation.warmup()
         self.tts.warmup()
-        self.emit(Ready(-1, round(self.load_ms + (time.perf_counter() - t0) * 1000.0, 1)))
+        load_ms = round(self.load_ms + (time.perf_counter() - t0) * 1000.0, 1)
+        self.emit(Ready(-1, load_ms, self.conversation.profile, self.conversation.format))
 
     def state_line(self) -> str | None:
         """Dynamic app state for the newest user turn (the camera's scene and its description), or None.
@@ -165,7 +166,7 @@ def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> lis
     Returns:
         Lower-case words, each once, in order.
     """
-    from agent.conversation.toolprior import STOPWORDS
+    from agent.listening.skill_words import STOPWORDS
 
     skip = STOPWORDS | NOT_HOTWORDS
     words: list[str] = []

@@ -106,6 +106,7 @@ class ChatModel(Completions):
 
         self.cfg = cfg
         self.path = Path(model_path)
+        self.model_bytes = self.path.stat().st_size if self.path.is_file() else 0
         self.arbiter = arbiter if arbiter is not None else CpuArbiter()
         if not isinstance(cfg.n_ctx, int):
             raise LLMError(

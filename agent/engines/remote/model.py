@@ -114,6 +114,8 @@ class ServerChatModel(Completions):
         self.tool_choice = tool_choice
         self.vocab = vocab if vocab is not None else RemoteVocab(self.base_url, cfg, self.headers)
         self.path: Path = getattr(self.vocab, "path", Path("remote"))
+        self.model_bytes: int = int(getattr(self.vocab, "model_bytes", 0))
+        self.server_tools: bool = api == "chat"
         self.n_ctx: int = self.vocab.n_ctx
         self.architecture: str = self.vocab.architecture
         self.template: str = self.vocab.template

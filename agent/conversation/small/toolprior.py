@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 
-from agent.conversation.argprior import OPPOSITES, OTHER_WORDS, directions, named_sides, spoken_seconds
+from agent.conversation.small.argprior import OPPOSITES, OTHER_WORDS, directions, named_sides
+from agent.conversation.small.quantities import spoken_seconds
 from agent.conversation.toolgrammar import NO_TOOL
-from agent.skills import GENERIC_NAME_WORDS, Skill
+from agent.listening.skill_words import ENDING_CUES, name_words
+from agent.skills import Skill
 from agent.speech.words import words
-
-STOPWORDS = GENERIC_NAME_WORDS | {"the", "and", "for", "you", "can", "your", "with", "please"}
-"""Words of a tool's name the user need not say for a name match (:func:`name_words`)."""
 
 NEGATIONS: tuple[tuple[str, ...], ...] = tuple(
     tuple(c.split())
@@ -52,11 +51,6 @@ _CLAUSE_JOINS = frozenset("and then but".split())
 _BEFORE_THE_VERB = frozenset("you please ever even to be any more longer keep the my your this that".split())
 """Words that may stand between a negation and its verb or thing ("do not ever wave", "please stop
 to dance", "stop the timer": "timer" is negated, so it does not point at ``set_timer``)."""
-
-ENDING_CUES = frozenset({"stop", "cancel", "quit"})
-"""Cues that end a thing: a tool named for one of them (``cancel_timer``) is named by any of them
-with the rest of its name ("stop the timer" ran ``stop``, which halts the body, and then
-``set_timer``, which asked "For how long?": a new user's ``chat``)."""
 
 
 def negated(user_text: str) -> list[bool]:
@@ -152,15 +146,6 @@ def wanted_words(user_text: str) -> list[str]:
     return [w for w, no, about in flags if not no and not about]
 
 
-def name_words(name: str) -> set[str]:
-    """The words of a tool's name that the user must all say for a name match.
-
-    Split at ``_``, generic verbs (:data:`STOPWORDS`) left out, short words kept: ``look_at``
-    needs "look" *and* "at", so "please look to the left" names ``look``, not ``look_at``.
-    """
-    return {w for w in name.lower().split("_") if w and w not in STOPWORDS}
-
-
 def names_its_negation(user_text: str, name: str) -> bool:
     """Whether a tool's name starts with a negation cue the user said, with the rest of the name.
 
@@ -188,28 +173,6 @@ def names_its_negation(user_text: str, name: str) -> bool:
         and bool(cues & set(wanted_words(user_text)))
         and parts - {first} <= said
     )
-
-
-def things_to_end(skills: list[Skill]) -> frozenset[str]:
-    """Words that, said with a stop phrase, name something to end besides motion and speech.
-
-    The name words and one-word keywords of each skill with side effects that does not move
-    the body and does not stop it (the timers': "timer", "alarm", ...). "stop the timer" took the
-    stop fast path, which halts the body and silences the robot, and the timer went on (a new
-    user's ``chat``); with these words said the model answers instead (``cancel_timer``).
-
-    Args:
-        skills: The skills on offer.
-
-    Returns:
-        Lower-case words.
-    """
-    out: set[str] = set()
-    for s in skills:
-        if not s.side_effects or s.moves or "stop" in s.name.lower().split("_"):
-            continue
-        out |= {w for w in name_words(s.name) if len(w) > 2} | {k for k in s.keywords if " " not in k}
-    return frozenset(out - ENDING_CUES)
 
 
 def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float) -> dict[str, float]:
@@ -310,9 +273,9 @@ def takes_a_side(user_text: str, skill: Skill) -> bool:
 
     Returns:
         True for a direction of a signed argument's convention (``look``'s yaw "positive =
-        left": "left" or "right", :func:`~agent.conversation.argprior.directions`), a side
+        left": "left" or "right", :func:`~agent.conversation.small.argprior.directions`), a side
         that is a value of an enum argument ("right" for ``wave``'s ``hand``), or "other" /
-        "opposite" (:data:`~agent.conversation.argprior.OTHER_WORDS`) where the skill has either.
+        "opposite" (:data:`~agent.conversation.small.argprior.OTHER_WORDS`) where the skill has either.
     """
     said = set(wanted_words(user_text))
     named = named_sides(directions(user_text), skill.parameters)
@@ -369,7 +332,7 @@ def takes_a_length(user_text: str, skill: Skill) -> bool:
 
     Returns:
         True when one of its arguments is "in seconds" and the words say a duration
-        (:func:`~agent.conversation.argprior.spoken_seconds`).
+        (:func:`~agent.conversation.small.argprior.spoken_seconds`).
     """
     props = (skill.parameters.get("properties") or {}).values()
     has_length = any("in seconds" in str(p.get("description", "")) for p in props)

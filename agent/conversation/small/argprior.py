@@ -11,7 +11,7 @@ alone; so do words that name neither, unless they name a side of another argumen
 "look to the left" asks for no tilt, so ``pitch_deg`` takes its schema default (the model wrote
 ``look(yaw 0, pitch 90)`` for it, measured: the head turned left and 30 degrees up). Like the
 tool prior
-(:mod:`agent.conversation.toolprior`) this is a prior from the user's own words, applied where
+(:mod:`agent.conversation.small.toolprior`) this is a prior from the user's own words, applied where
 the model is weakest. An argument "in seconds" (its description says so, as ``set_timer``'s
 does) is the duration the words say ("two hours" was written as ``seconds 2.5``).
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agent.conversation.small.quantities import spoken_count, spoken_degrees, spoken_seconds
 from agent.speech.words import words
 
 OPPOSITES = {
@@ -42,83 +43,6 @@ compound command) and "look down" as ``pitch -3`` (a new user's chat, against 15
 the right sign, and a turn nobody sees."""
 
 _CONVENTION = re.compile(r"positive\s*=\s*(\w+)", re.IGNORECASE)
-_TENS = {
-    "ten": 10,
-    "twenty": 20,
-    "thirty": 30,
-    "forty": 40,
-    "fifty": 50,
-    "sixty": 60,
-    "seventy": 70,
-    "eighty": 80,
-    "ninety": 90,
-}
-_UNITS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9}
-_TEENS = {
-    "eleven": 11,
-    "twelve": 12,
-    "thirteen": 13,
-    "fourteen": 14,
-    "fifteen": 15,
-    "sixteen": 16,
-    "seventeen": 17,
-    "eighteen": 18,
-    "nineteen": 19,
-}
-
-
-def spoken_quantity(text: str, units: tuple[str, ...]) -> float | None:
-    """The one number said before one of ``units`` in ``text`` ("30 degrees", "forty five seconds").
-
-    Args:
-        text: What the user said.
-        units: The unit's words, singular and plural (``("degree", "degrees")``).
-
-    Returns:
-        The number, or None when no number precedes a unit word or more than one does.
-    """
-    said = words(text.replace("-", " "))
-    found = []
-    for i, w in enumerate(said):
-        if w not in units or i == 0:
-            continue
-        prev, before = said[i - 1], said[i - 2] if i >= 2 else ""
-        value = None
-        if re.fullmatch(r"\d+(\.\d+)?", prev):
-            value = float(prev)
-        elif prev in _UNITS and before in _TENS:
-            value = float(_TENS[before] + _UNITS[prev])
-        elif prev in _TENS or prev in _TEENS or prev in _UNITS:
-            value = float(_TENS.get(prev) or _TEENS.get(prev) or _UNITS[prev])
-        elif prev in ("a", "an", "one"):
-            value = 1.0
-        if value is not None:
-            found.append(value)
-    return found[0] if len(found) == 1 else None
-
-
-TIME_UNITS = {("second", "seconds"): 1.0, ("minute", "minutes"): 60.0, ("hour", "hours"): 3600.0}
-"""Spoken duration units and their length in seconds."""
-
-
-def spoken_seconds(text: str) -> float | None:
-    """The duration said in ``text``, in seconds ("five minutes" → 300, "1 minute 30 seconds" → 90).
-
-    Returns:
-        The sum over the units said once each with one number, below zero when said so ("minus
-        5 seconds" → -5), or None when no unit has exactly one number before it.
-    """
-    found = [q * f for units, f in TIME_UNITS.items() if (q := spoken_quantity(text, units)) is not None]
-    if not found:
-        return None
-    # "minus 5 seconds" is a length below zero, which the skill refuses and says why (not 5 s).
-    return -sum(found) if _NEGATIVE_LENGTH.search(text) else sum(found)
-
-
-_NEGATIVE_LENGTH = re.compile(
-    r"\b(?:minus|negative)\s+(?:[\w.]+\s+){1,2}(?:second|seconds|minute|minutes|hour|hours)\b", re.IGNORECASE
-)
-"""A duration said below zero: "minus 5 seconds", "negative two minutes"."""
 
 
 def length_unsaid(user_text: str, parameters: dict[str, Any]) -> str | None:
@@ -142,31 +66,6 @@ def length_unsaid(user_text: str, parameters: dict[str, Any]) -> str | None:
         if "in seconds" in str((props.get(name) or {}).get("description", "")):
             return name
     return None
-
-
-def spoken_degrees(text: str) -> float | None:
-    """The one number of degrees said in ``text`` ("30 degrees", "forty five degrees"), or None."""
-    return spoken_quantity(text, ("degree", "degrees"))
-
-
-COUNT_WORDS = {"once": 1, "twice": 2, "thrice": 3}
-"""Words that are a count of repetitions by themselves."""
-
-
-def spoken_count(text: str) -> int | None:
-    """How many times the words ask for an action ("twice", "three times", "2 times"), or None.
-
-    Args:
-        text: What the user said.
-
-    Returns:
-        The one count said, or None when none is said or two different ones are ("once or twice").
-    """
-    found = {COUNT_WORDS[w] for w in words(text) if w in COUNT_WORDS}
-    times = spoken_quantity(text, ("time", "times"))  # "what time is it" has no number before it
-    if times is not None and times == int(times):
-        found.add(int(times))
-    return found.pop() if len(found) == 1 else None
 
 
 def said_values(user_text: str, parameters: dict[str, Any], arguments: dict[str, Any]) -> frozenset[str]:
