@@ -517,6 +517,31 @@ CASES: list[Case] = [
             ),
         ),
     ),
+    # --- the same again -------------------------------------------------------------------------------
+    Case(
+        "do that again",
+        "again",
+        (
+            _t("Wave with your left hand, please.", Step(calls=(call("wave", hand="left"),)), Step("Hello!")),
+            _t("Do that again.", Step("Again!", (call("wave", hand="left"),)), Step("There.")),
+        ),
+    ),
+    Case(
+        "what was said",
+        "again",
+        (
+            _t("Tell me something nice.", Step("You have a kind voice.")),
+            _t("What did you just say?", Step("I said you have a kind voice.")),
+        ),
+    ),
+    Case(
+        "one more time",
+        "again",
+        (
+            _t("Nod for me.", Step(calls=(call("nod"),)), Step("Yes!")),
+            _t("One more time!", Step(calls=(call("nod"),)), Step("Nodding again.")),
+        ),
+    ),
     # --- product rules (the same on every profile) ----------------------------------------------------
     Case(
         "ten nods",
@@ -575,6 +600,7 @@ def stand_in_differences(
     The rules run as they run the stand-in (grammar mode), turn by turn, on the calls the model
     wrote and the outcomes the plain run got (``results``, one per turn):
 
+    * the turn answered by the rules themselves, without the model (:meth:`SmallRules.answer`);
     * a call its plan does not offer in that round (the tool prior withholds it);
     * the model's words in a movement's round replaced by an acknowledgement ("Sure!");
     * its arguments rewritten from the words (:meth:`SmallRules.fix`), or the call refused
@@ -592,6 +618,11 @@ def stand_in_differences(
     for turn, done in zip(case.turns, results, strict=True):
         rules = policy.begin(TurnStart(turn.said, list(history), (), True))
         res, spoken, outcomes = TurnResult(), [], iter(done.calls)
+        direct = rules.answer()
+        if direct is not None:
+            out.append(f"{turn.said!r}: answered without the model: {direct}")
+            history += [{"role": "user", "content": turn.said}, {"role": "assistant", "content": direct.say}]
+            continue
         for rnd, step in enumerate(turn.steps):
             plan = rules.plan(rnd, RoundPlan(rnd < cfg.max_tool_rounds - 1), res, spoken)
             first = len(res.calls)
@@ -630,9 +661,10 @@ def stand_in_differences(
         added = rules.after(res, spoken, False)
         if added:
             out.append(f"{turn.said!r}: {added} said after the model")
+        made = [{"function": {"name": n, "arguments": a}} for n, a, _ in res.calls]
         history += [
             {"role": "user", "content": turn.said},
-            {"role": "assistant", "content": " ".join(spoken)},
+            {"role": "assistant", "content": " ".join(spoken), "tool_calls": made},
         ]
     return out
 

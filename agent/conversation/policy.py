@@ -17,8 +17,9 @@ with no local model file.
 
 A profile is a :class:`TurnPolicy`. Each turn it reads the user's words once
 (:meth:`TurnPolicy.begin`) and returns the turn's rules, a :class:`PlainRules` (whose methods are
-the plain loop's own answers) or a subclass of it. The loop asks them at fixed points: the plan
-of each round (:meth:`PlainRules.plan`), a filter on its speech (:meth:`PlainRules.speech`), each
+the plain loop's own answers) or a subclass of it. The loop asks them at fixed points: whether
+the turn needs the model at all (:meth:`PlainRules.answer`), the plan of each round
+(:meth:`PlainRules.plan`), a filter on its speech (:meth:`PlainRules.speech`), each
 call before it runs (:meth:`PlainRules.fix`, :meth:`PlainRules.vet`, :meth:`PlainRules.asked`)
 and after (:meth:`PlainRules.at_once`, :meth:`PlainRules.written`), whether another round
 follows (:meth:`PlainRules.next_round`), what a failed round says (:meth:`PlainRules.round_failed`)
@@ -87,6 +88,20 @@ class TurnStart:
     tools: bool = True
 
 
+@dataclass(frozen=True)
+class Answer:
+    """A turn the rules answer without a model round.
+
+    Attributes:
+        say: The words said (through the reply cap), or "".
+        calls: Calls to run, each ``{"name", "arguments"}``, in order (their results are read back
+            as the rules' :meth:`PlainRules.after` says).
+    """
+
+    say: str = ""
+    calls: tuple[dict[str, Any], ...] = ()
+
+
 class SpeechFilter(Protocol):
     """A profile's filter on one round's speech (:meth:`PlainRules.speech`).
 
@@ -121,6 +136,10 @@ class PlainRules:
     def __init__(self, start: TurnStart, registry: SkillRegistry, ctx: SkillContext) -> None:
         self.start, self.registry, self.ctx = start, registry, ctx
         self._owed: list[str] = []
+
+    def answer(self) -> Answer | None:
+        """The turn answered without the model, or None: the plain loop always asks the model."""
+        return None
 
     def plan(self, rnd: int, plan: RoundPlan, res: TurnResult, spoken: list[str]) -> RoundPlan:
         """The plan of round ``rnd`` (0-based); the plain loop's is taken as it comes.

@@ -29,6 +29,7 @@ from agent.conversation import history as hist
 from agent.conversation.background import BackgroundCalls
 from agent.conversation.calls import CallRunner, RoundCalls
 from agent.conversation.policy import (
+    Answer,
     PlainPolicy,
     PlainRules,
     SpeechFilter,
@@ -134,7 +135,8 @@ class Conversation(ContextWindow):
         say_now = functools.partial(_say_now, on_text, on_pause)
         runner = CallRunner(self.registry, self.ctx, self.background, rules, res, turn_id, self.emit, say_now)
         now = _TurnState(turn_id, rules, runner, cap, res, tools, on_pause, release, stop)
-        for rnd in range(self.cfg.max_tool_rounds):
+        direct = rules.answer() if tools else None
+        for rnd in range(0 if direct is not None else self.cfg.max_tool_rounds):
             say, ran, calls = self._one_round(now, rnd)
             if say:
                 now.spoken.append(say)
@@ -145,6 +147,8 @@ class Conversation(ContextWindow):
                 break
             if not rules.next_round(say, res, ran.first, rnd, not cap.cancel.is_set()):
                 break
+        if direct is not None:
+            self._answered(now, direct)
         res.text = limit_sentences(hist.join_unique(now.spoken), cap.limit)
         owed = rules.after(res, now.spoken, cap.user_cancelled())
         if owed:
@@ -203,6 +207,20 @@ class Conversation(ContextWindow):
             message.pop("raw", None)
         self.history.extend(ran.messages)  # tool results after the assistant message that called
         return say, ran, calls
+
+    def _answered(self, now: _TurnState, direct: Answer) -> None:
+        """A turn the rules answer without the model: its words said, its calls run, both kept in history."""
+        calls = [dict(c) for c in direct.calls]
+        ran = RoundCalls(f"t{now.turn_id}a", 0, release=now.release, turn_stop=now.stop)
+        ran.number(calls)
+        if direct.say:
+            now.cap.feed(direct.say)
+            now.cap.flush()
+            now.spoken.append(direct.say)
+        self.history.append(hist.assistant_message(direct.say, calls))
+        for call in calls:
+            now.runner.run(ran, call)
+        self.history.extend(ran.messages)
 
     def _round(self, plan: RoundPlan, gen: Generation, io: RoundIO) -> RoundOutput:
         """Run one round of ``plan`` in the conversation's format, fitting the context first."""

@@ -33,12 +33,13 @@ from typing import Any
 from agent.config import LLMConfig
 from agent.control import StopSignal
 from agent.conversation import history as hist
-from agent.conversation.policy import PlainRules, TurnStart
+from agent.conversation.policy import Answer, PlainRules, TurnStart
 from agent.conversation.prompt import EXAMPLE_SAY
 from agent.conversation.records import TurnResult
 from agent.conversation.results import as_sentence, failure_reason, spoken_result
 from agent.conversation.rounds import RoundPlan
 from agent.conversation.small.acks import Acknowledgements
+from agent.conversation.small.again import asks_again, asks_what_was_said
 from agent.conversation.small.argprior import follow_words, length_unsaid, said_values
 from agent.conversation.small.claims import CANNOT, MISSED, ClaimGuard, asked_for
 from agent.conversation.small.quantities import spoken_seconds
@@ -111,6 +112,29 @@ class SmallRules(PlainRules):
         self.earlier = _last_turn_calls(start.history)  # "and now to the right" goes on the last call
         self.carried = functools.partial(_carries, frozenset(start.data))
         self.claims: list[str] = []  # movements claimed while no call worked (left unsaid)
+        self.replaying = False  # the turn repeats the last one's calls as they were (:meth:`answer`)
+
+    # --- a turn the rules answer ---------------------------------------------------------------
+    def answer(self) -> Answer | None:
+        """Grammar mode: "what did you just say?" and "do that again" are answered without the model.
+
+        The last turn's words are said again as they were; the last turn's calls run again with
+        their arguments (a movement with an acknowledgement first; a reading's result is read
+        back after the rounds). None where the last turn had no words, or no calls to repeat.
+        """
+        if not self.grammar:
+            return None
+        if asks_what_was_said(self.text):
+            last = " ".join(reversed(self.before))
+            return Answer(last or "I haven't said anything yet.")
+        if asks_again(self.text) and self.earlier:
+            self.replaying = True
+            calls = tuple({"name": n, "arguments": dict(a)} for n, a in self.earlier)
+            moves = any(
+                not self.registry.skills[n].follow_up for n, _ in self.earlier if n in self.registry.skills
+            )
+            return Answer(self.policy.acks.next(frozenset(self.before)) if moves else "", calls)
+        return None
 
     # --- a round -------------------------------------------------------------------------------
     def plan(self, rnd: int, plan: RoundPlan, res: TurnResult, spoken: list[str]) -> RoundPlan:
@@ -171,12 +195,14 @@ class SmallRules(PlainRules):
     # --- a call --------------------------------------------------------------------------------
     def fix(self, skill: Skill, arguments: dict[str, Any]) -> dict[str, Any]:
         """The arguments the words give (:func:`~.argprior.follow_words`), the last turn's call as a base."""
-        if not self.text:
+        if not self.text or self.replaying:
             return arguments
         return follow_words(self.text, skill.parameters, arguments, dict(self.earlier).get(skill.name))
 
     def vet(self, skill: Skill, arguments: Any) -> ToolOutcome | None:
         """Not run: the user said not to, said no length the skill needs, or asked for other tools."""
+        if self.replaying:
+            return None
         name = skill.name
         if skill.side_effects and said_not_to(self.text, skill):
             return ToolOutcome(
