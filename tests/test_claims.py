@@ -29,6 +29,18 @@ pytestmark = pytest.mark.small_model
         ("It is 05:12 on Saturday 5 December.", False),
         ("Sure!", False),
         ("Why did the robot wave?", False),
+        # paraphrases: a dropped g, the future, repeating a movement (issue 50)
+        ("I am shakin' my head 3 times.", True),
+        ("I am going to wave.", True),
+        ("I'm gonna nod for you.", True),
+        ("I'll wave to you.", True),
+        ("I will dance now.", True),
+        ("I'm about to spin.", True),
+        ("I am repeating the wave.", True),
+        ("I'm doing the dance.", True),
+        ("I'm going to tell you a joke.", False),
+        ("I'll tell you when it is done.", False),
+        ("I will be here.", False),
     ],
 )
 def test_a_sentence_claims_a_movement_when_it_says_the_robot_is_moving_now(sentence, claims):
@@ -52,6 +64,10 @@ def test_a_claim_is_left_out_to_its_end_and_the_rest_goes_on_in_any_deltas(step)
     assert said.strip() == "I'm happy." and dropped == ["I am now dancing for you!"]
     said, dropped = _guarded("I am looking forward to it. I am looking left.", step)
     assert said.strip() == "I am looking forward to it." and dropped == ["I am looking left."]
+    said, dropped = _guarded("Okay. I am going to wave at you. Bye.", step)
+    assert said.strip() == "Okay. Bye." and dropped == ["I am going to wave at you."]
+    said, dropped = _guarded("I'm going to tell you a joke.", step)
+    assert said.strip() == "I'm going to tell you a joke." and dropped == []
     said, dropped = _guarded("Meet me at 3 p.m. today. It is 05:12.", step)
     assert said == "Meet me at 3 p.m. today. It is 05:12." and dropped == []
 

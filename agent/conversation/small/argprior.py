@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent.conversation.small.quantities import spoken_count, spoken_degrees, spoken_seconds
+from agent.conversation.small.quantities import spoken_count, spoken_degrees, spoken_numbers, spoken_seconds
 from agent.speech.words import words
 
 OPPOSITES = {
@@ -319,7 +319,55 @@ def follow_words(
         # user's chat): the one angle of the call is the one said.
         out[angle] = said_deg
     _signed(user_text, props, named, said_deg, out)
+    taken = {n for n, p in props.items() if _claimed_by_a_rule(n, p)} | set(named) | {angle}
+    _from_schema(user_text, {n: p for n, p in props.items() if n not in taken}, out)
     return out
+
+
+def _claimed_by_a_rule(name: str, prop: dict[str, Any]) -> bool:
+    """Whether one of :func:`follow_words`' own rules decides this argument (count, length, label, side)."""
+    values = set(prop.get("enum") or ())
+    return (
+        is_count(name, prop)
+        or "in seconds" in str(prop.get("description", ""))
+        or name == "label"
+        or bool(values and values <= set(OPPOSITES))
+    )
+
+
+def _from_schema(user_text: str, props: dict[str, Any], out: dict[str, Any]) -> None:
+    """Any skill's other arguments from the words and its schema (in place): a skill author's too.
+
+    An enum whose one value the words say (its words in order: "red", "jackson square") is that
+    value; a number, where the words say exactly one number ("a twenty-sided die": 20), is that
+    number within the argument's type; an enum or a number the words say nothing of takes its
+    schema default where it has one (the stand-in wrote ``sides 2`` for any die, and "blue" for
+    "blink the red lights").
+    """
+    said = words(user_text.replace("-", " "))
+    numbers = spoken_numbers(user_text)
+    for name, prop in props.items():
+        values = [v for v in prop.get("enum") or () if isinstance(v, str)]
+        if values:
+            named = [v for v in values if _says_words(said, words(v.replace("_", " ")))]
+            # "light blue" said names "blue" too: the longer name is the one said
+            named = [v for v in named if not any(o != v and _says_words(words(o), words(v)) for o in named)]
+            if len(named) == 1:
+                out[name] = named[0]
+            elif not named and name in out and "default" in prop:
+                out[name] = prop["default"]
+        elif prop.get("type") in ("integer", "number"):
+            if len(numbers) == 1:
+                value = numbers[0]
+                out[name] = int(value) if prop.get("type") == "integer" and value == int(value) else value
+            elif not numbers and name in out and "default" in prop:
+                out[name] = prop["default"]
+
+
+def _says_words(said: list[str], run: list[str]) -> bool:
+    """Whether the words ``run`` occur together, in order, in ``said``."""
+    n = len(run)
+    return n > 0 and any(said[i : i + n] == run for i in range(len(said) - n + 1))
 
 
 def _signed(

@@ -34,39 +34,92 @@ MOTION_PARTICIPLES = frozenset(
 )
 """Verbs of the body in ``-ing`` form: "I am <verb>ing ..." claims the movement is under way."""
 
-_CLAIM = re.compile(
-    r"\s*I(?:'m|\u2019m| am)\s+(?:(?:now|still|already|just)\s+)?([A-Za-z]+)(?=[^A-Za-z])", re.I
-)
-_ADVERBS = frozenset({"now", "still", "already", "just"})
+_OPENING = re.compile(r"\s*I(?:'m|\u2019m| am|'ll|\u2019ll| will)\s+", re.I)
+_ADVERBS = frozenset({"now", "still", "already", "just", "about"})
+_FUTURE = frozenset({"going", "gonna", "about"})  # "I'm going to wave", "I'm gonna nod", "I'm about to"
+_DOING = frozenset({"repeating", "doing", "trying", "starting"})  # "I'm repeating the wave"
 _FIGURES = re.compile(r"\blooking\s+forward\b", re.I)  # "I'm looking forward to it" moves nothing
-_WORDS_TO_DECIDE = 4  # "I am now waving": a sentence's first words show whether it claims a movement
+_WORDS_TO_DECIDE = 6  # "I am going to wave now": a sentence's first words show whether it claims a movement
+
+MOTION_VERBS = frozenset(
+    (
+        "wave nod look turn dance move fly walk run jump spin raise lift lower point shake tilt rotate "
+        "swim drive roll grab climb bow clap"
+    ).split()
+)
+"""The same verbs in their plain form ("I'll wave", "I'm going to dance")."""
+
+MOTION_NOUNS = MOTION_VERBS | frozenset("movement gesture animation moves steps".split())
+"""What "I am repeating / doing ..." claims when one of these follows."""
 
 
-def _claimed(sentence: str) -> str | None:
-    """The word after "I am" (and an adverb) when the sentence starts so and the word is whole."""
-    m = _CLAIM.match(sentence)
-    return m.group(1).lower() if m else None
+def _words_after_opening(sentence: str) -> list[str] | None:
+    """The words after "I am" / "I'm" / "I'll" / "I will", lower case ("shakin'" as "shaking").
 
-
-def claims_motion(sentence: str) -> bool:
-    """Whether ``sentence`` says the robot is moving now ("I am waving my right hand.").
-
-    Args:
-        sentence: One sentence of a reply.
-
-    Returns:
-        True when it starts "I am" / "I'm" (optionally "now", "still", "already", "just") and a
-        verb of :data:`MOTION_PARTICIPLES`.
+    None where the sentence does not open so.
     """
-    return _claimed(sentence + " ") in MOTION_PARTICIPLES and not _FIGURES.search(sentence)
+    m = _OPENING.match(sentence)
+    if m is None:
+        return None
+    out = []
+    for w in re.findall(r"[A-Za-z]+'?", sentence[m.end() :]):
+        w = w.lower()
+        out.append(w[:-1] + "g" if w.endswith("in'") else w.rstrip("'"))
+    return out
 
 
-def _verb_stem(participle: str) -> str:
+def _stem(participle: str) -> str:
     """The verb's stem a user's word starts with: waving → wav, nodding → nod, flying → fly."""
     stem = participle[:-3]
     if len(stem) >= 4 and stem[-1] == stem[-2] and stem[-1] not in "aeiouls":
         stem = stem[:-1]  # nodding, spinning, clapping; not rolling or calling
     return stem
+
+
+def _claimed(sentence: str, ended: bool = True) -> str | None:
+    """The stem of the movement a sentence says the robot makes or will make ("wav"), "" to wait, or None.
+
+    Args:
+        sentence: The sentence so far.
+        ended: It is whole (else a last word may still grow, and too few words wait: "").
+    """
+    said = _words_after_opening(sentence)
+    if said is None:
+        return None
+    if not ended:
+        said = said[:-1] if sentence[-1:].isalpha() or sentence[-1:] == "'" else said
+    while said and said[0] in _ADVERBS - {"about"}:
+        said = said[1:]
+    if not said:
+        return None if ended else ""
+    word, rest = said[0], said[1:]
+    if word in MOTION_PARTICIPLES:
+        if word == "looking" and not ended and not rest:
+            return ""  # "I am looking forward": one word more decides
+        return None if _FIGURES.search(sentence) else _stem(word)
+    if word in MOTION_VERBS:  # "I'll wave", "I will nod"
+        return word[:3] if word != "bow" else word
+    if word in _FUTURE or word in _DOING:
+        verbs = [w for w in rest[:3] if w in MOTION_NOUNS]
+        if verbs:
+            return verbs[0][:3] if verbs[0] in MOTION_VERBS else "mov"
+        return None if ended or len(rest) >= 3 else ""
+    return None
+
+
+def claims_motion(sentence: str) -> bool:
+    """Whether ``sentence`` says the robot is moving now, or is about to.
+
+    Args:
+        sentence: One sentence of a reply.
+
+    Returns:
+        True for "I am waving my right hand.", "I'm now dancing for you!", "I am shakin' my head.",
+        "I'm going to wave.", "I'll nod.", "I am repeating the wave." (a verb of the body after
+        "I am" / "I'm", with an adverb allowed, or after "going to", "gonna", "about to", "I'll",
+        "I will", or "repeating" / "doing" before a movement); False for "I'm looking forward to it."
+    """
+    return bool(_claimed(sentence, ended=True))
 
 
 def asked_for(user_text: str, claim: str) -> bool:
@@ -80,10 +133,9 @@ def asked_for(user_text: str, claim: str) -> bool:
         True when a word of ``user_text`` starts with the claimed verb's stem (flying → "fly";
         waving → "wave", "waves"; nodding → "nod").
     """
-    verb = _claimed(claim + " ")
-    if verb is None or not verb.endswith("ing"):
+    stem = _claimed(claim, ended=True)
+    if not stem:
         return False
-    stem = _verb_stem(verb)
     return any(w.startswith(stem) for w in re.findall(r"[a-z]+", user_text.lower()))
 
 
@@ -160,10 +212,10 @@ class ClaimGuard:
             return False if ended else None
         if not words[0].startswith("I"):
             return False
-        word = _claimed(sentence + " " if ended else sentence)
-        if word == "looking" and not ended and len(sentence.split()) < _WORDS_TO_DECIDE + 1:
-            return None  # "I am looking forward": one word more decides
-        if word is not None and (word not in _ADVERBS or ended):
-            return claims_motion(sentence) and not self.acted()
+        stem = _claimed(sentence, ended)
+        if stem == "" and len(words) <= _WORDS_TO_DECIDE:
+            return None  # "I am going": the words after it decide
+        if stem:
+            return not self.acted()
         whole = len(words) if ended or sentence[-1:].isspace() else len(words) - 1
-        return False if ended or whole >= _WORDS_TO_DECIDE else None
+        return False if ended or whole >= 3 else None

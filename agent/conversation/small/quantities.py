@@ -282,3 +282,41 @@ def spoken_count(text: str) -> int | None:
         if tok in VAGUE and any(t in COUNT_UNITS for t in toks[i + 1 : i + 4]):
             found.add(int(VAGUE[tok]))
     return found.pop() if len(found) == 1 else None
+
+
+def spoken_numbers(text: str) -> list[float]:
+    """Every number said in ``text``, in order: digits ("20", "2.5") and words ("twenty", "a hundred").
+
+    "a twenty-sided die" says 20; "a" and "an" alone are no number; a fraction word alone
+    ("half") is none either.
+    """
+    toks = tokens(text)
+    out: list[float] = []
+    i = 0
+    while i < len(toks):
+        tok = toks[i]
+        if re.fullmatch(r"\d+(\.\d+)?", tok):
+            out.append(float(tok))
+            i += 1
+            continue
+        if tok in UNITS or tok in TENS or tok in SCALES:
+            end = i
+            while end < len(toks) and (
+                toks[end] in UNITS
+                or toks[end] in TENS
+                or toks[end] in SCALES
+                or (toks[end] == "and" and end + 1 < len(toks) and toks[end - 1] in SCALES)
+            ):
+                end += 1
+            found = _words_number(toks, end)
+            if found is not None and tok != "no":
+                value = found[0]
+                if toks[end : end + 3] == ["and", "a", "half"]:  # "one and a half"
+                    value, end = value + 0.5, end + 3
+                elif end < len(toks) and toks[end] in _FRACTIONS:  # "three quarters"
+                    value, end = value * _FRACTIONS[toks[end]], end + 1
+                out.append(value)
+            i = end
+            continue
+        i += 1
+    return out
