@@ -15,7 +15,7 @@ from pathlib import Path
 
 from emu_pty import PtyDevice
 
-from hardware.bolt_serial import PROTOCOL_VERSION, decode, encode
+from hardware.servos.bolt_serial import PROTOCOL_VERSION, decode, encode
 
 
 class BoltBoard(PtyDevice):

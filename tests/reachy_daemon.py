@@ -156,7 +156,7 @@ def joints(port: int = PORT) -> dict[str, float]:
     """The daemon's present pose as our joints (degrees; head x/y/z in mm), from ``/api/state/full``.
 
     The daemon reports the head as x/y/z (m) and extrinsic xyz roll/pitch/yaw (rad, + pitch =
-    nose down); ours is + = up (see ``hardware/reachy_pose.py``).
+    nose down); ours is + = up (see ``hardware/reachy_mini/pose.py``).
     """
     import math
 

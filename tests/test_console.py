@@ -322,7 +322,7 @@ def reachy_console():
     from hardware.factory import load_libraries
     from hardware.joints import Joint
     from hardware.robot import Robot
-    from hardware.sim import SimulatedDriver
+    from hardware.servos.sim import SimulatedDriver
 
     cfg = load_config(ROOT / "launch" / "reachy_mini_sim.toml")
     libraries, _ = load_libraries(cfg.robot)

@@ -548,7 +548,7 @@ def _doctor_cfg(chat_model: Path | str, **vlm):
 
 
 def test_doctor_projector_check(gemma_tiny, smollm2_vision, tmp_path):
-    from agent.doctor import check_projector
+    from agent.memplan.doctor import check_projector
 
     good = check_projector(_doctor_cfg(gemma_tiny, engine="chat", mmproj=str(gemma4v_projector())))
     assert (
@@ -610,7 +610,7 @@ def test_doctor_rejects_an_audio_only_projector(tmp_path):
     import numpy as np
     from gguf import GGUFWriter
 
-    from agent.doctor import check_projector
+    from agent.memplan.doctor import check_projector
 
     path = tmp_path / "audio.gguf"
     w = GGUFWriter(path, "clip")

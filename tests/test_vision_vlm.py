@@ -27,7 +27,7 @@ from agent.events import Error, Notice, Reply, SceneDescribed, ToolCall, ToolRes
 from agent.pipeline import Bus, build_core
 from agent.vision.describer import DescribeError, bound, clean, frame_jpeg, native_image_size
 from agent.vision.narrator import change, thumbnail
-from hardware.camera import read_image
+from hardware.camera.sources import read_image
 
 
 def words(text: str) -> int:

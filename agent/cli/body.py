@@ -51,14 +51,16 @@ def see(
     With ``[vision] describer = "vlm"`` in the config, the vision-language model also describes
     the last frame in words (the check that a model's vision works: one known image).
     """
-    from hardware.camera import CameraError, open_reader
-    from hardware.scene import DescriberError
-    from hardware.vision import make_describer
+    from hardware.camera.base import CameraError
+    from hardware.camera.sources import open_reader
+    from hardware.perception.scene import DescriberError
+    from hardware.perception.watcher import make_describer
+    from hardware.registry import camera_sources
 
     cfg = _config(config)
     try:
         describer = make_describer(cfg.vision, cfg.camera.hfov_deg)
-        reader, kind, _fps = open_reader(source, CameraConfig(source=source), cfg.robot.reachy_mini)
+        reader, kind, _fps = open_reader(source, CameraConfig(source=source), camera_sources(cfg.robot))
     except (CameraError, DescriberError) as e:
         _fail(str(e))
     scene = last = None
@@ -253,7 +255,7 @@ def motion_bench(
     finally:
         robot.close()
     if park and reachy and config is not None:
-        from hardware.reachy_mini import motor_mode
+        from hardware.reachy_mini.daemon import motor_mode
 
         def motors_off() -> bool:
             try:

@@ -32,8 +32,8 @@ from typing import Any
 from agent.console import snapshot
 from agent.console.hub import Hub, dumps
 from agent.events import BackgroundDone, Event, RobotCommand, RobotParked, ToolCall, ToolResult
+from hardware.perception.watcher import Vision
 from hardware.robot import Robot
-from hardware.vision import Vision
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from agent.vision.describer import (
     native_image_size,
 )
 from agent.vision.narrator import SceneNarrator
-from hardware.vision import Vision
+from hardware.perception.watcher import Vision
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ host waits for it, or pings a board that did not reset. The host feeds the board
 with ``H`` when idle; a board that hears nothing for ``W`` ms returns to neutral by itself
 and detaches its servos. The reference firmware is ``hardware/firmware/bolt_servo``.
 
-Threading and reconnects: see :mod:`hardware.serial_link`.
+Threading and reconnects: see :mod:`hardware.servos.serial_link`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ import logging
 import time
 from typing import Any
 
-from hardware.serial_link import LinkLost, ProtocolError, SerialDriver
+from hardware.driver import Driver, DriverRequest, DriverSpec
+from hardware.servos.serial_link import LinkLost, ProtocolError, SerialDriver, build_serial
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +68,7 @@ class BoltSerialDriver(SerialDriver):
     """Driver for a board running the bolt_servo firmware.
 
     Args:
-        name, port, channels, **kw: As :class:`hardware.serial_link.SerialDriver`.
+        name, port, channels, **kw: As :class:`hardware.servos.serial_link.SerialDriver`.
         ready_timeout_s: How long to wait for the ready line after opening, s.
         watchdog_ms: The board's watchdog timeout, ms (heartbeats go out at a third of it or
             ``heartbeat_s``, whichever is shorter).
@@ -253,3 +254,22 @@ class BoltSerialDriver(SerialDriver):
             except ValueError:
                 self._fault("Q", f"unreadable position report {pair!r}")
         return out
+
+
+def build(req: DriverRequest) -> tuple[Driver, float | None]:
+    """The driver of a bolt_servo board at ``[robot.drivers.NAME]`` (:func:`build_serial`)."""
+    dcfg = req.robot.drivers[req.name]
+    return build_serial(
+        req,
+        BoltSerialDriver,
+        centre=CENTRE,
+        per_deg=PER_DEG,
+        device_range=DEVICE_RANGE,
+        ready_timeout_s=dcfg.ready_timeout_s,
+        watchdog_ms=dcfg.watchdog_ms,
+        heartbeat_s=dcfg.heartbeat_ms / 1000.0,
+    )
+
+
+SPEC = DriverSpec("bolt_serial", build)
+"""``kind = "bolt_serial"``: a microcontroller board speaking ``hardware/PROTOCOL.md``."""

@@ -3,14 +3,12 @@
 **The real robot.** A Reachy Mini *Lite*'s camera is a USB UVC device on the host that runs
 the daemon; ``[camera] source = "reachy_mini"`` finds its ``/dev/videoN`` by USB ids (Pollen's
 ``reachy_mini/media/camera_constants.py``: the Lite camera ``38fb:1002``, the older Raspberry
-Pi camera module ``1bcf:28c4``, the Arducam 12MP ``0c45:636d``, tried in that order), and
-``"usb:VVVV:PPPP"`` finds any USB camera the same way (:func:`resolve_usb_source`: sysfs,
-``/sys/class/video4linux/video*/device`` up to the USB device's ``idVendor``/``idProduct``, the
-node with the lowest ``index``, which is the capture node of a UVC camera; the metadata node
-is ``index`` 1). A Reachy Mini *Wireless* has its camera inside the robot (a CSI camera on its
-Raspberry Pi): it is not on this host's USB at all, and reaches another computer only as the
-daemon's WebRTC stream, which needs GStreamer's ``webrtc`` plugin (``webrtcbin``, in
-gst-plugins-bad; not packaged in Debian 12). That stream is not supported here.
+Pi camera module ``1bcf:28c4``, the Arducam 12MP ``0c45:636d``, tried in that order) as
+``"usb:VVVV:PPPP"`` finds any USB camera (:mod:`hardware.camera.usb`). A Reachy Mini *Wireless*
+has its camera inside the robot (a CSI camera on its Raspberry Pi): it is not on this host's
+USB at all, and reaches another computer only as the daemon's WebRTC stream, which needs
+GStreamer's ``webrtc`` plugin (``webrtcbin``, in gst-plugins-bad; not packaged in Debian 12).
+That stream is not supported here.
 
 **The simulator.** ``[camera] source = "reachy_mini_sim"`` renders the eye camera of Pollen's
 MuJoCo model (the ``eye_camera`` of ``descriptions/reachy_mini/mjcf/scenes/minimal.xml`` in the
@@ -25,7 +23,7 @@ unset, before ``mujoco`` is first imported; Mesa's EGL renders on the CPU). Meas
 cores with Mesa llvmpipe (``docs/facts.md``): opening (model load, settling, renderer, first
 frame) 1.6-2.3 s; one 640x360 frame 67-80 ms with shadows and reflections off (320-360 ms with
 them on, so they are off), plus 1-15 ms to pose the head and a few ms for the state request.
-Frames are BGR ``uint8`` ``(h, w, 3)``.
+Frames are BGR ``uint8`` ``(h, w, 3)``. Both are named sources (:func:`camera_sources`).
 
 Posing: the head is a Stewart platform, a closed kinematic loop. The daemon reports the seven
 actuated joints (body yaw, ``stewart_1..6``) and the two antennas; the passive joints follow
@@ -40,45 +38,23 @@ from __future__ import annotations
 import logging
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import cv2
 import numpy as np
 
+from hardware.camera.base import CameraError, NamedSource
+from hardware.camera.usb import UsbCamera, find_first
 from hardware.config import CameraConfig, ReachyMiniConfig
+from hardware.reachy_mini.daemon import daemon_get
 
 log = logging.getLogger(__name__)
-
-
-class ReachyCameraError(Exception):
-    """A Reachy Mini camera cannot be found or opened; the message says why and what to do.
-
-    :mod:`hardware.camera` (which imports this module, so this one cannot import it) re-raises
-    it as its ``CameraError``, on which the capture thread's backoff acts.
-    """
-
 
 SIM_SOURCE = "reachy_mini_sim"
 """``[camera] source`` of the simulated eye camera."""
 USB_ALIAS = "reachy_mini"
 """``[camera] source`` of a Reachy Mini Lite's USB camera (tries :data:`REACHY_USB_IDS` in order)."""
-USB_PREFIX = "usb:"
-
-
-@dataclass(frozen=True)
-class UsbCamera:
-    """A USB camera model by its ids (hex ``vid:pid`` as ``lsusb`` prints them)."""
-
-    vid: int
-    pid: int
-    name: str
-
-    def ids(self) -> str:
-        """``"38fb:1002"``."""
-        return f"{self.vid:04x}:{self.pid:04x}"
-
 
 REACHY_USB_IDS = (
     UsbCamera(0x38FB, 0x1002, "Reachy Mini Lite camera"),
@@ -114,126 +90,22 @@ RESIDUAL_OK = 1e-6
 """Loop-closing residual accepted as solved (metres for the connect constraints)."""
 
 
-# --- the real camera: USB ids -> /dev/videoN -------------------------------------------------
-
-
-def parse_usb_ids(spec: str) -> UsbCamera:
-    """``"usb:38fb:1002"`` (hex, case-insensitive) → :class:`UsbCamera`.
+def find_reachy_camera(sysfs_root: Path | str = "/sys") -> str:
+    """A Reachy Mini Lite's camera → its ``/dev/videoN`` (Pollen's ids tried in order).
 
     Raises:
-        ReachyCameraError: not of the form ``usb:VVVV:PPPP``.
+        CameraError: none of :data:`REACHY_USB_IDS` is plugged in (the message lists them and
+            says that a Wireless robot's camera is not on USB).
 
     """
-    parts = spec.strip().split(":")
-    try:
-        if len(parts) != 3 or parts[0].lower() != "usb":
-            raise ValueError(spec)
-        vid, pid = (int(p, 16) for p in parts[1:])
-        if not (0 <= vid <= 0xFFFF and 0 <= pid <= 0xFFFF):
-            raise ValueError(spec)
-    except ValueError:
-        raise ReachyCameraError(
-            f"camera source {spec!r} is not usb:VVVV:PPPP "
-            "(hex USB vendor and product ids, as lsusb prints them)"
-        ) from None
-    return UsbCamera(vid, pid, f"USB camera {vid:04x}:{pid:04x}")
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
-def _usb_ids_of(node: Path, sysfs_root: Path) -> tuple[int, int] | None:
-    """The ``(idVendor, idProduct)`` of the USB device above a video node, or None (not USB)."""
-    try:
-        here = (node / "device").resolve(strict=True)
-    except OSError:
-        return None
-    root = sysfs_root.resolve()
-    while here != root and root in here.parents:
-        vid, pid = _read(here / "idVendor"), _read(here / "idProduct")
-        if vid and pid:
-            try:
-                return int(vid, 16), int(pid, 16)
-            except ValueError:
-                return None
-        here = here.parent
-    return None
-
-
-def find_usb_camera(vid: int, pid: int, sysfs_root: Path | str = "/sys") -> str | None:
-    """The capture node of a USB camera, ``"/dev/videoN"``, or None when none is plugged in.
-
-    Walks ``<sysfs_root>/class/video4linux/video*``: each node's ``device`` link leads to the USB
-    interface, whose parent USB device holds ``idVendor``/``idProduct`` (hex). Of the matching
-    nodes, the one with the lowest ``index`` attribute wins (the kernel numbers a device's nodes
-    in registration order: a UVC camera registers its capture node first, ``index`` 0, then its
-    metadata node, ``index`` 1; udev's ``/dev/v4l/by-id/...-video-index0`` links use the same
-    attribute), then the lowest ``N``.
-
-    Args:
-        vid: USB vendor id.
-        pid: USB product id.
-        sysfs_root: Where sysfs is mounted (tests pass a fake tree).
-
-    """
-    base = Path(sysfs_root) / "class" / "video4linux"
-    try:
-        nodes = [p for p in base.iterdir() if p.name.startswith("video")]
-    except OSError:
-        return None
-    found: list[tuple[int, int, str]] = []
-    for node in nodes:
-        if _usb_ids_of(node, Path(sysfs_root)) != (vid, pid):
-            continue
-        index = _read(node / "index")
-        number = node.name.removeprefix("video")
-        found.append(
-            (
-                int(index) if index and index.isdigit() else 0,
-                int(number) if number.isdigit() else 1 << 30,
-                node.name,
-            )
-        )
-    return f"/dev/{min(found)[2]}" if found else None
-
-
-def is_usb_source(source: str) -> bool:
-    """Whether a camera source names a USB camera by ids (``usb:VVVV:PPPP`` or ``reachy_mini``)."""
-    s = source.strip()
-    return s == USB_ALIAS or s.lower().startswith(USB_PREFIX)
-
-
-def resolve_usb_source(source: str, sysfs_root: Path | str = "/sys") -> str:
-    """``"usb:VVVV:PPPP"`` or ``"reachy_mini"`` → the camera's ``/dev/videoN``.
-
-    Resolved each time the camera (re)opens, so a camera plugged into another port, or in
-    later, is found.
-
-    Raises:
-        ReachyCameraError: malformed ids, or no such camera plugged in (for ``reachy_mini`` the
-            message lists Pollen's ids and says that a Wireless robot's camera is not on USB).
-
-    """
-    s = source.strip()
-    wanted = REACHY_USB_IDS if s == USB_ALIAS else (parse_usb_ids(s),)
-    for cam in wanted:
-        dev = find_usb_camera(cam.vid, cam.pid, sysfs_root)
-        if dev is not None:
-            log.debug("%s (%s) is %s", cam.name, cam.ids(), dev)
-            return dev
-    if s == USB_ALIAS:
+    dev = find_first(REACHY_USB_IDS, sysfs_root)
+    if dev is None:
         ids = ", ".join(f"{c.ids()} ({c.name})" for c in REACHY_USB_IDS)
-        raise ReachyCameraError(
+        raise CameraError(
             f"no Reachy Mini camera on USB (looked for {ids}): is the Lite's USB cable plugged into "
             f"this computer? (lsusb lists it); {WIRELESS_HINT}"
         )
-    raise ReachyCameraError(
-        f"no USB camera {wanted[0].ids()} is plugged in (lsusb lists what is; see ls /dev/video*)"
-    )
+    return dev
 
 
 # --- the simulated eye camera -----------------------------------------------------------------
@@ -243,7 +115,7 @@ def _import_mujoco() -> Any:
     """Import ``mujoco`` for offscreen rendering (``MUJOCO_GL=egl`` unless set otherwise).
 
     Raises:
-        ReachyCameraError: ``mujoco`` is not installed.
+        CameraError: ``mujoco`` is not installed.
 
     """
     # mujoco picks its OpenGL backend when first imported; without a display only EGL (or
@@ -252,11 +124,11 @@ def _import_mujoco() -> Any:
     try:
         import mujoco
     except ImportError as e:
-        raise ReachyCameraError(
+        raise CameraError(
             f"the simulated Reachy Mini camera needs MuJoCo: BOLT_REACHY=1 bash launch/setup.sh run ({e})"
         ) from None
     except Exception as e:  # noqa: BLE001 - mujoco's GL backend fails at import with any error
-        raise ReachyCameraError(
+        raise CameraError(
             f"mujoco cannot start its OpenGL backend MUJOCO_GL={os.environ['MUJOCO_GL']}: {e}"
         ) from None
     return mujoco
@@ -266,7 +138,7 @@ def sim_scene_path(scene: str = SIM_SCENE) -> Path:
     """Path of one of Pollen's MJCF scenes inside the installed ``reachy-mini`` package.
 
     Raises:
-        ReachyCameraError: the package (or the scene) is not installed.
+        CameraError: the package (or the scene) is not installed.
 
     """
     try:
@@ -274,12 +146,12 @@ def sim_scene_path(scene: str = SIM_SCENE) -> Path:
 
         import reachy_mini
     except ImportError:
-        raise ReachyCameraError(
+        raise CameraError(
             "the simulated Reachy Mini camera needs Pollen's model: BOLT_REACHY=1 bash launch/setup.sh run"
         ) from None
     path = Path(str(files(reachy_mini).joinpath(f"descriptions/reachy_mini/mjcf/scenes/{scene}.xml")))
     if not path.is_file():
-        raise ReachyCameraError(f"Pollen's MuJoCo scene {path} is missing (reinstall reachy-mini)")
+        raise CameraError(f"Pollen's MuJoCo scene {path} is missing (reinstall reachy-mini)")
     return path
 
 
@@ -292,25 +164,23 @@ def daemon_joints(host: str, port: int, timeout_s: float = STATE_TIMEOUT_S) -> n
     MuJoCo backend: ``ctrl[-2:] = -antennas``, reported as ``-qpos``).
 
     Raises:
-        ReachyCameraError: the daemon is unreachable or its state has no joints.
+        CameraError: the daemon is unreachable or its state has no joints.
 
     """
-    from hardware.reachy_mini import daemon_get
-
     try:
         state = daemon_get(host, port, STATE_PATH, timeout_s)
     except (OSError, ValueError) as e:
-        raise ReachyCameraError(
+        raise CameraError(
             f"the Reachy Mini daemon at {host}:{port} is not reachable for the simulated camera's "
             f"head pose ({e}); start reachy-mini-daemon --sim (or --mockup-sim)"
         ) from None
     head = state.get("head_joints") if isinstance(state, dict) else None
     antennas = state.get("antennas_position") if isinstance(state, dict) else None
     if not head or len(head) != 7 or not antennas or len(antennas) != 2:
-        raise ReachyCameraError(f"the Reachy Mini daemon at {host}:{port} reports no head joints yet")
+        raise CameraError(f"the Reachy Mini daemon at {host}:{port} reports no head joints yet")
     joints = np.array([*head, -antennas[0], -antennas[1]], dtype=float)
     if not np.isfinite(joints).all():
-        raise ReachyCameraError(f"the Reachy Mini daemon at {host}:{port} reports non-finite joints {joints}")
+        raise CameraError(f"the Reachy Mini daemon at {host}:{port} reports non-finite joints {joints}")
     return joints
 
 
@@ -329,7 +199,7 @@ class SimEyeCamera:
         scene: Pollen's scene name (``minimal``: with objects; ``empty``).
 
     Raises:
-        ReachyCameraError: the daemon is unreachable, ``mujoco`` or Pollen's model is missing, or
+        CameraError: the daemon is unreachable, ``mujoco`` or Pollen's model is missing, or
             offscreen OpenGL (EGL) cannot render; the message says which.
 
     """
@@ -354,9 +224,7 @@ class SimEyeCamera:
         self.model, self.data = m, mj.MjData(m)
         self.camera_id = mj.mj_name2id(m, mj.mjtObj.mjOBJ_CAMERA, SIM_CAMERA)
         if self.camera_id < 0 or m.nu != 9:
-            raise ReachyCameraError(
-                f"Pollen's scene {scene} lacks {SIM_CAMERA} or the 9 Reachy Mini actuators"
-            )
+            raise CameraError(f"Pollen's scene {scene} lacks {SIM_CAMERA} or the 9 Reachy Mini actuators")
         act_joints = [int(m.actuator_trnid[i, 0]) for i in range(m.nu)]
         self.act_qpos = np.array([m.jnt_qposadr[j] for j in act_joints])
         act_dofs = {int(m.jnt_dofadr[j]) for j in act_joints}
@@ -372,7 +240,7 @@ class SimEyeCamera:
             self.renderer.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = 0
         except Exception as e:  # noqa: BLE001 - EGL/GL failures come as many exception types
             self.release()
-            raise ReachyCameraError(
+            raise CameraError(
                 f"cannot render offscreen with MUJOCO_GL={os.environ.get('MUJOCO_GL')} "
                 f"({type(e).__name__}: {e}); install Mesa's EGL (apt-get install libegl1 "
                 "libgl1-mesa-dri) or set MUJOCO_GL=osmesa"
@@ -453,7 +321,7 @@ class SimEyeCamera:
             return False, None
         try:
             frame = self._render(daemon_joints(self.host, self.port))
-        except ReachyCameraError as e:
+        except CameraError as e:
             self.problem = str(e)
             return False, None
         except Exception as e:  # noqa: BLE001 - a GL failure must not end the capture thread
@@ -499,8 +367,30 @@ def open_sim_camera(cfg: CameraConfig, reachy: ReachyMiniConfig | None = None) -
         reachy: ``[robot.reachy_mini]``: the daemon's host and port (default ``localhost:8000``).
 
     Raises:
-        ReachyCameraError: see :class:`SimEyeCamera`.
+        CameraError: see :class:`SimEyeCamera`.
 
     """
     reachy = reachy or ReachyMiniConfig()
     return SimEyeCamera(reachy.host, reachy.port, *sim_size(cfg))
+
+
+def camera_sources(reachy: ReachyMiniConfig) -> dict[str, NamedSource]:
+    """A Reachy Mini's named camera sources, the simulated one posed from ``reachy``'s daemon.
+
+    ``reachy_mini`` (the Lite's USB camera, found anew at each open) and ``reachy_mini_sim``
+    (the eye camera rendered here at 2 Hz by default, with its own field of view). The rendered
+    camera is live (dead and black feeds are real faults there: a daemon that stopped answering,
+    a broken GL renderer) but its picture is legitimately identical while the head and the scene
+    are still, so the frozen rule would reopen it forever: it is ``still``.
+    """
+    return {
+        USB_ALIAS: NamedSource(USB_ALIAS, "v4l2", find=find_reachy_camera),
+        SIM_SOURCE: NamedSource(
+            SIM_SOURCE,
+            "reachy_sim",
+            open=lambda cfg: open_sim_camera(cfg, reachy),
+            fps=SIM_FPS,
+            still=True,
+            hfov_deg=sim_hfov_deg,
+        ),
+    }

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from hardware.serial_link import SerialDriver
+from hardware.servos.serial_link import SerialDriver
 
 
 class ServoBusDriver(SerialDriver):
-    """A :class:`~hardware.serial_link.SerialDriver` whose servos take a speed and acceleration.
+    """A :class:`~hardware.servos.serial_link.SerialDriver` whose servos take a speed and acceleration.
 
     Args:
-        name, port, channels, **kw: As :class:`hardware.serial_link.SerialDriver`.
+        name, port, channels, **kw: As :class:`hardware.servos.serial_link.SerialDriver`.
         speeds: Joint → top speed, deg/s.
         neutral: Joint → neutral position, degrees.
         acceleration: The device's own acceleration units (0 = its maximum / unlimited).

@@ -31,9 +31,9 @@ from typing import Any
 
 import serial
 
-from hardware.driver import Channel
-from hardware.serial_link import LinkLost, ProtocolError
-from hardware.servo_bus import ServoBusDriver
+from hardware.driver import Channel, Driver, DriverRequest, DriverSpec
+from hardware.servos.bus import ServoBusDriver
+from hardware.servos.serial_link import LinkLost, ProtocolError, build_serial
 
 ADDR_MODEL = 3
 ADDR_TORQUE_ENABLE = 40
@@ -71,7 +71,7 @@ class FeetechDriver(ServoBusDriver):
     """Driver for Feetech STS servos (ids from the joint config) on one bus.
 
     Args:
-        name, port, channels, **kw: As :class:`hardware.servo_bus.ServoBusDriver` (baud
+        name, port, channels, **kw: As :class:`hardware.servos.bus.ServoBusDriver` (baud
             usually 1000000).
         speeds: Joint → top speed, deg/s (sent as the goal speed with every target).
         neutral: Joint → neutral degrees.
@@ -187,3 +187,12 @@ class FeetechDriver(ServoBusDriver):
                 self._dead.discard(ch.id)
                 out[ch.id] = sdk.SCS_TOHOST(value, 15)
         return out
+
+
+def build(req: DriverRequest) -> tuple[Driver, float | None]:
+    """The driver of a Feetech STS bus at ``[robot.drivers.NAME]`` (the SDK is imported when it opens)."""
+    return build_serial(req, FeetechDriver, centre=CENTRE, per_deg=PER_DEG, device_range=DEVICE_RANGE)
+
+
+SPEC = DriverSpec("feetech", build)
+"""``kind = "feetech"``: Feetech STS servos on one bus, through ``feetech-servo-sdk``."""

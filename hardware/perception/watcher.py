@@ -17,14 +17,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from hardware.camera import Camera
-from hardware.config import CameraConfig, ReachyMiniConfig, VisionConfig
-from hardware.scene import Describer, DescriberError, OpenCVDescriber, Scene
+from hardware.camera.base import NamedSource
+from hardware.camera.capture import Camera
+from hardware.config import CameraConfig, VisionConfig
+from hardware.perception.scene import Describer, DescriberError, OpenCVDescriber, Scene
 
 log = logging.getLogger(__name__)
 
@@ -50,11 +51,11 @@ class SceneChange:
 
 
 class Vision:
-    """Low-rate scene description over a :class:`~hardware.camera.Camera` (or frames fed by hand).
+    """Low-rate scene description over a :class:`~hardware.camera.capture.Camera` (or frames fed by hand).
 
     Args:
         camera: The camera, or None to describe only frames passed to :meth:`feed`.
-        describer: Turns a frame into a :class:`~hardware.scene.Scene`.
+        describer: Turns a frame into a :class:`~hardware.perception.scene.Scene`.
         rate_hz: Descriptions per second, Hz.
         confirm: Descriptions a new head count must persist for before an event.
         on_change: Called with each :class:`SceneChange`.
@@ -215,14 +216,15 @@ def build_vision(
     vcfg: VisionConfig,
     on_change: Callable[[SceneChange], None] | None = None,
     wait_s: float = 3.0,
-    reachy: ReachyMiniConfig | None = None,
+    named: Mapping[str, NamedSource] | None = None,
     on_status: Callable[[str, str], None] | None = None,
 ) -> tuple[Vision | None, list[str]]:
     """Start camera + vision from config.
 
-    ``reachy`` is ``[robot.reachy_mini]``: the daemon a ``reachy_mini_sim`` camera takes its
-    head pose from (default ``localhost:8000``). ``on_status`` is called as ``(state, message)``
-    when the camera goes online or offline (:class:`~hardware.camera.Camera`).
+    ``named`` are the named camera sources known here (a robot's own cameras:
+    :func:`hardware.registry.camera_sources`); a named source may bring its own field of view.
+    ``on_status`` is called as ``(state, message)`` when the camera goes online or offline
+    (:class:`~hardware.camera.capture.Camera`).
 
     Returns:
         ``(vision, messages)``. ``vision`` is None when no camera is configured or vision is
@@ -234,13 +236,10 @@ def build_vision(
         return None, ["vision is disabled in the config"]
     if not ccfg.source:
         return None, ["no camera configured ([camera] source); running without vision"]
-    hfov = ccfg.hfov_deg
-    if ccfg.source.strip() == "reachy_mini_sim":  # the rendered camera's own field of view
-        from hardware.reachy_camera import sim_hfov_deg
-
-        hfov = sim_hfov_deg(ccfg)
+    known = (named or {}).get(ccfg.source.strip())
+    hfov = known.hfov_deg(ccfg) if known is not None and known.hfov_deg is not None else ccfg.hfov_deg
     describer = make_describer(vcfg, hfov)
-    camera = Camera(ccfg, on_status, reachy=reachy)
+    camera = Camera(ccfg, on_status, named)
     messages = []
     if not camera.start(wait_s):
         messages.append(f"{camera.message or 'camera gave no frame yet'}; vision starts when it does")

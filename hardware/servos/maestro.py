@@ -26,8 +26,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from hardware.serial_link import ProtocolError
-from hardware.servo_bus import ServoBusDriver
+from hardware.driver import Driver, DriverRequest, DriverSpec
+from hardware.servos.bus import ServoBusDriver
+from hardware.servos.serial_link import ProtocolError, build_serial
 
 SET_TARGET = 0x84
 SET_SPEED = 0x87
@@ -81,7 +82,7 @@ class MaestroDriver(ServoBusDriver):
     """Driver for a Pololu Maestro (Micro 6 or Mini 12/18/24) on its command port.
 
     Args:
-        name, port, channels, **kw: As :class:`hardware.servo_bus.ServoBusDriver`.
+        name, port, channels, **kw: As :class:`hardware.servos.bus.ServoBusDriver`.
         speeds: Joint → top speed, deg/s (written to the Maestro's speed register).
         neutral: Joint → neutral degrees (where torque-on starts when no target was sent yet).
         acceleration: Maestro acceleration units (0 = unlimited, 1..255).
@@ -154,3 +155,14 @@ class MaestroDriver(ServoBusDriver):
             if pos:  # 0 = pulses off: no position to report
                 out[ch.id] = pos
         return out
+
+
+def build(req: DriverRequest) -> tuple[Driver, float | None]:
+    """The driver of a Maestro at ``[robot.drivers.NAME]``; its ``us_per_deg`` sets the scale."""
+    us_per_deg = req.robot.drivers[req.name].us_per_deg
+    per_deg = QUARTER_US_PER_US * us_per_deg
+    return build_serial(req, MaestroDriver, centre=CENTRE, per_deg=per_deg, device_range=DEVICE_RANGE)
+
+
+SPEC = DriverSpec("maestro", build)
+"""``kind = "maestro"``: a Pololu Maestro servo controller."""

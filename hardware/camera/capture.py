@@ -1,23 +1,14 @@
-"""Camera sources and a capture thread that keeps only the newest frame.
-
-Sources (:func:`parse_source`): a V4L2 device (``"0"`` or ``"/dev/video0"``), a GStreamer
-pipeline string (anything containing ``!``, e.g. Jetson CSI ``nvarguscamerasrc ! ... !
-appsink`` — needs an OpenCV built with GStreamer: JetPack's system OpenCV, not the PyPI
-wheels), a video file (played at its own frame rate, looping) or a folder of images
-(cycled at ``fps``, default 2 Hz). A USB camera by its ids (``"usb:VVVV:PPPP"``, or
-``"reachy_mini"`` for a Reachy Mini Lite's camera) resolves to its V4L2 device each time it
-opens, and ``"reachy_mini_sim"`` renders the simulated Reachy Mini's eye camera, posed from
-its daemon (both in :mod:`hardware.reachy_camera`).
+"""The capture thread that keeps only the newest frame, and the feed's health rules.
 
 Threading: :class:`Camera` runs one daemon thread that reads frames as fast as the source
 gives them and keeps only the newest (frame, capture time); readers call
-:meth:`Camera.latest` and never wait for I/O. Health: no frame for ``dead_s``, a black picture
-for ``black_s`` or identical frames for ``frozen_s`` (live sources only: a still image is
-allowed to be still) → the source is closed and reopened with exponential backoff
-(``backoff_initial_s`` doubling to ``backoff_max_s``), sleeping on an event between tries;
-so is a source whose path disappears (a file or folder removed, ``/dev/videoN`` unplugged),
-until it is back. While offline :meth:`Camera.latest` gives no frame.
-The simulated eye camera is live but exempt from the frozen rule (see :meth:`Camera._capture`).
+:meth:`Camera.latest` and never wait for I/O. Health (:class:`FeedHealth`): no frame for
+``dead_s``, a black picture for ``black_s`` or identical frames for ``frozen_s`` (live sources
+only: a still image is allowed to be still) → the source is closed and reopened with exponential
+backoff (``backoff_initial_s`` doubling to ``backoff_max_s``), sleeping on an event between
+tries; so is a source whose path disappears (a file or folder removed, ``/dev/videoN``
+unplugged), until it is back. While offline :meth:`Camera.latest` gives no frame. A named source
+that is ``still`` (a rendered simulation) is exempt from the frozen rule.
 Frames are BGR ``uint8`` arrays of shape ``(h, w, 3)``; times are monotonic seconds.
 """
 
@@ -27,178 +18,17 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Protocol
 
 import cv2
 import numpy as np
 
-from hardware.config import CameraConfig, ReachyMiniConfig
+from hardware.camera.base import CameraError, FrameReader, NamedSource
+from hardware.camera.sources import open_reader
+from hardware.config import CameraConfig
 
 log = logging.getLogger(__name__)
-
-IMAGE_EXTS = {".jpg", ".jpeg", ".png", ".bmp", ".webp", ".tif", ".tiff"}
-
-
-class CameraError(Exception):
-    """A camera source cannot be opened or read; the message names the source and the cause."""
-
-
-class FrameReader(Protocol):
-    """What the capture loop reads from: ``cv2.VideoCapture`` or the image-folder reader."""
-
-    def read(self) -> tuple[bool, np.ndarray | None]:
-        """The next frame: ``(ok, BGR uint8 (h, w, 3) or None)``."""
-        ...
-
-    def release(self) -> None:
-        """Close the source."""
-        ...
-
-
-def parse_source(source: str) -> tuple[str, int | str | Path]:
-    """Classify a camera source string.
-
-    Returns ``("v4l2", index|path)``, ``("gstreamer", pipeline)``, ``("file", path)``,
-    ``("folder", path)``, ``("image", path)`` or ``("reachy_sim", "reachy_mini_sim")``; a USB
-    camera by ids (``usb:VVVV:PPPP``, ``reachy_mini``) is ``("v4l2", "/dev/videoN")``.
-
-    Raises:
-        CameraError: empty, a path that does not exist, or a USB camera that is not plugged in.
-
-    """
-    from hardware import reachy_camera  # optional sources, imported when a source is parsed
-
-    s = str(source).strip()
-    if not s:
-        raise CameraError("no camera source configured")
-    if s == reachy_camera.SIM_SOURCE:
-        return "reachy_sim", s
-    if reachy_camera.is_usb_source(s):
-        try:
-            return "v4l2", reachy_camera.resolve_usb_source(s)
-        except reachy_camera.ReachyCameraError as e:
-            raise CameraError(str(e)) from None
-    if s.isdigit():
-        return "v4l2", int(s)
-    if "!" in s:
-        return "gstreamer", s
-    p = Path(s).expanduser()
-    if s.startswith("/dev/"):
-        if not p.exists():
-            raise CameraError(f"camera {s} does not exist (is it plugged in? see ls /dev/video*)")
-        return "v4l2", s
-    if not p.exists():
-        raise CameraError(
-            f"camera source {s} does not exist (expected a device, pipeline, video file or image folder)"
-        )
-    if p.is_dir():
-        return "folder", p
-    return ("image", p) if p.suffix.lower() in IMAGE_EXTS else ("file", p)
-
-
-def read_image(path: Path | str) -> np.ndarray:
-    """Read one image file as BGR ``uint8`` ``(h, w, 3)``.
-
-    Raises:
-        CameraError: missing, unreadable or not a decodable image.
-
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise CameraError(f"image {p} does not exist")
-    img = cv2.imread(str(p), cv2.IMREAD_COLOR)
-    if img is None or img.size == 0:
-        raise CameraError(f"image {p} could not be decoded (corrupt or not an image)")
-    return img
-
-
-class _FolderReader:
-    """Cycles through readable images (corrupt ones are reported in ``problems`` and skipped)."""
-
-    def __init__(self, path: Path) -> None:
-        self.frames: list[np.ndarray] = []
-        self.problems: list[str] = []
-        if path.is_file():
-            self.frames.append(read_image(path))
-        else:
-            for f in sorted(path.iterdir()):
-                if f.suffix.lower() in IMAGE_EXTS:
-                    try:
-                        self.frames.append(read_image(f))
-                    except CameraError as e:
-                        self.problems.append(str(e))
-                        log.warning("%s; skipped", e)
-            if not self.frames:
-                raise CameraError(f"image folder {path} has no readable images")
-        self.i = 0
-
-    def read(self) -> tuple[bool, np.ndarray | None]:
-        frame = self.frames[self.i % len(self.frames)]
-        self.i += 1
-        return True, frame
-
-    def release(self) -> None:
-        self.frames = []
-
-
-def open_reader(
-    source: str, cfg: CameraConfig | None = None, reachy: ReachyMiniConfig | None = None
-) -> tuple[FrameReader, str, float]:
-    """Open a source; returns ``(reader with read()/release(), kind, pacing fps or 0)``.
-
-    Args:
-        source: See :func:`parse_source`.
-        cfg: ``[camera]`` (size, rate).
-        reachy: ``[robot.reachy_mini]``, the daemon the simulated eye camera takes its pose from
-            (default ``localhost:8000``); only ``reachy_mini_sim`` uses it.
-
-    Raises:
-        CameraError: the source does not exist, cannot be opened, or yields no frame.
-
-    """
-    cfg = cfg or CameraConfig(source=source)
-    kind, arg = parse_source(source)
-    if kind in ("folder", "image"):
-        return _FolderReader(Path(arg)), kind, cfg.fps or 2.0
-    if kind == "reachy_sim":
-        from hardware.reachy_camera import SIM_FPS, ReachyCameraError, open_sim_camera
-
-        try:
-            return open_sim_camera(cfg, reachy), kind, cfg.fps or SIM_FPS
-        except ReachyCameraError as e:
-            raise CameraError(str(e)) from None
-    if kind == "gstreamer":
-        cap = cv2.VideoCapture(arg, cv2.CAP_GSTREAMER)
-    elif kind == "v4l2":
-        cap = cv2.VideoCapture(arg, cv2.CAP_V4L2)
-    else:
-        cap = cv2.VideoCapture(str(arg), cv2.CAP_FFMPEG)
-    if not cap.isOpened():
-        hint = (
-            " (this OpenCV has no GStreamer: use JetPack's OpenCV on a Jetson)"
-            if kind == "gstreamer" and "GStreamer:                   YES" not in cv2.getBuildInformation()
-            else ""
-        )
-        what = "video file" if kind == "file" else "camera"
-        raise CameraError(f"cannot open {what} {arg}{hint}; it may be empty, corrupt or in use")
-    if kind == "v4l2":
-        if cfg.width:
-            cap.set(cv2.CAP_PROP_FRAME_WIDTH, cfg.width)
-        if cfg.height:
-            cap.set(cv2.CAP_PROP_FRAME_HEIGHT, cfg.height)
-        if cfg.fps:
-            cap.set(cv2.CAP_PROP_FPS, cfg.fps)
-    ok, frame = cap.read()
-    if not ok or frame is None:
-        cap.release()
-        raise CameraError(f"{'video file' if kind == 'file' else 'camera'} {arg} gives no frames")
-    if kind == "file":
-        cap.set(cv2.CAP_PROP_POS_FRAMES, 0)
-        fps = cfg.fps or cap.get(cv2.CAP_PROP_FPS) or 25.0
-        return cap, kind, min(fps, 60.0)
-    return cap, kind, 0.0
 
 
 class FeedHealth:
@@ -270,7 +100,8 @@ class Camera:
     Args:
         cfg: Camera settings (``source`` must be non-empty).
         on_status: Called as ``(state, message)`` when the camera goes online/offline.
-        reachy: ``[robot.reachy_mini]``: the daemon the ``reachy_mini_sim`` source is posed from.
+        named: The named sources known here (a robot's own cameras; see
+            :func:`hardware.registry.camera_sources`).
 
     """
 
@@ -278,11 +109,11 @@ class Camera:
         self,
         cfg: CameraConfig,
         on_status: Callable[[str, str], None] | None = None,
-        reachy: ReachyMiniConfig | None = None,
+        named: Mapping[str, NamedSource] | None = None,
     ) -> None:
         self.cfg = cfg
         self.on_status = on_status
-        self.reachy = reachy
+        self.named = dict(named or {})
         self.state = "connecting"
         self.message = ""
         self.kind = ""
@@ -328,7 +159,7 @@ class Camera:
         delay = self.cfg.backoff_initial_s
         while not self._stop.is_set():
             try:
-                reader, self.kind, fps = open_reader(self.cfg.source, self.cfg, self.reachy)
+                reader, self.kind, fps = open_reader(self.cfg.source, self.cfg, self.named)
             except CameraError as e:
                 self._set("offline", f"{e}; retrying in the background")
                 self._first.set()
@@ -348,11 +179,11 @@ class Camera:
 
     def _capture(self, reader: FrameReader, fps: float) -> str | None:
         """Read frames until stopped or unhealthy; returns the problem, or None when stopped."""
-        # The simulated eye camera is live (dead and black feeds are real faults there: a daemon
-        # that stopped answering, a broken GL renderer) but its picture is legitimately identical
-        # while the head and the scene are still, so the frozen rule would reopen it forever.
-        live = self.kind in ("v4l2", "gstreamer", "reachy_sim")
-        health = FeedHealth(self.cfg, live, time.monotonic(), frozen=self.kind != "reachy_sim")
+        known = self.named.get(str(self.cfg.source).strip())
+        opened = known is not None and known.open is not None  # a reader of its own (a renderer)
+        live = self.kind in ("v4l2", "gstreamer") or (opened and known.live)
+        still = known is not None and known.still  # may stay identical: no frozen rule
+        health = FeedHealth(self.cfg, live, time.monotonic(), frozen=not still)
         period = 1.0 / fps if fps else 0.0
         # An open file or a frame folder in memory reads on after its path is gone (an unplugged
         # USB camera's /dev/videoN goes too): the path is checked once a second.

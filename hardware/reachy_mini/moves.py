@@ -5,7 +5,7 @@ limits, reachability check and e-stop apply to every frame):
 
 * **Dances** — the 20 procedural moves of ``reachy-mini-dances-library`` (PyPI, offline):
   :class:`DanceGesture` evaluates Pollen's ``DanceMove`` at the control rate and turns each
-  frame into our joints (:func:`hardware.reachy_pose.from_sdk`).
+  frame into our joints (:func:`hardware.reachy_mini.pose.from_sdk`).
 * **Recorded moves** — Pollen's JSON format (``{"description", "time": [s...],
   "set_target_data": [{"head": 4x4, "antennas": [r, l], "body_yaw"}]}``, the format of the
   emotions dataset ``pollen-robotics/reachy-mini-emotions-library`` and of
@@ -26,14 +26,70 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hardware.animation import Animation, AnimationError, load_animation, recorded_move
-from hardware.reachy_pose import from_sdk
+from hardware.animation import Animation, AnimationError, AnimationFormat, Keyframe, load_animation
+from hardware.config import RobotConfig
+from hardware.driver import Libraries
+from hardware.reachy_mini.pose import from_sdk
 
 log = logging.getLogger(__name__)
 
 BLEND_MS = 300.0
 """A dance blends from the pose it starts in to its own first frame over this long, ms."""
 DANCES_PACKAGE = "reachy-mini-dances-library"
+
+
+def recorded_move(data: Any, name: str, source: str = "") -> Animation:
+    """Turn a Reachy Mini's recorded move (Pollen's JSON, parsed) into a keyframe animation.
+
+    The format of Pollen's emotions dataset and of the SDK's ``RecordedMove``; each recorded
+    frame becomes a keyframe of our joints (:func:`hardware.reachy_mini.pose.from_sdk`), linear
+    between frames as Pollen's player.
+
+    Args:
+        data: ``{"description", "time": [s, ...], "set_target_data": [{"head": 4x4 or 16
+            numbers (m), "antennas": [right, left] (rad), "body_yaw": rad}, ...]}``.
+        name: The animation's name (the file's stem).
+        source: Where it came from, for messages.
+
+    Returns:
+        An animation whose keyframes are the recorded frames (ms from the first; linear).
+
+    Raises:
+        AnimationError: not that format, lengths that differ, times not increasing, or a
+            frame that is not numbers.
+    """
+    where = source or name
+    if not isinstance(data, dict) or not isinstance(data.get("time"), list):
+        raise AnimationError(f"{where}: a recorded move needs a 'time' list and a 'set_target_data' list")
+    times, frames = data["time"], data.get("set_target_data")
+    if not isinstance(frames, list) or len(frames) != len(times) or not frames:
+        raise AnimationError(
+            f"{where}: 'time' and 'set_target_data' must be non-empty lists of the same length"
+        )
+    keys: list[Keyframe] = []
+    t0 = last = None
+    for i, (t, frame) in enumerate(zip(times, frames, strict=True)):
+        try:
+            t = float(t)
+            pose = from_sdk(frame.get("head"), frame.get("antennas"), frame.get("body_yaw"))
+        except (AttributeError, TypeError, ValueError) as e:
+            raise AnimationError(
+                f"{where}: frame {i}: expected head (4x4), antennas [r, l], body_yaw ({e})"
+            ) from None
+        if not pose or not all(math.isfinite(v) for v in pose.values()):
+            raise AnimationError(f"{where}: frame {i}: no finite pose")
+        t0 = t if t0 is None else t0
+        if last is not None and t <= last:
+            continue  # duplicate timestamps happen in recordings: keep the first
+        last = t
+        keys.append(
+            Keyframe(round((t - t0) * 1000.0, 3), {k: round(v, 3) for k, v in pose.items()}, "linear")
+        )
+    return Animation(name, tuple(keys), False, source)
+
+
+RECORDED_MOVE = {"set_target_data": AnimationFormat("set_target_data", "a recorded move", recorded_move)}
+"""Pollen's recorded-move JSON as an animation format (:func:`hardware.animation.load_animation`)."""
 
 
 def load_recorded_move(path: Path) -> Animation:
@@ -63,7 +119,7 @@ def load_moves(folder: Path) -> tuple[dict[str, Animation], list[str]]:
     paths = sorted(folder.glob("*.json")) + sorted((folder / "data").glob("*.json"))
     for path in paths:
         try:
-            found[path.stem] = load_animation(path)
+            found[path.stem] = load_animation(path, RECORDED_MOVE)
         except AnimationError as e:
             errors.append(str(e))
     return found, errors
@@ -184,3 +240,15 @@ def load_emotions(repo: str, folder: Path | None = None) -> tuple[dict[str, Anim
     if not emotions:
         errors.append(f"{where}: no recorded moves (*.json) found; the robot has no emotions")
     return emotions, errors
+
+
+def load_libraries(cfg: RobotConfig) -> Libraries:
+    """A Reachy Mini's animation libraries: Pollen's ``dances`` and recorded ``emotions``.
+
+    Returns:
+        ``({"dances": ..., "emotions": ...}, messages)``; a missing library is a message (what
+        to install or download), never an error.
+    """
+    dances, messages = load_dances()
+    emotions, more = load_emotions(cfg.reachy_mini.emotions_repo, cfg.reachy_mini.emotions_dir)
+    return {"dances": dict(dances), "emotions": dict(emotions)}, messages + more

@@ -18,6 +18,8 @@ Faults:
 
 Protocol modules implement ``_setup``, ``_send_targets``, ``_torque``, ``_estop``, ``_heartbeat``,
 ``_poll``; they raise :class:`LinkLost`/:class:`ProtocolError` and report servo flags via ``_fault``.
+:func:`build_serial` builds any of them from ``[robot.drivers.NAME]`` for its kind's
+:class:`~hardware.driver.DriverSpec`.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from typing import Any
 
 import serial
 
-from hardware.driver import Channel, DriverState, StatusCallback
+from hardware.driver import Channel, DriverRequest, DriverState, StatusCallback
 
 log = logging.getLogger(__name__)
 
@@ -434,3 +436,61 @@ class SerialDriver:
             with self._cond:
                 self._busy = False
                 self._cond.notify_all()
+
+
+def build_serial(
+    req: DriverRequest,
+    cls: type[SerialDriver],
+    *,
+    centre: float,
+    per_deg: float,
+    device_range: tuple[int, int],
+    **extra: Any,
+) -> tuple[SerialDriver, float]:
+    """Create (not start) the serial driver of ``[robot.drivers.NAME]`` for the request's joints.
+
+    Each joint gets a :class:`~hardware.driver.Channel` on the protocol's scale; the driver gets
+    the section's link settings, every joint's top speed (deg/s) and neutral (deg).
+
+    Args:
+        req: The driver's name, the robot config and its joints.
+        cls: The protocol's driver class (takes ``speeds`` and ``neutral``).
+        centre: Device units at the servo's centre.
+        per_deg: Device units per degree.
+        device_range: The device's own range, units.
+        **extra: More keyword arguments of ``cls`` (a board's ready timeout, watchdog).
+
+    Returns:
+        ``(driver, connect_wait_s)``: the section's wait for the first connection, s.
+    """
+    dcfg = req.robot.drivers[req.name]
+    channels = [
+        Channel.for_joint(
+            j.name,
+            j.id if j.id is not None else i,
+            j.min_deg,
+            j.max_deg,
+            centre=centre,
+            per_deg=per_deg,
+            direction=j.direction,
+            offset_deg=j.offset_deg,
+            device_range=device_range,
+        )
+        for i, j in req.joints
+    ]
+    driver = cls(
+        req.name,
+        str(dcfg.port),
+        channels,
+        baud=dcfg.baud,
+        timeout_s=dcfg.timeout_s,
+        poll_hz=dcfg.poll_hz,
+        backoff_initial_s=dcfg.backoff_initial_s,
+        backoff_max_s=dcfg.backoff_max_s,
+        on_status=req.on_status,
+        by_id_dir=req.by_id_dir,
+        speeds={j.name: j.max_speed_dps for _, j in req.joints},
+        neutral={j.name: j.neutral_deg for _, j in req.joints},
+        **extra,
+    )
+    return driver, dcfg.connect_wait_s

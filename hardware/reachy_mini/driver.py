@@ -19,7 +19,7 @@ already clamped every joint to its limits and speed; this driver then
    Stewart motor stays within its range (the joint ranges of Pollen's MJCF model, the limits
    measured on the robot in its ``hardware_config.yaml``: e.g. -48° to +80°; the solver alone
    returns angles the motors cannot reach, which MuJoCo then stops short of) — and that the
-   head stays clear of the body shell (:mod:`hardware.reachy_collision`, Pollen's collision
+   head stays clear of the body shell (:mod:`hardware.reachy_mini.collision`, Pollen's collision
    hulls, 0.1 ms); an unreachable pose is moved
    toward the head's neutral tilt and position (keeping yaw, body yaw and antennas) by
    bisection to the farthest reachable point (:meth:`ReachyMiniDriver.safe_pose`), so the
@@ -45,25 +45,23 @@ meanwhile. Never ``spawn_daemon=True``: the SDK then kills other daemons by comm
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
-import urllib.request
 import warnings
 from collections.abc import Callable
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import numpy as np
 
-from hardware.config import ReachyMiniConfig
-from hardware.driver import DriverError, DriverState, StatusCallback
-from hardware.reachy_pose import HEAD_POSITION, HEAD_ROTATION, from_sdk, to_sdk
+from hardware.config import REACHY_MINI, ReachyMiniConfig
+from hardware.driver import Driver, DriverError, DriverRequest, DriverSpec, DriverState, StatusCallback
+from hardware.reachy_mini.daemon import SDK_PACKAGE, same_release, sdk_version
+from hardware.reachy_mini.moves import load_libraries
+from hardware.reachy_mini.pose import HEAD_POSITION, HEAD_ROTATION, from_sdk, to_sdk
 
 log = logging.getLogger(__name__)
 
-SDK_PACKAGE = "reachy-mini"
 BISECT_STEPS = 12
 """Bisection steps of the reachability clamp (1/4096 of the way: well under 0.1 degree)."""
 FAR_FROM_INIT_RAD = 0.2
@@ -72,31 +70,6 @@ FAR_FROM_INIT_RAD = 0.2
 
 class VersionMismatch(DriverError):
     """The SDK and the daemon are different releases; the message says what to install."""
-
-
-def sdk_version() -> str | None:
-    """Installed version of the Reachy Mini SDK, or None when it is not installed."""
-    try:
-        return version(SDK_PACKAGE)
-    except PackageNotFoundError:
-        return None
-
-
-def same_release(a: str, b: str) -> bool:
-    """Whether two versions share major.minor (``1.13.0`` and ``1.13.2`` do; ``1.12.0`` does not)."""
-    return a.split(".")[:2] == b.split(".")[:2]
-
-
-def daemon_get(host: str, port: int, path: str, timeout_s: float = 2.0) -> Any:
-    """GET one of the daemon's REST endpoints (``/api/daemon/status``) and parse its JSON.
-
-    Raises:
-        OSError: the daemon is not reachable (``urllib.error.URLError`` is one), or answered
-            with an HTTP error.
-        ValueError: the answer is not JSON.
-    """
-    with urllib.request.urlopen(f"http://{host}:{port}{path}", timeout=timeout_s) as resp:
-        return json.loads(resp.read().decode("utf-8"))
 
 
 STEWART = tuple(f"stewart_{i}" for i in range(1, 7))
@@ -310,7 +283,7 @@ class ReachyMiniDriver:
 
         Without MuJoCo the self-collision check is off and :attr:`notes` says so.
         """
-        from hardware.reachy_collision import SelfCollision, SelfCollisionUnavailable
+        from hardware.reachy_mini.collision import SelfCollision, SelfCollisionUnavailable
 
         kin = self._kinematics()
         if self._ranges is None:
@@ -558,14 +531,20 @@ def _sdk_connect(cfg: ReachyMiniConfig) -> Any:
         )
 
 
-def motor_mode(cfg: ReachyMiniConfig, timeout_s: float = 2.0) -> str:
-    """The daemon's motor mode (``enabled``, ``disabled``, ``gravity_compensation``).
+WAKE_MS = 1500.0
+"""A Reachy Mini moves from the pose it was found in (often asleep) to neutral over this long, ms."""
+
+
+def build(req: DriverRequest) -> tuple[Driver, float | None]:
+    """The Reachy Mini of ``[robot.reachy_mini]`` moving the request's joints (not started).
 
     Raises:
-        OSError: the daemon is not reachable.
-        ValueError: an unexpected answer.
+        DriverError: Pollen's SDK is not installed.
     """
-    data = daemon_get(cfg.host, cfg.port, "/api/motors/status", timeout_s)
-    if not isinstance(data, dict) or "mode" not in data:
-        raise ValueError(f"unexpected motor status {data!r}")
-    return str(data["mode"])
+    rm = req.robot.reachy_mini
+    driver = ReachyMiniDriver(rm, {j.name: j.neutral_deg for _, j in req.joints}, req.name, req.on_status)
+    return driver, rm.connect_wait_s
+
+
+SPEC = DriverSpec(REACHY_MINI, build, wake_ms=WAKE_MS, libraries=load_libraries)
+"""``[robot] driver = "reachy_mini"`` (built in): the whole body, through its daemon."""

@@ -16,6 +16,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from hardware.driver import Driver, DriverRequest, DriverSpec
+
 COMMANDS_KEPT = 5_000
 """Joint commands :attr:`SimulatedDriver.commands` keeps (about 25 s of 4 joints at 50 Hz, 0.6 MiB).
 50,000 (6 MiB) took a soak's gestures hundreds of turns to fill: memory growth after warm-up."""
@@ -80,3 +82,12 @@ class SimulatedDriver:
     def close(self) -> None:
         """Nothing to release."""
         self.state = "closed"
+
+
+def build(req: DriverRequest) -> tuple[Driver, float | None]:
+    """A simulated driver named ``req.name``; it reports every command to ``req.on_command``."""
+    return SimulatedDriver(on_command=req.on_command, name=req.name), None
+
+
+SPEC = DriverSpec("sim", build)
+"""``sim`` (built in, or ``kind = "sim"``): records commands only; nothing to connect."""
