@@ -23,13 +23,13 @@ import pytest
 from waiting import wait_until
 
 from agent.audio_io.fake import FakeBackend
-from agent.bench.latency import EventLog
 from agent.config import ConsoleConfig, load_config
 from agent.console import Console
 from agent.console.hub import dumps
 from agent.events import PauseVerdict, Timing, ToolCall, ToolResult, Transcript
 from agent.pipeline import Bus, build_core
 from agent.pipeline.pipeline import live_pipeline
+from tools.bench.latency import EventLog
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "out" / "console"

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import soxr
 
-from agent.bench.turn_set import VOICES, Synthesizer
 from agent.config.live import ECHO_TEXT_MIN_SHARE
 from agent.listening.echo import EchoGate
 from agent.models import resolve_model
 from agent.speech.audio import SAMPLE_RATE, decode_file
+from tools.bench.turn_set import VOICES, Synthesizer
 
 STORY = (
     "Once upon a time there was a curious cat named Whiskers. Every morning she climbed the old "

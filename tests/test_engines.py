@@ -447,9 +447,9 @@ def test_bench_report_carries_the_drafters_acceptance(drafting_model, robot):
     """A drafted turn's counts reach the bench report: turn result -> TurnGenerated -> Timing -> report."""
     import time
 
-    from agent.bench.latency import ModelSpeed, _report, _Turn, format_report
     from agent.events import FirstToken, PlaybackStarted, Timing, TurnGenerated, TurnPlayed
     from agent.pipeline.turnbook import TurnBook
+    from tools.bench.latency import ModelSpeed, _report, _Turn, format_report
 
     bot, _ = robot
     cfg = DRAFTING.model_copy(update={"tool_format": "hermes"})  # free text: a long drafted round

@@ -10,6 +10,8 @@
 - no module loads one of ours by name (``importlib``): every dependency is in the graph;
 - the module graph has no circle, and the packages of ``agent/`` import only lower layers
   (:data:`LAYERS`: config at the bottom, the engines below the conversation, the CLI on top);
+- the product never imports the development tools (``tools/``: benchmarks, the soak), which may
+  import the product; product and tools together form no circle;
 - at most 12 modules are left flat in ``agent/``;
 - only ``agent/engines/embedded/vendor.py`` touches llama-cpp-python's private objects.
 """
@@ -29,7 +31,7 @@ LAYERS: list[set[str]] = [
     {"agent.events", "agent.listening", "agent.vision", "agent.models_doctor"},
     {"agent.audio_io", "agent.conversation", "agent.stopper"},
     {"agent.memplan", "agent.pipeline"},
-    {"agent.doctor", "agent.bench", "agent.console"},
+    {"agent.doctor", "agent.console"},
     {"agent.cli"},
     {"agent.__main__"},
 ]
@@ -147,6 +149,10 @@ def product_files() -> list[Path]:
     return [p for d in PRODUCT for p in sorted((ROOT / d).rglob("*.py"))]
 
 
+def tool_files() -> list[Path]:
+    return sorted((ROOT / "tools").rglob("*.py"))
+
+
 def test_no_module_is_loaded_by_name():
     """``importlib.import_module`` hides an import from the graph (a circle nobody sees)."""
     offenders = []
@@ -163,13 +169,14 @@ def test_no_module_is_loaded_by_name():
     assert offenders == []
 
 
-def module_graph() -> dict[str, set[str]]:
+def module_graph(files: list[Path] | None = None) -> dict[str, set[str]]:
     """Module → the modules of ours it imports (also lazily and under ``TYPE_CHECKING``).
 
     ``from pkg import sub`` where ``pkg.sub`` is a module depends on that module, not on
     ``pkg``'s ``__init__``; a package's ``__init__`` importing its own submodules is left out.
+    ``files``: the modules to graph (default: the product's).
     """
-    files = product_files()
+    files = product_files() if files is None else files
     names = {module_name(p) for p in files}
 
     def resolve(name: str) -> str:
@@ -229,6 +236,18 @@ def test_packages_import_only_lower_layers():
     assert not any(unit(d) in ("agent.conversation", "agent.pipeline") for d in below_conversation.values())
     config = {d for m, deps in graph.items() if unit(m) == "agent.config" for d in deps}
     assert {unit(d) for d in config if d.startswith("agent.")} <= {"agent.config"}  # config at the bottom
+
+
+def test_the_product_never_imports_the_tools():
+    """``tools/`` is not installed: a product module importing it would fail on the robot."""
+    tools = tool_files()
+    assert ROOT / "tools" / "bench" / "latency.py" in tools and len(tools) >= 10
+    offenders = {str(p.relative_to(ROOT)): sorted(hits(imports_of(p), "tools")) for p in product_files()}
+    assert {k: v for k, v in offenders.items() if v} == {}
+    # The tools build on the product, and the two together have no circle.
+    graph = module_graph(product_files() + tools)
+    assert any(d.startswith("agent.") for m, deps in graph.items() if m.startswith("tools.") for d in deps)
+    graphlib.TopologicalSorter(graph).prepare()
 
 
 def test_at_most_twelve_modules_are_flat_in_agent():

@@ -21,13 +21,13 @@ import pytest
 from rig import AgentRig
 from vision_models import idefics3_projector, smollm2_vision_model
 
-from agent.bench.latency import EventLog
 from agent.config import load_config
 from agent.events import Error, Notice, Reply, SceneDescribed, ToolCall, ToolResult
 from agent.pipeline import Bus, build_core
 from agent.vision.describer import DescribeError, bound, clean, frame_jpeg, native_image_size
 from agent.vision.narrator import change, thumbnail
 from hardware.camera.sources import read_image
+from tools.bench.latency import EventLog
 
 
 def words(text: str) -> int:

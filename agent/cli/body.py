@@ -1,7 +1,8 @@
-"""CLI commands for the robot body: ``see``, ``animate`` and ``motion-bench``.
+"""CLI commands for the robot body: ``see`` and ``animate``.
 
 ``see`` describes a picture, ``animate`` plays an animation (a Reachy Mini's dances and
-emotions too), ``motion-bench`` measures the motion loop (:mod:`agent.bench.motion`).
+emotions too); ``motion-bench``, which measures the motion loop, is a development tool
+(``tools/bench/``, :mod:`agent.cli.devtools`).
 
 Added to the ``bolt-agent`` app by :mod:`agent.cli.main`. Exit codes:
 0 success, 1 the source or animation could not be used, 2 a bad config file.
@@ -225,43 +226,3 @@ def animate(
     finally:
         robot.close()
         restore()
-
-
-def motion_bench(
-    config: Annotated[Path | None, typer.Option("--config", help="robot config TOML")] = None,
-    trials: Annotated[int, typer.Option(help="head-yaw steps for the command-to-motion latency")] = 20,
-    park: Annotated[
-        bool, typer.Option(help="also time SIGTERM-to-parked on a bolt-agent chat child (Reachy Mini)")
-    ] = True,
-    as_json: Annotated[bool, typer.Option("--json", help="print the figures as one JSON object")] = False,
-) -> None:
-    """Measure the body's motion loop rate, command-to-motion latency and SIGTERM-to-parked time."""
-    from agent.bench.motion import command_latency, loop_rate, sigterm_to_parked, summary
-    from hardware.config import REACHY_MINI
-
-    cfg = _config(config)
-    robot = _robot(cfg)
-    reachy = cfg.robot.driver == REACHY_MINI
-    figures: dict = {"driver": cfg.robot.driver}
-    try:
-        state, message = robot.status()
-        if state != "online":
-            _fail(f"the robot is {state}: {message}")
-        robot.wait_idle(10)  # a Reachy Mini's wake-up move
-        dances = robot.libraries.get("dances", {})
-        gesture = dances.get("groovy_sway_and_roll") if reachy and dances else "nod"
-        figures["loop"] = loop_rate(robot, gesture)
-        figures["latency"] = command_latency(robot, trials=trials)
-    finally:
-        robot.close()
-    if park and reachy and config is not None:
-        from hardware.reachy_mini.daemon import motor_mode
-
-        def motors_off() -> bool:
-            try:
-                return motor_mode(cfg.robot.reachy_mini, 0.5) == "disabled"
-            except (OSError, ValueError):
-                return False
-
-        figures["park"] = sigterm_to_parked(config, motors_off)
-    typer.echo(json.dumps(figures) if as_json else summary(figures))

@@ -1,11 +1,11 @@
 """The peer of ``bolt-agent bench --peer``: pipecat's voice pipeline on our models, timed like ours.
 
-A standalone script, run by :mod:`agent.bench.peer` with the Python of a separate virtual
+A standalone script, run by :mod:`tools.bench.peer` with the Python of a separate virtual
 environment that holds ``pipecat-ai[whisper,piper]==1.14.0``. It imports pipecat and the
 standard library only, never ``agent`` (not installed there), and nothing in ``agent/``
 imports it: pipecat is no dependency of bolt-agent.
 
-Input, a JSON object on stdin (written by :func:`agent.bench.peer.peer_spec`): ``files``
+Input, a JSON object on stdin (written by :func:`tools.bench.peer.peer_spec`): ``files``
 (``file``, ``path``, ``speech_end_ms``: the end of user speech in the WAV by our own VAD),
 ``warmup`` (a WAV played first and not measured), ``sample_rate``, ``chunk_ms``, the models
 (``whisper_model`` a CTranslate2 folder, ``piper_voice`` an ``.onnx`` with its ``.onnx.json``

@@ -1,6 +1,6 @@
 """``bolt-agent bench --turns``: does turn-taking keep paused sentences whole and leave hesitations alone?
 
-The turn-taking set (:mod:`agent.bench.turn_set`) is synthesized once into a cache folder and
+The turn-taking set (:mod:`tools.bench.turn_set`) is synthesized once into a cache folder and
 played, file after file, through the one pipeline as fast as possible (a ``FileSource`` that
 does not keep real time: each pause is judged before the next frame is read, exactly as at
 real speed, and each turn is over before the next file starts). Real models throughout; the
@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.bench.turn_set import TurnCase, build_set
 from agent.config import Config
 from agent.events import (
     Event,
@@ -55,6 +54,7 @@ from agent.events import (
     TurnDropped,
     Utterance,
 )
+from tools.bench.turn_set import TurnCase, build_set
 
 if TYPE_CHECKING:
     from agent.stopper import Stopper

@@ -18,9 +18,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agent.bench.latency import EventLog, percentiles
 from agent.config import Config
 from agent.events import PlaybackStarted, SceneDescribed, Timing, ToolCall, Transcript
+from tools.bench.latency import EventLog, percentiles
 
 
 class VisionBenchError(Exception):

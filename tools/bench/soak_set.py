@@ -1,7 +1,7 @@
 """What ``bolt-agent soak`` says to the agent: spoken commands, typed lines, noise.
 
 The spoken commands are synthesized once with the product's own piper voice (deterministic:
-no noise, so every machine plays the same audio; :class:`agent.bench.turn_set.Synthesizer`)
+no noise, so every machine plays the same audio; :class:`tools.bench.turn_set.Synthesizer`)
 into ``$XDG_CACHE_HOME/bolt-agent/soak`` (``~/.cache``) as 16 kHz WAVs with a
 ``manifest.json`` in the fixtures' ``commands/`` format (``file``, ``text``, ``intent``), so a
 fresh clone needs no fixtures. A folder of WAVs with such a manifest can be used instead
@@ -96,7 +96,7 @@ def build_soak_set(piper_voice: Path, folder: Path | None = None, commands: Path
         RuntimeError: piper made no audio, or ``commands`` has no usable ``manifest.json``.
         agent.speech.tts.TTSError: the voice cannot be loaded.
     """
-    from agent.bench.turn_set import VOICES, Synthesizer, write_wav
+    from tools.bench.turn_set import VOICES, Synthesizer, write_wav
 
     folder = folder or default_folder()
     folder.mkdir(parents=True, exist_ok=True)

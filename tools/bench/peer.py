@@ -2,7 +2,7 @@
 
 The issue's latency target compares ours with pipecat run with its default turn detector
 (Silero VAD + Smart Turn v3.2) on the same three models and command WAVs. This module does the
-parent's part; the pipeline itself is :mod:`agent.bench.peer_pipecat`, a standalone script run
+parent's part; the pipeline itself is :mod:`tools.bench.peer_pipecat`, a standalone script run
 as a child process with the Python of its own virtual environment, so pipecat never becomes a
 dependency of bolt-agent (nothing here imports it).
 
@@ -39,8 +39,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from agent.bench.latency import percentiles
 from agent.config import Config, VADConfig
+from tools.bench.latency import percentiles
 
 PEER_REQUIREMENT = "pipecat-ai[whisper,piper]==1.14.0"
 """What the peer environment holds: pipecat with faster-whisper and piper-tts (its Silero VAD and
@@ -129,7 +129,7 @@ def speech_end_ms(path: Path, vad: VADConfig) -> float:
 def peer_spec(
     cfg: Config, files: list[Path], ends_ms: list[float], llm_url: str, runs: int = 1
 ) -> dict[str, Any]:
-    """The child's input (see :mod:`agent.bench.peer_pipecat`).
+    """The child's input (see :mod:`tools.bench.peer_pipecat`).
 
     Args:
         cfg: The config (models, system prompt).

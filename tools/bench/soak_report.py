@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from agent.bench.soak import SoakRun
+from tools.bench.soak import SoakRun
 
 MEDIAN_OF = 5
 """Per-turn samples whose median is one memory figure (one sample is noisy: arenas, GC)."""
@@ -173,7 +173,7 @@ def write_report(report: dict[str, Any], out: Path) -> tuple[Path, Path | None]:
     """Write ``out/report.json`` and, with matplotlib installed, ``out/report.png``.
 
     Returns:
-        The two paths (None for the plot without matplotlib: ``pip install 'bolt-agent[soak]'``).
+        The two paths (None for the plot without matplotlib: ``pip install matplotlib`` (the ``test`` extra)).
     """
     out.mkdir(parents=True, exist_ok=True)
     path = out / "report.json"

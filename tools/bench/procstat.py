@@ -1,6 +1,6 @@
 """Resource figures of a running process from ``/proc`` (Linux): memory, threads, files, CPU time.
 
-Read by ``bolt-agent soak`` (:mod:`agent.bench.soak`) every few seconds and at each turn.
+Read by ``bolt-agent soak`` (:mod:`tools.bench.soak`) every few seconds and at each turn.
 RSS counts every resident page of the process; PSS (proportional set size) divides each
 shared page by the number of processes mapping it, so the shared libraries and model files
 mapped by several processes are not counted twice. Both come from

@@ -5,12 +5,12 @@ Replays the spoken command fixtures (``commands/manifest.json``: file, text, ``i
 conversation so one miss cannot spill into the next, and counts a turn as right when a
 called tool's name contains a word of ``expect_any`` (or, for chat turns with an empty list,
 when no tool was called) and every call's arguments follow the words
-(:func:`~agent.bench.reply_checks.arguments_fit`: the side a direction names, the hand named, the
+(:func:`~tools.bench.reply_checks.arguments_fit`: the side a direction names, the hand named, the
 degrees and durations said); ``tool_name_accuracy`` counts names alone. It runs twice — with
 ASR biasing (skill names as hotwords) and without — and reports the word error rate of the
 biased transcripts against the manifest's text.
 
-Every reply is checked too (:func:`agent.bench.reply_checks.reply_check`): a reply after a data
+Every reply is checked too (:func:`tools.bench.reply_checks.reply_check`): a reply after a data
 skill (one whose result is read back, ``@skill(follow_up=True)``: ``get_time``, ``describe_scene``) or a
 background result (a timer that finished) carries that result (the clock time of
 ``get_time``, spoken forms allowed); a chat request ("Tell me a short joke") gets an answer,
@@ -27,9 +27,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agent.bench.reply_checks import arguments_fit, reply_check
 from agent.config import Config
 from agent.events import BackgroundDone, Event, Reply, ToolCall, ToolResult, Transcript
+from tools.bench.reply_checks import arguments_fit, reply_check
 
 if TYPE_CHECKING:
     from agent.pipeline import Pipeline
@@ -118,8 +118,8 @@ class _Runner:
     """
 
     def __init__(self, cfg: Config, fixtures: Path, stopper: Stopper) -> None:
-        from agent.bench.latency import EventLog
         from agent.pipeline import Bus, build_core
+        from tools.bench.latency import EventLog
 
         self.fixtures = fixtures
         self.stopper = stopper

@@ -1,7 +1,7 @@
 """``bolt-agent soak``: drive ``bolt-agent run`` for N turns or H hours and watch what it holds.
 
-The agent runs as a child process (:class:`~agent.bench.soak_child.Child`) on a private
-PulseAudio server's null sinks (:mod:`agent.bench.pulse`), with the live console on a loopback
+The agent runs as a child process (:class:`~tools.bench.soak_child.Child`) on a private
+PulseAudio server's null sinks (``tests/pulse.py``), with the live console on a loopback
 port and a camera that plays an image folder. Each turn is one of (:data:`PLAN`):
 
 * ``speak`` — a spoken command played into the virtual mic (``paplay``); every fifth is
@@ -12,15 +12,15 @@ port and a camera that plays an image folder. Each turn is one of (:data:`PLAN`)
 
 A turn is answered when its :class:`~agent.events.Timing` arrives (the robot replied and
 played it); its voice-to-voice latency is that event's ``first_played_ms`` (end of the user's
-speech → first reply audio handed to the speaker, as in :mod:`agent.bench.latency`). The
+speech → first reply audio handed to the speaker, as in :mod:`tools.bench.latency`). The
 child's memory (RSS, PSS), threads and open descriptors are sampled every ``sample_s`` s and
-after each turn (:mod:`agent.bench.procstat`). A crash is recorded with its exit status and
+after each turn (:mod:`tools.bench.procstat`). A crash is recorded with its exit status and
 the child is restarted (at most ``max_restarts`` times). The child's state store (``[state]``,
 in a state folder of the soak's own) survives it, as it would a service restart: the timers
 the dead child left pending are read from it, and the restarted child must announce each one
-(:func:`~agent.bench.soak_child.restored_timers`; the crash record lists them).
+(:func:`~tools.bench.soak_child.restored_timers`; the crash record lists them).
 ``SoakOptions.after_input`` is the hook for injecting such a crash at a chosen moment. The
-report is :mod:`agent.bench.soak_report`'s.
+report is :mod:`tools.bench.soak_report`'s.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.bench.procstat import ProcSample, read_sample
-from agent.bench.pulse import PulseRig
-from agent.bench.soak_child import Child, ChildExited, restored_timers
-from agent.bench.soak_set import SoakSet
 from agent.config import load_config
 from agent.state.keep import state_path
+from tests.pulse import PulseRig
+from tools.bench.procstat import ProcSample, read_sample
+from tools.bench.soak_child import Child, ChildExited, restored_timers
+from tools.bench.soak_set import SoakSet
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -109,7 +109,7 @@ class SoakOptions:
 
 @dataclass
 class SoakRun:
-    """What a soak gathered (the input of :func:`agent.bench.soak_report.build_report`)."""
+    """What a soak gathered (the input of :func:`tools.bench.soak_report.build_report`)."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     samples: list[ProcSample] = field(default_factory=list)
