@@ -70,6 +70,22 @@ if [ $reachy = 1 ]; then
   .venv/bin/uv pip install -q --python .venv/bin/python --override launch/reachy-overrides.txt \
     --find-links "$WHEELHOUSE" -e ".[reachy]"
 fi
+# --- test data too large for the repository (tests/data/README.md), fetched once per machine -------
+# Gemma 4's vocabulary (15.8 MB) from the llama-cpp-python source archive on PyPI, the release built
+# above; the archive itself (77 MB) is not kept.
+if [ "$what" = test ]; then
+  TEST_DATA="${XDG_CACHE_HOME:-$HOME/.cache}/bolt-agent/test-data"
+  if [ ! -f "$TEST_DATA/ggml-vocab-gemma-4.gguf" ]; then
+    echo "fetching the Gemma 4 vocabulary for the tests (llama-cpp-python $LLAMA_VERSION source archive)..."
+    sdist="$(mktemp -d)"
+    .venv/bin/python -m pip download -q --no-deps --no-binary :all: -d "$sdist" "llama-cpp-python==$LLAMA_VERSION"
+    src="llama_cpp_python-$LLAMA_VERSION"
+    .venv/bin/python launch/unpack.py "$sdist/$src.tar.gz" "$TEST_DATA" \
+      "$src/vendor/llama.cpp/models/ggml-vocab-gemma-4.gguf=ggml-vocab-gemma-4.gguf" \
+      "$src/vendor/llama.cpp/LICENSE=LICENSE-llama.cpp"
+    rm -rf "$sdist"
+  fi
+fi
 # --- llama.cpp's server for [llm] engine = "llama-server", built once per machine --------------
 # Only the llama-server target, into ~/.cache/bolt-agent/llama-server/VERSION-ARCH (about 15 minutes
 # on 2 cores the first time, nothing later). For the tests, or with BOLT_LLAMA_SERVER=1 (on a Jetson

@@ -2,7 +2,7 @@
 
 One agent per module: the ``run`` pipeline (:func:`~agent.pipeline.pipeline.live_pipeline`)
 on fake sound devices that keep real time, the simulated robot, and the console's server on
-a free localhost port; with the shared fixtures' video as the camera when it is there. The
+a free localhost port; with the test data's video as the camera. The
 browser tests drive Debian's ``chromium`` through ``chromium-driver`` (Selenium) and skip
 with the reason where either is missing. Screenshots go to the test's tmp folder and to
 ``out/console/`` (git-ignored).

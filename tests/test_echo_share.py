@@ -1,6 +1,6 @@
 """The whole-utterance echo test (:meth:`EchoGate.echo_share`) on real voices.
 
-The robot's voice is the product's piper voice; the user's are the shared fixtures' spoken
+The robot's voice is the product's piper voice; the user's are the test data's spoken
 commands (real people). The default threshold (:data:`ECHO_TEXT_MIN_SHARE`) must sit between
 what a person's command scores over the robot's unrelated speech (the mic hears no robot: the
 soak's case, issue 22's turn 103) and what the robot's own echo scores through a room.

@@ -1,7 +1,7 @@
 """``bolt-agent bench --peer``: pipecat timed on our models and WAVs, in its own environment.
 
 The parts that need no peer environment run always: the end of speech (real Silero VAD on
-the shared command WAVs), the report and its ratios, reading our bench JSON, the child's
+the test data's command WAVs), the report and its ratios, reading our bench JSON, the child's
 input, the environment check, the CLI's refusal of a bad ``--ours``, and that pipecat stays
 out of bolt-agent's imports. The real peer (a virtual environment with pipecat from PyPI,
 llama-server, two WAVs in real time) runs only with ``BOLT_PEER=1``.

@@ -27,6 +27,9 @@ from agent.stopper import Stopper
 if TYPE_CHECKING:
     from hardware.robot import Robot
 
+TEST_DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
+"""The checkout's test data (``commands/`` with its manifest): the default WAVs of ``bench``."""
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -39,7 +42,10 @@ def bench(
     config: ConfigOpt = None,
     fixtures: Annotated[
         Optional[Path],
-        typer.Option(help="folder of command WAVs with manifest.json (default: $BOLT_FIXTURES/commands)"),
+        typer.Option(
+            help="folder of command WAVs with manifest.json (default: $BOLT_FIXTURES/commands, else the "
+            "checkout's tests/data/commands)"
+        ),
     ] = None,
     runs: Annotated[int, typer.Option(min=1, help="passes over the fixtures")] = 1,
     limit: Annotated[int, typer.Option(min=0, help="use at most this many fixtures (0 = all)")] = 0,
@@ -114,7 +120,7 @@ def bench(
         return
     folder = fixtures
     if folder is None:
-        root = fixtures_root()
+        root = fixtures_root() or TEST_DATA
         folder = root / "commands" if root else None
     if vision:
         _bench_vision(cfg, folder, frames, runs, json_out)
