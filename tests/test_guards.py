@@ -5,6 +5,8 @@ Checked on the source with ``ast`` and plain text (no imports executed):
 - a module-level constant is defined once: no name with the same value in two modules, the
   audio sample rate (16 kHz) once, the apology sentence once, the word-splitting pattern only
   in ``agent/speech/words.py``;
+- every message class of ``agent/events.py`` is constructed somewhere in the product (a message
+  nobody sends is a stale promise to its readers);
 - no product file, config or doc cites a file outside the tree (``../shared``, ``NOTES.md``):
   a user of the repository has no such file; the facts the code relies on are in
   ``docs/facts.md``.
@@ -107,3 +109,20 @@ def test_nothing_cites_a_file_outside_the_tree():
     if "NOTES.md" in readme:
         hits.append("README.md: NOTES.md")
     assert hits == []
+
+
+def test_every_message_class_is_sent_by_someone():
+    """``AudioEnd`` was declared and never built: the sink's end of turn is a method call (``end``)."""
+    tree = ast.parse((ROOT / "agent" / "events.py").read_text(encoding="utf-8"))
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    assert {"Event", "AudioOut", "TurnPlayed"} <= classes
+    built: set[str] = set()
+    for path in code_files():
+        if path == ROOT / "agent" / "events.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                built.add(func.id if isinstance(func, ast.Name) else getattr(func, "attr", ""))
+    abstract = {"Event"}  # the base: only its subclasses are sent
+    assert sorted(classes - abstract - built) == []

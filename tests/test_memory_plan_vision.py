@@ -43,7 +43,7 @@ from agent.memplan import (
 )
 from agent.memplan.devices import DeviceProfile
 from agent.memplan.projector import encoder_compute, vision_only_shape
-from agent.memplan.vision import AUDIO_ENCODER_COMPUTE_MIB, frame_size, kv_bytes_per_token
+from agent.memplan.vision_plan import AUDIO_ENCODER_COMPUTE_MIB, frame_size, kv_bytes_per_token
 from agent.memplan.vlm_shapes import (
     GEMMA4_E4B_MMPROJ,
     GEMMA4_E4B_VISION_ONLY,

@@ -2,7 +2,7 @@
 
 Commands: ``demo`` (the main job, no arguments), ``listen FILE...``, ``chat``, ``skills
 list|new`` (:mod:`~agent.cli.talk`, :mod:`~agent.cli.skills`); ``run`` (:mod:`~agent.cli.live`);
-``see`` and ``animate`` (:mod:`~agent.cli.body`); ``budget`` (:mod:`~agent.cli.budget`);
+``see`` and ``animate`` (:mod:`~agent.cli.see_and_animate`); ``budget`` (:mod:`~agent.cli.budget`);
 ``state show|clear`` (:mod:`~agent.cli.state`); ``models pull`` and ``doctor``
 (:mod:`~agent.cli.ops`); ``bench``, ``soak`` and ``motion-bench``, development tools started from
 a checkout's ``tools/bench`` (:mod:`~agent.cli.devtools`). The app is built here by plain
@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from agent.cli import body, budget, live, ops, talk
+from agent.cli import budget, live, ops, see_and_animate, talk
 from agent.cli.devtools import add_tools
 from agent.cli.skills import skills_app
 from agent.cli.state import state_app
@@ -69,8 +69,8 @@ app.command()(talk.listen)
 app.command()(talk.chat)
 app.add_typer(skills_app, name="skills")
 app.command("run")(live.run)
-app.command("see")(body.see)
-app.command("animate")(body.animate)
+app.command("see")(see_and_animate.see)
+app.command("animate")(see_and_animate.animate)
 app.command("budget")(budget.budget)
 app.add_typer(ops.models_app, name="models")
 app.add_typer(state_app, name="state")

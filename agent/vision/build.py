@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.config import Config, LLMConfig, OpenAIConfig
-from agent.config.vision import VlmConfig, vlm_server_llm
+from agent.config.vlm import VlmConfig, vlm_server_llm
 from agent.engines import ChatEngine, make_chat_model
 from agent.engines.base import LLMError
 from agent.models import ModelNotFoundError, resolve_model

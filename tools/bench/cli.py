@@ -4,7 +4,7 @@ Run as ``python -m tools.bench COMMAND ...`` from a checkout, which is what ``bo
 ``bolt-agent soak`` and ``bolt-agent motion-bench`` do (:mod:`agent.cli.devtools`). The commands
 only parse options and print; the work is in the modules beside this one:
 :mod:`~tools.bench.latency`, :mod:`~tools.bench.accuracy`, :mod:`~tools.bench.turns`,
-:mod:`~tools.bench.peer`, :mod:`~tools.bench.vision` (``bench``), :mod:`~tools.bench.soak` and
+:mod:`~tools.bench.peer`, :mod:`~tools.bench.vision_bench` (``bench``), :mod:`~tools.bench.soak` and
 :mod:`~tools.bench.soak_report` (``soak``), :mod:`~tools.bench.motion` (``motion-bench``).
 Exit codes: 0 success, 1 a failed run (a crash, an unanswered turn, a robot offline), 2 bad
 options or a bad config.
@@ -177,7 +177,7 @@ def _bench_peer(cfg: Any, folder: Path, limit: int, runs: int, ours: Optional[Pa
 
 def _bench_vision(cfg: Any, folder: Optional[Path], frames: int, runs: int, json_out: bool) -> None:
     """``bench --vision``: the question is ``what_see.wav`` in the commands folder, when there is one."""
-    from tools.bench.vision import VisionBenchError, format_vision, run_vision_bench
+    from tools.bench.vision_bench import VisionBenchError, format_vision, run_vision_bench
 
     question = folder / "what_see.wav" if folder is not None else None
     if question is not None and not question.is_file():

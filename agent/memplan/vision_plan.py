@@ -1,6 +1,6 @@
 """Vision's memory: the OpenCV layer, and the vision-language model of ``[vision] describer = "vlm"``.
 
-One plan per ``[vision.vlm] engine`` (``agent/config/vision.py``):
+One plan per ``[vision.vlm] engine`` (``agent/config/vlm.py``):
 
 * ``chat`` — the chat model's own vision: llama.cpp loads the projector (``mmproj``) next to
   the chat model, in the same process. Rows: the vision encoder's weights, on the GPU with
@@ -15,7 +15,7 @@ One plan per ``[vision.vlm] engine`` (``agent/config/vision.py``):
   (weights, KV cache for ``[vision.vlm] n_ctx``, compute and logits buffers, sized like the chat
   model by :func:`~agent.memplan.llm.llm_memory`), its projector and encoder buffers, the
   process itself and, on a GPU, its own CUDA context; flash attention on, as
-  :func:`agent.config.vision.vlm_server_llm` starts it. Without the files here: Cosmos Reason 2
+  :func:`agent.config.vlm.vlm_server_llm` starts it. Without the files here: Cosmos Reason 2
   2B's published shape (:mod:`agent.memplan.vlm_shapes`).
 * ``openai`` — a remote model: nothing local beyond the OpenCV layer.
 
@@ -302,12 +302,12 @@ def server_flash_attn(extra_args: list[str], default: bool) -> bool:
 def vlm_settings(cfg: Config) -> LLMSettings:
     """The separate VLM's llama.cpp settings, as ``agent/vision/build.py`` starts its llama-server.
 
-    Both take them from :func:`agent.config.vision.vlm_server_llm` (flash attention on, which
+    Both take them from :func:`agent.config.vlm.vlm_server_llm` (flash attention on, which
     llama-server passes on to the projector's encoder, unless ``[vision.vlm.server] extra_args``
     says otherwise). One output per slot. Without ``[vision.vlm] model`` (a published shape is
     planned) a stand-in name is passed: the settings do not depend on it.
     """
-    from agent.config.vision import vlm_server_llm
+    from agent.config.vlm import vlm_server_llm
 
     vlm = cfg.vision.vlm
     d = vlm_server_llm(vlm, cfg.llm, vlm.model or "published-vlm.gguf")
