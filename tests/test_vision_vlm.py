@@ -170,10 +170,10 @@ class SlowVision(BaseHTTPRequestHandler):
     def log_message(self, *args):  # keep test output clean
         pass
 
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):  # http.server's naming
         self.send_error(404)
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         parts = body["messages"][-1]["content"]
         SlowVision.images += [p["image_url"]["url"] for p in parts if p.get("type") == "image_url"]

@@ -355,7 +355,7 @@ def _park(robot: Robot, vision: Vision | None, emit: Callable[[Event], None]) ->
         if vision is not None:
             vision.close()
         robot.close()
-    except Exception:  # noqa: BLE001 - the build's own error is the one to report
+    except Exception:  # the build's own error is the one to report
         log.exception("parking the robot after a failed start failed")
     emit(RobotParked(-1, robot.positions(), robot.torque_on))
 

@@ -189,7 +189,7 @@ class SceneNarrator:
         if self.on_described is not None:
             try:
                 self.on_described(d)
-            except Exception:  # noqa: BLE001 - a listener's bug must not stop the narrator
+            except Exception:  # a listener's bug must not stop the narrator
                 log.exception("description listener failed")
 
     def _fail(self, message: str) -> None:
@@ -272,7 +272,7 @@ class SceneNarrator:
         while not self._stop.wait(tick_s):
             try:
                 self.step()
-            except Exception:  # noqa: BLE001 - the narrator must outlive any frame
+            except Exception:  # the narrator must outlive any frame
                 log.exception("scene narrator tick failed")
 
     def close(self) -> None:

@@ -163,7 +163,7 @@ class Vision:
             if self.on_change is not None:
                 try:
                     self.on_change(ev)
-                except Exception:  # noqa: BLE001 - a listener's bug must not stop vision
+                except Exception:  # a listener's bug must not stop vision
                     log.exception("scene change listener failed")
 
     def start(self) -> None:

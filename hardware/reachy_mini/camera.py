@@ -127,7 +127,7 @@ def _import_mujoco() -> Any:
         raise CameraError(
             f"the simulated Reachy Mini camera needs MuJoCo: BOLT_REACHY=1 bash launch/setup.sh run ({e})"
         ) from None
-    except Exception as e:  # noqa: BLE001 - mujoco's GL backend fails at import with any error
+    except Exception as e:  # mujoco's GL backend fails at import with any error
         raise CameraError(
             f"mujoco cannot start its OpenGL backend MUJOCO_GL={os.environ['MUJOCO_GL']}: {e}"
         ) from None
@@ -238,7 +238,7 @@ class SimEyeCamera:
             # Shadows and reflections cost ~4x the render time on a CPU (0.26 s vs 65 ms a frame).
             self.renderer.scene.flags[mj.mjtRndFlag.mjRND_SHADOW] = 0
             self.renderer.scene.flags[mj.mjtRndFlag.mjRND_REFLECTION] = 0
-        except Exception as e:  # noqa: BLE001 - EGL/GL failures come as many exception types
+        except Exception as e:  # EGL/GL failures come as many exception types
             self.release()
             raise CameraError(
                 f"cannot render offscreen with MUJOCO_GL={os.environ.get('MUJOCO_GL')} "
@@ -324,7 +324,7 @@ class SimEyeCamera:
         except CameraError as e:
             self.problem = str(e)
             return False, None
-        except Exception as e:  # noqa: BLE001 - a GL failure must not end the capture thread
+        except Exception as e:  # a GL failure must not end the capture thread
             self.problem = f"rendering failed: {type(e).__name__}: {e}"
             log.warning("simulated camera: %s", self.problem)
             return False, None

@@ -208,7 +208,7 @@ class ReachyMiniDriver:
                 except VersionMismatch as e:
                     self._set_state("offline", str(e))
                     backoff = self.cfg.backoff_max_s  # a person must install the other version
-                except Exception as e:  # noqa: BLE001 - the SDK raises ConnectionError, TimeoutError, OSError...
+                except Exception as e:  # the SDK raises ConnectionError, TimeoutError, OSError...
                     self._set_state(
                         "offline",
                         f"{self.describe()} is not reachable ({type(e).__name__}: {e}); is "
@@ -301,7 +301,7 @@ class ReachyMiniDriver:
         pose, _, body = to_sdk(joints)
         try:
             sol = np.asarray(self._kinematics().ik(pose, body_yaw=body), dtype=float)
-        except Exception:  # noqa: BLE001 - the Rust solver raises on some degenerate poses
+        except Exception:  # the Rust solver raises on some degenerate poses
             return False
         if self._ranges is None:
             self.prepare_checks()
@@ -370,7 +370,7 @@ class ReachyMiniDriver:
                     mini.enable_motors()
                     self._parked = False
                 mini.set_target(head=head, antennas=antennas, body_yaw=body)
-            except Exception as e:  # noqa: BLE001 - ConnectionError, websockets' ConnectionClosed, ...
+            except Exception as e:  # ConnectionError, websockets' ConnectionClosed, ...
                 lost = e
             else:
                 self._sent = pose
@@ -384,7 +384,7 @@ class ReachyMiniDriver:
         if mini is not None:
             try:
                 return _present(mini)
-            except Exception:  # noqa: BLE001 - no state received yet, or the client just closed
+            except Exception:  # no state received yet, or the client just closed
                 pass
         with self._lock:
             return dict(self._sent or self._want)
@@ -412,7 +412,7 @@ class ReachyMiniDriver:
             else:
                 mini.disable_motors()
             self._parked = not on
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # the SDK's connection errors come as many types: a lost daemon
             self._drop(f"lost {self.describe()} ({type(e).__name__}: {e})")
 
     def estop(self) -> None:
@@ -427,7 +427,7 @@ class ReachyMiniDriver:
             mini.set_target(
                 head=mini.get_current_head_pose(), antennas=list(antennas), body_yaw=float(head_joints[0])
             )
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # as above: the daemon is gone
             self._drop(f"lost {self.describe()} during an emergency stop ({type(e).__name__}: {e})")
 
     def park(self, move: bool = True) -> bool:
@@ -465,7 +465,7 @@ class ReachyMiniDriver:
                     body_yaw=0.0,
                 )
             mini.disable_motors()
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # parking is best effort: a failure is logged, never raised
             log.warning("%s: could not park: %s: %s", self.name, type(e).__name__, e)
             return False
         with self._lock:
@@ -503,14 +503,14 @@ def _present(mini: Any) -> dict[str, float]:
 def _alive(mini: Any) -> bool:
     try:
         return bool(mini.client.is_connected())  # waits up to 1 s for the 50 Hz state stream
-    except Exception:  # noqa: BLE001
+    except Exception:  # any failure of the check means not connected
         return False
 
 
 def _disconnect(mini: Any) -> None:
     try:
         mini.client.disconnect()
-    except Exception:  # noqa: BLE001 - already gone
+    except Exception:  # already gone
         pass
 
 

@@ -231,7 +231,7 @@ class SerialDriver:
         t = self.timeout_s
         return serial.Serial(path, self.baud, timeout=t, write_timeout=t, exclusive=True)
 
-    def _close_port(self, handle: Any) -> None:  # noqa: D102
+    def _close_port(self, handle: Any) -> None:
         handle.close()
 
     def _setup(self) -> None:

@@ -104,7 +104,7 @@ class Child:
         self.port = port
         self.log = log
         self.state_file = state_file
-        self._err: IO[bytes] = open(log, "ab")  # noqa: SIM115 - closed in close()
+        self._err: IO[bytes] = open(log, "ab")  # closed in close()
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=self._err, text=True)
         self._events: list[dict[str, Any]] = []
         self._base = 0  # absolute index of _events[0]
