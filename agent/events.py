@@ -480,14 +480,6 @@ class AudioOut(Event):
     synth_ms: float = 0.0
 
 
-@dataclass(frozen=True)
-class AudioEnd(Event):
-    """No more audio for this turn: the sink reports the turn played once it has played the rest."""
-
-    name: ClassVar[str] = "audio_end"
-    public: ClassVar[bool] = False
-
-
 # --- sink → pipeline: what was actually played ------------------------------------------------------
 
 

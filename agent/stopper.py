@@ -184,7 +184,7 @@ class Stopper:
                 robot.close()
                 if emit is not None:
                     emit(RobotParked(-1, robot.positions(), robot.torque_on))
-        except Exception:  # noqa: BLE001 - exit whatever the driver does
+        except Exception:  # exit whatever the driver does
             log.exception("parking the robot failed")
         finally:
             for stream in (sys.stdout, sys.stderr):

@@ -282,7 +282,7 @@ class CameraConfig(StrictModel):
 class VisionConfig(StrictModel):
     """The OpenCV scene layer: how often, and the pinhole-distance assumptions.
 
-    The agent's ``[vision]`` adds ``describer`` and ``[vision.vlm]`` (``agent/config/vision.py``).
+    The agent's ``[vision]`` adds ``describer`` and ``[vision.vlm]`` (``agent/config/vlm.py``).
     """
 
     enabled: bool = True

@@ -359,7 +359,7 @@ class Robot:
             t_start = time.monotonic()
             try:
                 self._tick()
-            except Exception:  # noqa: BLE001 - a driver fault must not kill the loop silently
+            except Exception:  # a driver fault must not kill the loop silently
                 log.exception("motion loop: a tick failed; the gesture stops")
                 with self._lock:
                     self._playing, self._sway = None, None

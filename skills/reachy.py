@@ -89,7 +89,7 @@ def move_head(ctx: SkillContext, direction: Literal["left", "right", "up", "down
 @skill(keywords=("sleep", "rest", "good night", "bedtime"), needs=REACHY_HEAD, ability="go to sleep")
 def go_to_sleep(ctx: SkillContext) -> str:
     """Go to sleep: head down, antennas folded, until someone talks to me again."""
-    from hardware.reachy_mini import sleep_pose
+    from hardware.reachy_mini.driver import sleep_pose
 
     ctx.robot.move(sleep_pose(), duration_ms=2000)
     return "I am going to sleep. Talk to me to wake me up."

@@ -121,7 +121,7 @@ def get(path: str, port: int = PORT) -> dict:
 
 def start(mode: str = "mockup", port: int = PORT, log: str | None = None) -> subprocess.Popen:
     """Start the daemon (inside the namespace the caller runs in) and wait until it is ready."""
-    out = open(log, "ab") if log else subprocess.DEVNULL  # noqa: SIM115 - handed to the child
+    out = open(log, "ab") if log else subprocess.DEVNULL  # handed to the child
     proc = subprocess.Popen(daemon_command(mode, port), stdout=out, stderr=subprocess.STDOUT)
     try:
         wait_ready(port)
@@ -156,7 +156,7 @@ def joints(port: int = PORT) -> dict[str, float]:
     """The daemon's present pose as our joints (degrees; head x/y/z in mm), from ``/api/state/full``.
 
     The daemon reports the head as x/y/z (m) and extrinsic xyz roll/pitch/yaw (rad, + pitch =
-    nose down); ours is + = up (see ``hardware/reachy_pose.py``).
+    nose down); ours is + = up (see ``hardware/reachy_mini/pose.py``).
     """
     import math
 

@@ -29,7 +29,7 @@ from hardware.animation import linear_move
 from hardware.config import REACHY_JOINTS
 from hardware.joints import Joint
 from hardware.robot import Robot
-from hardware.sim import SimulatedDriver
+from hardware.servos.sim import SimulatedDriver
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -464,9 +464,9 @@ def test_bench_report_carries_the_drafters_acceptance(drafting_model, robot):
     """A drafted turn's counts reach the bench report: turn result -> TurnGenerated -> Timing -> report."""
     import time
 
-    from agent.bench.latency import ModelSpeed, _report, _Turn, format_report
     from agent.events import FirstToken, PlaybackStarted, Timing, TurnGenerated, TurnPlayed
     from agent.pipeline.turnbook import TurnBook
+    from tools.bench.latency import ModelSpeed, _report, _Turn, format_report
 
     bot, _ = robot
     cfg = DRAFTING.model_copy(update={"tool_format": "hermes"})  # free text: a long drafted round
@@ -602,11 +602,8 @@ def test_openai_engine_runs_a_turn_against_a_remote_server(smol_server, robot, m
 
 
 @needs_server
-def test_gemma4_native_tool_call_through_chat_completions(fixtures_dir, robot):
-    vocab = fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf"
-    if not vocab.is_file():
-        pytest.skip(f"{vocab} not found (the Gemma 4 vocabulary fixture)")
-    path = tiny_gemma4(vocab)
+def test_gemma4_native_tool_call_through_chat_completions(gemma4_vocab, robot):
+    path = tiny_gemma4(gemma4_vocab)
     base = LLMConfig(n_ctx=4096, threads=2, temperature=0.0, max_tokens=48, max_tool_rounds=2)
     # The weights are random and llama-server's Gemma 4 tool grammar leaves the arguments free (and
     # allows a thought first), so the server is told to favour "{}" and "}" and never to open a

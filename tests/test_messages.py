@@ -41,10 +41,8 @@ HISTORY = [
 
 
 @pytest.fixture(scope="module")
-def gemma(fixtures_dir):
-    return ChatModel(
-        fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf", LLMConfig(n_ctx=4096), vocab_only=True
-    )
+def gemma(gemma4_vocab):
+    return ChatModel(gemma4_vocab, LLMConfig(n_ctx=4096), vocab_only=True)
 
 
 @pytest.fixture(scope="module")

@@ -121,7 +121,7 @@ def _close(a: dict, b: dict, keys, tol: float) -> list[str]:
 
 @pytest.mark.parametrize("mode", ["mockup", "sim"])
 def test_the_body_through_the_daemon(mode):
-    from hardware.reachy_mini import sleep_pose
+    from hardware.reachy_mini.driver import sleep_pose
 
     r = run_in_netns(BODY % mode, timeout=300)
     tol = 0.6 if mode == "mockup" else 3.0  # MuJoCo's servos track with a small error
@@ -237,7 +237,7 @@ print(json.dumps(out))
 
 
 def test_the_agent_dances_loses_the_daemon_keeps_talking_and_parks(tmp_path):
-    from hardware.reachy_mini import sleep_pose
+    from hardware.reachy_mini.driver import sleep_pose
 
     cfg = tmp_path / "reachy.toml"
     cfg.write_text('[robot]\ndriver = "reachy_mini"\n[robot.reachy_mini]\nbackoff_max_s = 1.0\n')

@@ -22,13 +22,21 @@ from reachy_mini_dances_library.dance_move import DanceMove
 
 from agent.pipeline.posture import Postures
 from agent.skills import SkillContext, load_registry
-from hardware.animation import linear_move, load_animation
+from hardware.animation import AnimationError, linear_move, load_animation
 from hardware.config import REACHY_JOINTS, ReachyMiniConfig, RobotConfig
-from hardware.pollen_moves import DanceGesture, load_dances, load_emotions, load_moves, recorded_move
-from hardware.reachy_mini import ReachyMiniDriver, same_release, sleep_pose
-from hardware.reachy_pose import from_sdk, to_sdk
+from hardware.reachy_mini.daemon import same_release
+from hardware.reachy_mini.driver import ReachyMiniDriver, sleep_pose
+from hardware.reachy_mini.moves import (
+    RECORDED_MOVE,
+    DanceGesture,
+    load_dances,
+    load_emotions,
+    load_moves,
+    recorded_move,
+)
+from hardware.reachy_mini.pose import from_sdk, to_sdk
 from hardware.robot import Robot
-from hardware.sim import SimulatedDriver
+from hardware.servos.sim import SimulatedDriver
 from hardware.speech_motion import speak_along
 
 POSES = [
@@ -95,8 +103,17 @@ def test_recorded_moves_load_like_animations_and_errors_name_the_file(tmp_path):
     )
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "nested.json").write_text(json.dumps(good))
-    anim = load_animation(tmp_path / "mine.json")
+    anim = load_animation(tmp_path / "mine.json", RECORDED_MOVE)
     assert anim.name == "mine" and anim.joints == {*REACHY_JOINTS} - {"body_yaw"}
+    neither = tmp_path / "elsewhere" / "neither.json"
+    neither.parent.mkdir()
+    neither.write_text(json.dumps({"frames": []}))
+    with pytest.raises(
+        AnimationError, match="'keyframes' list \\(or a recorded move's 'set_target_data'\\)$"
+    ):
+        load_animation(neither, RECORDED_MOVE)
+    with pytest.raises(AnimationError, match="'keyframes' list$"):  # only keyframes were asked for
+        load_animation(tmp_path / "mine.json")
     moves, errors = load_moves(tmp_path)
     assert sorted(moves) == ["mine", "nested"]
     assert len(errors) == 1 and "short.json" in errors[0] and "same length" in errors[0]

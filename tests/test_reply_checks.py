@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from agent.bench.accuracy import _turn_rows
-from agent.bench.reply_checks import answers_chat, carries_result, repeats, reply_check, spoken_words
 from agent.config import LLMConfig
 from agent.conversation.history import repeats_previous_reply, said_in, same_words, without_say
 from agent.conversation.prompt import CHAT_EXAMPLE, Prompter
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult, Transcript
 from agent.skills import load_registry
+from tools.bench.accuracy import _turn_rows
+from tools.bench.reply_checks import answers_chat, carries_result, repeats, reply_check, spoken_words
 
 TIME = "It is 06:49 on Tuesday 01 December 2026."
 TIMER_DONE = "Time is up: the timer for 10 seconds is done."
@@ -199,7 +199,7 @@ def test_grammar_prompt_shows_earlier_replies_without_their_words():
 
 @pytest.mark.small_model
 def test_a_data_reply_ends_with_its_data():
-    from agent.bench.reply_checks import tail_after_data
+    from tools.bench.reply_checks import tail_after_data
 
     result = "It is 22:49 on Tuesday 1 December."
     assert tail_after_data("It is 22:49 on Tuesday 1 December.", [result]) == ""
@@ -215,7 +215,7 @@ def test_a_data_reply_ends_with_its_data():
 
 @pytest.mark.small_model
 def test_no_sentence_of_the_system_prompts_example_reaches_a_reply():
-    from agent.bench.reply_checks import copies_example
+    from tools.bench.reply_checks import copies_example
 
     assert copies_example("It is 22:49. It needs to recharge.")
     assert copies_example("Why did the robot go on holiday? Because.")
@@ -319,10 +319,10 @@ def test_a_background_result_in_words_ends_its_reply_once_half_of_it_is_said():
     ],
 )
 def test_arguments_follow_the_words(said, calls, ok):
-    from agent.bench.reply_checks import arguments_fit
     from agent.skills import SkillRegistry
     from skills.motion import look, nod, wave
     from skills.timer import set_timer
+    from tools.bench.reply_checks import arguments_fit
 
     reg = SkillRegistry()
     for fn in (look, nod, wave, set_timer):

@@ -34,8 +34,9 @@ from agent.state.timers import TimerBook
 from agent.vision.build import build_narrator, chat_projector
 from agent.vision.narrator import SceneNarrator
 from hardware.factory import build_robot
+from hardware.perception.watcher import SceneChange, Vision, build_vision
+from hardware.registry import camera_sources
 from hardware.robot import Robot
-from hardware.vision import SceneChange, Vision, build_vision
 
 if TYPE_CHECKING:
     from agent.state.keep import AgentState
@@ -252,7 +253,7 @@ def build_core(
             cfg.camera,
             cfg.vision,
             on_change=scene_changes.put,
-            reachy=cfg.robot.reachy_mini,
+            named=camera_sources(cfg.robot),
             on_status=camera_news,
         )
         camera_news.started = True
@@ -355,7 +356,7 @@ def _park(robot: Robot, vision: Vision | None, emit: Callable[[Event], None]) ->
         if vision is not None:
             vision.close()
         robot.close()
-    except Exception:  # noqa: BLE001 - the build's own error is the one to report
+    except Exception:  # the build's own error is the one to report
         log.exception("parking the robot after a failed start failed")
     emit(RobotParked(-1, robot.positions(), robot.torque_on))
 

@@ -10,7 +10,7 @@ its own source and sink::
            ─Utterance/TextIn─▶ ASR stage (transcribe, echo/stop/wake checks)
            ─UserTurn─▶ turn driver (model, tools, robot; background results, greetings)
            ─ReplyDelta/ReplyEnd─▶ speech stage (sentence chunker, TTS)
-           ─AudioOut/AudioEnd─▶ sink (speaker, WAV files, nothing) ─playback reports─▶ bus
+           ─AudioOut, end(turn)─▶ sink (speaker, WAV files, nothing) ─playback reports─▶ bus
 
 Threads: the listener, turn-taking, ASR, driver and speech stages each run in a thread of
 their own and meet only through typed messages (:mod:`agent.events`) in

@@ -44,7 +44,7 @@ class Postures:
             return
         try:
             self.body.set_posture(name)
-        except Exception:  # noqa: BLE001 - a posture must never stop turn-taking
+        except Exception:  # a posture must never stop turn-taking
             log.exception("posture %s failed", name)
 
     def user_speaking(self, speaking: bool) -> None:

@@ -34,8 +34,8 @@ from pydantic.fields import FieldInfo
 
 if TYPE_CHECKING:
     from agent.state.timers import TimerBook
+    from hardware.perception.watcher import Vision
     from hardware.robot import Robot
-    from hardware.vision import Vision
 
 _MARK = "__bolt_skill__"
 
