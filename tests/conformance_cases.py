@@ -617,42 +617,21 @@ def stand_in_differences(
     history: list[dict[str, Any]] = []
     for turn, done in zip(case.turns, results, strict=True):
         rules = policy.begin(TurnStart(turn.said, list(history), (), True))
-        res, spoken, outcomes = TurnResult(), [], iter(done.calls)
         direct = rules.answer()
         if direct is not None:
             out.append(f"{turn.said!r}: answered without the model: {direct}")
             history += [{"role": "user", "content": turn.said}, {"role": "assistant", "content": direct.say}]
             continue
+        res, spoken = TurnResult(), []
+        outcomes = iter(done.calls)
         for rnd, step in enumerate(turn.steps):
             plan = rules.plan(rnd, RoundPlan(rnd < cfg.max_tool_rounds - 1), res, spoken)
             first = len(res.calls)
             for c in step.calls:
-                skill = registry.skills.get(c.name)
-                if not plan.allow_tools or c.name in plan.done:
-                    out.append(f"{turn.said!r} round {rnd}: {c.name} is not offered")
-                if skill is not None and rules.fix(skill, dict(c.args)) != c.args:
-                    out.append(f"{turn.said!r}: {c.name}{c.args} becomes {rules.fix(skill, dict(c.args))}")
-                vetted = rules.vet(skill, c.args) if skill is not None else None
-                if vetted is not None:
-                    out.append(f"{turn.said!r}: {c.name} is not run ({vetted.result})")
-                name, args, outcome = next(outcomes)
-                res.calls.append((name, args, outcome))
-            # A movement's round says an acknowledgement instead of the model's words (grammar mode).
-            skills = [registry.skills[c.name] for c in step.calls if c.name in registry.skills]
-            ack = next((a for sk in skills if plan.ack is not None and (a := plan.ack(sk))), "")
-            if ack and step.says:
-                out.append(f"{turn.said!r}: {step.says!r} becomes the acknowledgement {ack!r}")
-            says = step.says or ack
-            if "{result}" in says:
-                says = says.replace("{result}", str(res.calls[-1][2].result))
-            if (
-                says
-                and plan.copy_from
-                and tail_after_data(says, list(plan.copy_from), rules.carried) not in ("", says)
-            ):
-                out.append(f"{turn.said!r}: {says!r} is cut after its data")
-            if says and any(_claims(s) for s in _sentences(says)) and not any(o.ok for _, _, o in res.calls):
-                out.append(f"{turn.said!r}: a sentence of {says!r} is left out as a claimed movement")
+                out += _call_differences(turn.said, rnd, c, plan, rules, registry)
+                res.calls.append(next(outcomes))
+            says, lines = _speech_differences(turn.said, step, plan, rules, registry, res)
+            out += lines
             if says:
                 spoken.append(says)
             if step.calls and rnd + 1 < len(turn.steps) and not rules.next_round(says, res, first, rnd, True):
@@ -667,6 +646,49 @@ def stand_in_differences(
             {"role": "assistant", "content": " ".join(spoken), "tool_calls": made},
         ]
     return out
+
+
+def _call_differences(
+    said: str, rnd: int, c: Any, plan: RoundPlan, rules: Any, registry: SkillRegistry
+) -> list[str]:
+    """How the small rules would treat one call the model wrote: withheld, rewritten or refused."""
+    out = []
+    skill = registry.skills.get(c.name)
+    if not plan.allow_tools or c.name in plan.done:
+        out.append(f"{said!r} round {rnd}: {c.name} is not offered")
+    if skill is not None and rules.fix(skill, dict(c.args)) != c.args:
+        out.append(f"{said!r}: {c.name}{c.args} becomes {rules.fix(skill, dict(c.args))}")
+    vetted = rules.vet(skill, c.args) if skill is not None else None
+    if vetted is not None:
+        out.append(f"{said!r}: {c.name} is not run ({vetted.result})")
+    return out
+
+
+def _speech_differences(
+    said: str, step: Step, plan: RoundPlan, rules: Any, registry: SkillRegistry, res: TurnResult
+) -> tuple[str, list[str]]:
+    """What the small rules would say of a round's words: ``(what is said, the differences)``.
+
+    A movement's round says an acknowledgement instead of the model's words (grammar mode); a data
+    round is cut after its data; a claimed movement with no call that worked is left out.
+    """
+    out = []
+    skills = [registry.skills[c.name] for c in step.calls if c.name in registry.skills]
+    ack = next((a for sk in skills if plan.ack is not None and (a := plan.ack(sk))), "")
+    if ack and step.says:
+        out.append(f"{said!r}: {step.says!r} becomes the acknowledgement {ack!r}")
+    says = step.says or ack
+    if "{result}" in says:
+        says = says.replace("{result}", str(res.calls[-1][2].result))
+    if (
+        says
+        and plan.copy_from
+        and tail_after_data(says, list(plan.copy_from), rules.carried) not in ("", says)
+    ):
+        out.append(f"{said!r}: {says!r} is cut after its data")
+    if says and any(_claims(s) for s in _sentences(says)) and not any(o.ok for _, _, o in res.calls):
+        out.append(f"{said!r}: a sentence of {says!r} is left out as a claimed movement")
+    return says, out
 
 
 def _sentences(text: str) -> list[str]:

@@ -258,40 +258,47 @@ def protocol_problems(body: dict[str, Any]) -> list[str]:
     msgs = body.get("messages") or []
     i = 0
     while i < len(msgs):
-        m = msgs[i]
-        role = m.get("role")
-        if role not in ("system", "user", "assistant", "tool"):
-            out.append(f"message {i}: role {role!r}")
-        if role == "tool":
-            out.append(f"message {i}: a tool message that answers no call")
-        if not isinstance(m.get("content", ""), (str, list)) and not (
-            role == "assistant" and m.get("tool_calls")
-        ):
-            out.append(f"message {i}: content is {type(m.get('content')).__name__}")
-        calls = m.get("tool_calls") or [] if role == "assistant" else []
-        ids = []
-        for c in calls:
-            fn = c.get("function") or {}
-            ids.append(c.get("id"))
-            if not isinstance(c.get("id"), str) or not c["id"] or c.get("type") != "function":
-                out.append(f"message {i}: call without id or type: {c!r}")
-            try:
-                args = json.loads(fn.get("arguments"))
-                if not isinstance(args, dict):
-                    raise ValueError
-            except (TypeError, ValueError):
-                out.append(f"message {i}: arguments are not JSON object text: {fn.get('arguments')!r}")
+        out += _message_problems(i, msgs[i])
+        calls = msgs[i].get("tool_calls") or [] if msgs[i].get("role") == "assistant" else []
+        if not calls:
+            i += 1
+            continue
         j = i + 1
         answered = []
-        while j < len(msgs) and msgs[j].get("role") == "tool" and calls:
+        while j < len(msgs) and msgs[j].get("role") == "tool":
             answered.append(msgs[j].get("tool_call_id"))
             extra = set(msgs[j]) - {"role", "content", "tool_call_id", "name"}
             if extra:
                 out.append(f"message {j}: tool message keys {sorted(extra)}")
             j += 1
-        if calls and sorted(answered, key=str) != sorted(ids, key=str):
+        ids = [c.get("id") for c in calls]
+        if sorted(answered, key=str) != sorted(ids, key=str):
             out.append(f"message {i}: calls {ids} answered by tool messages {answered}")
-        i = j if calls else i + 1
+        i = j
+    return out
+
+
+def _message_problems(i: int, m: dict[str, Any]) -> list[str]:
+    """What is wrong with message ``i`` on its own: its role, its content, its calls' ids and arguments."""
+    out = []
+    role = m.get("role")
+    if role not in ("system", "user", "assistant", "tool"):
+        out.append(f"message {i}: role {role!r}")
+    if role == "tool":
+        out.append(f"message {i}: a tool message that answers no call")
+    if not isinstance(m.get("content", ""), (str, list)) and not (
+        role == "assistant" and m.get("tool_calls")
+    ):
+        out.append(f"message {i}: content is {type(m.get('content')).__name__}")
+    for c in m.get("tool_calls") or [] if role == "assistant" else []:
+        fn = c.get("function") or {}
+        if not isinstance(c.get("id"), str) or not c["id"] or c.get("type") != "function":
+            out.append(f"message {i}: call without id or type: {c!r}")
+        try:
+            if not isinstance(json.loads(fn.get("arguments")), dict):
+                raise ValueError
+        except (TypeError, ValueError):
+            out.append(f"message {i}: arguments are not JSON object text: {fn.get('arguments')!r}")
     return out
 
 

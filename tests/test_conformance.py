@@ -54,11 +54,8 @@ def registry(body):
 
 
 @pytest.fixture(scope="module")
-def gemma_path(fixtures_dir):
-    vocab = fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf"
-    if not vocab.is_file():
-        pytest.skip(f"{vocab} not found (the Gemma 4 vocabulary fixture)")
-    return tiny_gemma4(vocab)
+def gemma_path(gemma4_vocab):
+    return tiny_gemma4(gemma4_vocab)
 
 
 @pytest.fixture(scope="module", params=ENGINES)
