@@ -5,7 +5,7 @@ failure blocks ``run``). Nothing is downloaded, no model is loaded and nothing m
 subsystem's checks live beside it, typed by its own config section:
 
 * the Python environment — :func:`check_venv`, here;
-* models — :mod:`agent.models_doctor`;
+* models — :mod:`agent.models_doctor`; the model profile — :mod:`agent.conversation.doctor`;
 * memory plan, vision projector, GPU — :mod:`agent.memplan.doctor`;
 * sound devices, the sound server under systemd — :mod:`agent.audio_io.doctor`;
 * serial ports — :mod:`hardware.servos.doctor`;
@@ -27,6 +27,7 @@ from pathlib import Path
 
 from agent.audio_io.doctor import check_audio, check_systemd_env
 from agent.config import Config
+from agent.conversation.doctor import check_profile
 from agent.memplan.doctor import check_gpu, check_gpu_access, check_memory, check_projector
 from agent.models_doctor import check_models, pull_fix
 from agent.systemd import ServiceInfo, check_service
@@ -100,6 +101,7 @@ def _present(check: Check | None) -> list[Check]:
 
 CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck("models", lambda cfg, s: [check_models(cfg, s.service)]),
+    DoctorCheck("profile", lambda cfg, s: [check_profile(cfg.llm)]),
     DoctorCheck("memory", lambda cfg, s: [check_memory(cfg)]),
     DoctorCheck("projector", lambda cfg, s: _present(check_projector(cfg, s.service))),
     # Before the audio check: a PulseAudio client creates $XDG_RUNTIME_DIR/pulse when it connects.

@@ -118,7 +118,10 @@ class ChatModel(Completions):
         if mmproj is not None and not vocab_only:
             info = check_projector(Path(mmproj))  # before the model load: a bad file costs nothing
         try:
-            with vendor.lazy_per_layer_embeddings(cfg.lazy_per_layer_embd):
+            with (
+                vendor.lazy_per_layer_embeddings(cfg.lazy_per_layer_embd),
+                vendor.quiet_native_log(vocab_only),
+            ):
                 self.llm = Llama(
                     model_path=str(model_path),
                     n_ctx=cfg.n_ctx,
