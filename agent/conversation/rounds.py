@@ -152,6 +152,24 @@ class GrammarRounds:
             draft=bool(as_written and cfg.copy_prior_bonus),
         )
 
+    def _acknowledge(self, names: ToolNameSpotter, text: str, plan: RoundPlan, io: RoundIO) -> str:
+        """Once the tool's name is written: say what the plan says then (``ack``, else the preamble).
+
+        Returns:
+            What was said ("" for nothing, or while the name is not whole yet).
+        """
+        skill = self.registry.skills.get(names.feed(text) or "")
+        if skill is None:
+            return ""
+        # A slow look-up says its preamble while it runs (the small profile: a movement its
+        # acknowledgement while it starts).
+        ack = plan.ack(skill) if plan.ack is not None else skill.preamble
+        if ack and io.on_text:
+            io.on_text(ack)
+        if ack and io.on_utterance:
+            io.on_utterance()
+        return ack
+
     def run(self, prompt: Prompt, gen: Generation, plan: RoundPlan, io: RoundIO) -> RoundOutput:
         """Generate one round; the ``say`` text streams to ``io.on_text`` while it is written.
 
@@ -179,16 +197,7 @@ class GrammarRounds:
         )
         for piece in self.model.stream(self.request(prompt, plan), gen, stop):
             if plan.allow_tools and names.name is None:
-                name = names.feed(gen.text)
-                skill = self.registry.skills.get(name or "")
-                # A slow look-up says its preamble while it runs (the small profile: a movement
-                # its acknowledgement while it starts).
-                if skill is not None:
-                    ack = plan.ack(skill) if plan.ack is not None else skill.preamble
-                    if ack and io.on_text:
-                        io.on_text(ack)
-                    if ack and io.on_utterance:
-                        io.on_utterance()
+                ack = self._acknowledge(names, gen.text, plan, io) or ack
             if not spotter.done:
                 call = spotter.feed(piece)
                 if call is not None and io.on_call is not None:

@@ -283,28 +283,8 @@ def follow_words(
         # set_timer(seconds 2.5) for "two hours" (a new user's chat, measured).
         if duration is not None and "in seconds" in str(prop.get("description", "")):
             out[name] = duration  # also where the model left it out ("cancel the ten minute timer")
-        # A label is what the user called the thing: SmolLM2-135M labelled timers "ten-minute-game"
-        # and "Cancel the game" (a new user's chat), and cancelling by such a label picked both.
-        value = out.get(name)
-        if name == "label" and isinstance(value, str) and not prop.get("enum"):
-            kept = " ".join(w for w in words(value.replace("-", " ")) if w in said)
-            if kept != " ".join(words(value)):
-                out[name] = kept or prop.get("default", value)
-        # A side the words do not choose is the skill's own default: "wave" and "goodbye" ran
-        # wave(hand left) every time against the schema's "right" (a new user's chat).
-        values = set(prop.get("enum") or ())
-        limb = limb_sides(user_text) & values
-        if values and values <= set(OPPOSITES) and len(limb) == 1:
-            # "wave with your left hand three times" ran wave(times 3): the hand the words name,
-            # also where the model left it out (SmolLM2-135M, measured once wave took a count).
-            out[name] = next(iter(limb))
-        elif values and values <= set(OPPOSITES) and not said & values:
-            last = (before or {}).get(name)
-            if other and OPPOSITES.get(last) in values:
-                # "now the other hand" after a right-hand wave (a new user's chat: the same hand)
-                out[name] = OPPOSITES[last]
-            elif name in out and "default" in prop and not said & OTHER_WORDS:
-                out[name] = prop["default"]
+        _label(name, prop, said, out)
+        _hand(user_text, name, prop, said, other, before, out)
     named = named_sides(directions(user_text), parameters)
     if other and before and not any(p or n for p, n in named.values()):
         for name in named:  # "the other way" after look(yaw 30): the same turn, mirrored
@@ -322,6 +302,49 @@ def follow_words(
     taken = {n for n, p in props.items() if _claimed_by_a_rule(n, p)} | set(named) | {angle}
     _from_schema(user_text, {n: p for n, p in props.items() if n not in taken}, out)
     return out
+
+
+def _label(name: str, prop: dict[str, Any], said: set[str], out: dict[str, Any]) -> None:
+    """A label is what the user called the thing: only the words of it they said (in place).
+
+    SmolLM2-135M labelled timers "ten-minute-game" and "Cancel the game", and cancelling by such a
+    label picked both.
+    """
+    value = out.get(name)
+    if name == "label" and isinstance(value, str) and not prop.get("enum"):
+        kept = " ".join(w for w in words(value.replace("-", " ")) if w in said)
+        if kept != " ".join(words(value)):
+            out[name] = kept or prop.get("default", value)
+
+
+def _hand(
+    user_text: str,
+    name: str,
+    prop: dict[str, Any],
+    said: set[str],
+    other: bool,
+    before: dict[str, Any] | None,
+    out: dict[str, Any],
+) -> None:
+    """An enum of sides (``wave``'s ``hand``) from the words (in place).
+
+    The side named with its limb ("wave with your left hand three times"), also where the model
+    left it out; "the other hand" after the last call's; else, where the words choose no side,
+    the skill's own default ("wave" and "goodbye" ran ``wave(hand left)`` against the schema's
+    "right").
+    """
+    values = set(prop.get("enum") or ())
+    if not values or not values <= set(OPPOSITES):
+        return
+    limb = limb_sides(user_text) & values
+    if len(limb) == 1:
+        out[name] = next(iter(limb))
+    elif not said & values:
+        last = (before or {}).get(name)
+        if other and OPPOSITES.get(last) in values:
+            out[name] = OPPOSITES[last]  # "now the other hand" after a right-hand wave
+        elif name in out and "default" in prop and not said & OTHER_WORDS:
+            out[name] = prop["default"]
 
 
 def _claimed_by_a_rule(name: str, prop: dict[str, Any]) -> bool:
