@@ -154,7 +154,6 @@ class DriverRequest:
             (``drivers[name]``, or a body's own section such as ``reachy_mini``).
         joints: ``(index in [[robot.joints]], joint)`` of every joint this driver moves.
         on_status: Called as ``(name, state, message)`` on every change of state.
-        on_command: Called as ``(joint, deg, t_ms)`` for every command the simulated driver takes.
         by_id_dir: Folder of stable serial links (``/dev/serial/by-id``; tests use another).
     """
 
@@ -162,7 +161,6 @@ class DriverRequest:
     robot: RobotConfig
     joints: list[tuple[int, JointConfig]]
     on_status: StatusCallback | None
-    on_command: Callable[[str, float, float], None] | None
     by_id_dir: Path
 
 

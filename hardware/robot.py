@@ -1,29 +1,40 @@
 """The robot body: joints, one safety layer, a driver and one motion loop.
 
-Data flow: gesture / speech sway / posture → the motion loop → :meth:`Robot.command` (clamp to
-the joint's limits, then rate-limit to its top speed) → driver ``write``. Nothing reaches a
-driver any other way.
+Data flow: gesture / speech sway / posture / gaze → the motion loop → :meth:`Robot.command`
+(clamp to the joint's limits, then rate-limit to its top speed) → driver ``write``. Nothing
+reaches a driver any other way; every joint command sent is reported to :attr:`Robot.on_command`,
+whatever the driver (the agent prints them as ``robot`` events).
 
 Safety: non-numbers, NaN and infinities become the joint's neutral position (then rate
 limited), unknown joints are dropped, and an emergency stop (:meth:`Robot.estop`) latches:
-every command is refused until :meth:`Robot.clear_estop`. :meth:`Robot.close` parks the robot
-(neutral and torque off, or the driver's own parking: a Reachy Mini goes to its sleep pose);
-install it for SIGTERM with :func:`hardware.safety.install_shutdown`.
+every command is refused until :meth:`Robot.clear_estop`, which only a person calls (the
+console, ``bolt-agent estop clear``). :meth:`Robot.close` parks the robot (neutral and torque
+off, or the driver's own parking: a Reachy Mini goes to its sleep pose) and reports where it
+parked, read back (:attr:`Robot.parked`); install it for SIGTERM with
+:func:`hardware.safety.install_shutdown`.
 
 **One motion loop** (``rate_hz``, 50 by default) is the only sender of targets, as in Pollen's
-conversation app. Each tick it composes three layers:
+conversation app. Each tick it composes (:mod:`hardware.layers`):
 
-1. the *gesture* (:meth:`Robot.play`: a keyframe animation, a dance, a recorded emotion — any
-   pure function of time); a new one replaces the running one (blending from the current pose)
-   or waits in a queue behind it;
-2. the *speech sway* (:meth:`Robot.sway`): offsets that follow the robot's own voice, added on
-   top of whatever gesture runs, so talking and gesturing no longer exclude each other;
-3. the *posture* (:meth:`Robot.set_posture`: idle, listening, thinking): small offsets
-   (antennas, a head tilt) blended in and out.
+1. the *gesture* (:meth:`Robot.play`: a keyframe animation, a dance, a recorded emotion, a
+   move — any pure function of time). **Gestures run one after another, each to its end, in
+   the order asked for**: a new one waits in a queue behind the running one. It cuts the
+   running one only when the caller says so (``queue=False``: the user asked, a change of mind
+   flagged by :meth:`Robot.begin_turn`), when the running one never ends (a loop) or is idle
+   life (``cuttable``); :meth:`Robot.stop` and the e-stop cancel everything. A cut gesture's
+   joints that the new one does not move settle back to where it would have ended (an arm
+   is never left raised);
+2. the *speech sway* (:meth:`Robot.sway`): offsets that follow the robot's own voice;
+3. the *posture* (:meth:`Robot.set_posture`: idle, listening, thinking), blended in and out;
+4. the *gaze* (:meth:`Robot.look_toward`): where the robot looks (a voice, a face), smoothed;
+   a gesture owns the joints it moves, so the gaze lets go of them while it plays.
 
 Offsets are added to the gesture's pose, or to the held pose when no gesture runs. When no
 layer has anything to say the loop sends nothing. Skills start gestures; they never send
 poses themselves. Calls are safe from any thread.
+
+Sleep: :meth:`Robot.rest` moves to a rest pose and marks the robot asleep; :meth:`Robot.wake`
+(or any gesture a person asks for) first returns every joint to neutral.
 
 Attribution: the caller labels who moves the robot (:attr:`Robot.tag`, e.g. the conversation
 turn); a gesture keeps the label it was started with for every command it sends, so a wave
@@ -38,45 +49,26 @@ import math
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 from hardware.animation import Animation, Gesture, linear_move
 from hardware.driver import Driver, DriverState
 from hardware.joints import Joint
+from hardware.layers import Blend, EstopReport, Gaze, MoveTo, ParkReport, Playing, Settle
 
 log = logging.getLogger(__name__)
 
 MAX_DT_S = 0.1
 """Longest time step the rate limiter credits to one command, s."""
-POSTURE_BLEND_MS = 400.0
-"""Time a posture takes to blend in or out, ms."""
-
-
-@dataclass
-class _Playing:
-    """A gesture being played: what, since when, from which pose, for whom."""
-
-    gesture: Gesture
-    t0: float
-    start: dict[str, float]
-    tag: object
-    ticks: int = 0
-
-
-@dataclass
-class _Blend:
-    """The posture layer: offsets blending from ``old`` to ``new`` over ``POSTURE_BLEND_MS``."""
-
-    old: dict[str, float] = field(default_factory=dict)
-    new: dict[str, float] = field(default_factory=dict)
-    t0: float = 0.0
-
-    def at(self, t: float) -> tuple[dict[str, float], bool]:
-        """Offsets at ``t`` (s), and whether the blend is still moving."""
-        u = min(1.0, max(0.0, (t - self.t0) * 1000.0 / POSTURE_BLEND_MS))
-        keys = set(self.old) | set(self.new)
-        out = {k: self.old.get(k, 0.0) + (self.new.get(k, 0.0) - self.old.get(k, 0.0)) * u for k in keys}
-        return out, u < 1.0
+WAKE_MS = 1500.0
+"""Waking moves every joint from the rest pose to neutral over this long, ms."""
+HEAD_REACH_DEG = 45.0
+"""The gaze turns the head alone up to this yaw, deg; past it the body turns for the rest."""
+PARK_WAIT_S = 20.0
+"""A second :meth:`Robot.close` waits this long for the first one's parking, s."""
+REST_TOL = 10.0
+"""A body read back within this many degrees (mm) of its rest pose is asleep (found so at a reconnect)."""
+PARKED_TOL = 3.0
+"""A joint within this many degrees (mm) of a pose counts as in it, when naming the parked pose."""
 
 
 class Robot:
@@ -117,13 +109,20 @@ class Robot:
         self._base = dict(self._pos)  # the pose without offsets (gesture output, or held)
         self._last_t: float | None = None
         self._wake = threading.Condition(self._lock)
-        self._playing: _Playing | None = None
-        self._queue: collections.deque[tuple[Gesture, object]] = collections.deque()
-        self._sway: _Playing | None = None
-        self._posture = _Blend()
+        self._playing: Playing | None = None
+        self._queue: collections.deque[tuple[Gesture, object, bool]] = collections.deque()
+        self._settle: Settle | None = None
+        self._sway: Playing | None = None
+        self._posture = Blend()
         self._posture_pending = False  # a blend whose final offsets were not sent yet
-        self._offsets: dict[str, float] = {}  # the posture offsets last sent
+        self._gaze = Gaze()
+        self._gaze_pending = False
+        self._short = False  # the last tick's targets were cut by rate limiting
+        self._held: dict[str, float] = {}  # the posture and gaze offsets last sent
+        self._cut_for: object = None  # a turn that changed its mind: its first gesture cuts
         self.posture = "idle"
+        self.asleep = False
+        """In the rest pose (:meth:`rest`); the next gesture a person asks for wakes it first."""
         self._idle = threading.Event()
         self._idle.set()
         self._loop: threading.Thread | None = None
@@ -131,26 +130,31 @@ class Robot:
         self.ticks = 0
         """Motion-loop ticks that sent a command (the loop rate is measured from it)."""
         self._tick_t: collections.deque[float] = collections.deque(maxlen=512)
+        self._t0 = time.monotonic()
         self._estopped = False
         self._closed = False
         self.torque_on = True
         """Whether the robot last asked its drivers to hold torque (False after close, and after
         an e-stop of a driver that cuts torque)."""
         self._closing = False
+        self._closed_done = threading.Event()
+        self._closer: threading.Thread | None = None
         self.tag: object = None
         """Who moves the robot now (the caller's label); a gesture keeps the one it started with."""
         self._sender = threading.local()  # the tag of what the sending thread sends
         self.on_estop: Callable[[bool], None] | None = None
         """Called with True after an e-stop latches and False after it is cleared (the agent
         records it so a restart comes back latched); from the caller's thread."""
+        self.on_command: Callable[[str, float, float], None] | None = None
+        """Called as ``(joint, degrees, t_ms since the robot was made)`` for every joint command
+        the safety layer sends, whatever the driver; from the sending thread."""
+        self.parked: ParkReport | None = None
+        """Where :meth:`close` parked the robot, read back; None before."""
 
     # --- status -------------------------------------------------------------------
     @property
     def sending_tag(self) -> object:
-        """The label of what sends the current command: the playing gesture's, else :attr:`tag`.
-
-        Read from a driver's command callback (it runs in the thread that sends).
-        """
+        """The label of what sends the current command: the playing gesture's, else :attr:`tag`."""
         return getattr(self._sender, "tag", self.tag)
 
     @property
@@ -168,12 +172,18 @@ class Robot:
     def queued(self) -> list[str]:
         """Names of the gestures queued after the one playing, in the order they will play."""
         with self._lock:
-            return [g.name for g, _ in self._queue]
+            return [g.name for g, _, _ in self._queue]
 
     @property
     def moving(self) -> bool:
         """A gesture or the speech sway is moving the motors (their noise reaches the microphones)."""
         return self._playing is not None or self._sway is not None
+
+    @property
+    def busy(self) -> bool:
+        """A gesture a person asked for plays or waits (idle life and the gaze are not that)."""
+        p = self._playing
+        return (p is not None and not p.cuttable) or bool(self._queue)
 
     def status(self) -> tuple[DriverState, str]:
         """``(driver state, message)``: ``online``/``offline``/...; the message says what is wrong."""
@@ -182,10 +192,9 @@ class Robot:
     def on_driver_status(self, name: str, state: DriverState, message: str) -> None:
         """Driver state callback: a lost link cancels the gesture; a (re)connect resets rate limiting.
 
-        With no link the motion cannot be trusted (the device parks on its own: a board's
-        watchdog, a daemon's loss), so the gesture under way is cancelled, never resumed from
-        its middle when the link returns. After a (re)connect rate limiting starts from the
-        pose read back.
+        With no link the motion cannot be trusted (the device parks on its own), so the gesture
+        under way is cancelled, never resumed from its middle when the link returns. After a
+        (re)connect rate limiting starts from the pose read back.
         """
         if state == "offline":
             self.stop()
@@ -194,6 +203,16 @@ class Robot:
                 for joint, deg in self.driver.read().items():
                     if joint in self._pos:
                         self._pos[joint] = self._base[joint] = self.joints[joint].clamp(deg)
+                if self._near(self._rest_pose(), REST_TOL):  # found asleep (a daemon restarted)
+                    self.asleep = True
+
+    def _rest_pose(self) -> dict[str, float]:
+        rest = getattr(self.driver, "rest_pose", None)
+        return rest() if callable(rest) else {}
+
+    def _near(self, pose: dict[str, float], tol: float) -> bool:
+        common = [j for j in pose if j in self._pos]
+        return bool(common) and all(abs(self._pos[j] - pose[j]) <= tol for j in common)
 
     # --- safety layer -------------------------------------------------------------
     def use_clock(self, clock: Callable[[], float]) -> None:
@@ -205,6 +224,7 @@ class Robot:
         with self._lock:
             self.clock = clock
             self._last_t = None
+            self._gaze.t = None
 
     def command(self, targets: dict[str, float]) -> dict[str, float]:
         """Send joint targets through the safety layer.
@@ -225,8 +245,6 @@ class Robot:
             if self._estopped or self._closed and not self._closing:
                 return {}
             now = self.clock()
-            # Time since the previous command, at most MAX_DT_S: a command after a long pause
-            # (or the very first one) may move only as far as one short step allows.
             dt = MAX_DT_S if self._last_t is None else min(max(now - self._last_t, 0.0), MAX_DT_S)
             safe: dict[str, float] = {}
             for name, deg in targets.items():
@@ -245,6 +263,10 @@ class Robot:
                 self._pos.update(safe)
                 self._last_t = now
                 self.driver.write(safe, 1000.0 / self.rate_hz)
+                if self.on_command is not None:
+                    t_ms = (time.monotonic() - self._t0) * 1000.0
+                    for name, deg in safe.items():
+                        self.on_command(name, deg, t_ms)
             return safe
 
     def positions(self) -> dict[str, float]:
@@ -258,15 +280,19 @@ class Robot:
         anim: Gesture | str,
         remap: dict[str, str] | None = None,
         wait: bool = False,
-        queue: bool = False,
+        queue: bool | None = None,
+        cuttable: bool = False,
     ) -> Gesture:
-        """Start a gesture: it replaces the running one (blending from the current pose), or queues.
+        """Start a gesture, or queue it behind the running one (see the module docstring).
 
         Args:
             anim: A gesture (keyframe animation, dance, recorded move) or the name of a loaded one.
             remap: Joint renaming (e.g. play a right-arm wave on the left arm; keyframe animations).
             wait: Block until it (and what was queued before it) ends.
-            queue: Play it after the running gesture (and those queued) instead of replacing it.
+            queue: None (default): after the running gesture and those queued, unless the running
+                one loops or is cuttable, or this turn changed its mind (:meth:`begin_turn`);
+                True: always after them; False: cut them now (the user asked).
+            cuttable: Anything may replace it at once (idle life); it never wakes the robot.
 
         Returns:
             The gesture that was started or queued.
@@ -277,7 +303,7 @@ class Robot:
 
         """
         if self._estopped:
-            raise RuntimeError("my emergency stop is on, so I cannot move until someone clears it")
+            raise RuntimeError("my emergency stop is on, so I cannot move until a person clears it")
         if isinstance(anim, str):
             if anim not in self.animations:
                 raise KeyError(
@@ -287,11 +313,20 @@ class Robot:
         if remap and isinstance(anim, Animation):
             anim = anim.remapped(remap)
         with self._lock:
-            if queue and (self._playing is not None or self._queue):
-                self._queue.append((anim, self.tag))
+            if self.asleep and not cuttable:
+                self._wake_locked(WAKE_MS)
+            p = self._playing
+            cut = queue is False or (
+                queue is None and self._cut_for is not None and self._cut_for == self.tag
+            )
+            if cut:
+                self._cut_for = None
+            if p is None:
+                self._start(anim, self.tag, cuttable)
+            elif cut or (queue is None and (p.cuttable or p.gesture.loop) and not self._queue):
+                self._replace(anim, self.tag, cuttable)
             else:
-                self._queue.clear()
-                self._start(anim, self.tag)
+                self._queue.append((anim, self.tag, cuttable))
             self._idle.clear()
             self._ensure_loop()
             self._wake.notify_all()
@@ -299,10 +334,83 @@ class Robot:
             self.wait_idle()
         return anim
 
-    def move(self, targets: dict[str, float], duration_ms: float = 500.0, wait: bool = False) -> Gesture:
-        """Move joints smoothly to targets (degrees) over ``duration_ms`` (ms), replacing the gesture."""
-        start = {j: self._base[j] for j in targets if j in self._base}
-        return self.play(linear_move("move", start, targets, duration_ms), wait=wait)
+    def move(
+        self,
+        targets: dict[str, float],
+        duration_ms: float = 500.0,
+        wait: bool = False,
+        queue: bool | None = None,
+    ) -> Gesture:
+        """Move joints smoothly to ``targets`` (degrees) over ``duration_ms`` (ms); queued like any gesture.
+
+        The move starts from where the joints are when it starts (:meth:`play` queues it).
+        """
+        return self.play(MoveTo("move", dict(targets), duration_ms), wait=wait, queue=queue)
+
+    def begin_turn(self, tag: object, changed_mind: bool = False) -> None:
+        """A new turn moves the robot from now on (:attr:`tag`).
+
+        Args:
+            tag: The turn's label.
+            changed_mind: The person changed their mind ("no, nod instead"): the turn's first
+                gesture cuts what an earlier one still plays or queued.
+        """
+        with self._lock:
+            self.tag = tag
+            self._cut_for = tag if changed_mind else None
+
+    def rest(self, pose: dict[str, float], duration_ms: float) -> Gesture:
+        """Move to a rest pose (the body's sleep pose) after what runs, and be asleep from now on.
+
+        The move may be cut by :meth:`wake` (someone spoke while it went to sleep).
+        """
+        g = self.play(MoveTo("sleep", dict(pose), duration_ms), cuttable=True)
+        with self._lock:
+            self.asleep = True
+        return g
+
+    def wake(self, duration_ms: float = WAKE_MS) -> bool:
+        """Wake from :meth:`rest`: every joint back to neutral (a Reachy Mini's antennas up).
+
+        Returns:
+            True when the robot was asleep and is now waking.
+        """
+        with self._lock:
+            if not self.asleep or self._estopped:
+                return False
+            self._wake_locked(duration_ms)
+            self._idle.clear()
+            self._ensure_loop()
+            self._wake.notify_all()
+        return True
+
+    def cut_idle(self) -> bool:
+        """End an idle-life gesture at once (someone speaks): its joints settle back; True when one ran."""
+        with self._lock:
+            p = self._playing
+            if p is None or not p.cuttable or self.asleep:
+                return False
+            left = {j: v for j, v in p.end_pose().items() if j in self._base}
+            if left:
+                self._settle = Settle({j: self._base[j] for j in left}, left, self.clock())
+            self._playing = None
+            if self._queue:
+                self._start(*self._queue.popleft())
+            elif self._settle is None:
+                self._idle.set()
+            self._wake.notify_all()
+            return True
+
+    def _wake_locked(self, duration_ms: float) -> None:
+        self.asleep = False
+        neutral = MoveTo("wake_up", {n: j.neutral_deg for n, j in self.joints.items()}, duration_ms)
+        p = self._playing
+        if p is None:
+            self._start(neutral, self.tag, False)
+        elif p.cuttable:
+            self._replace(neutral, self.tag, False)
+        else:
+            self._queue.appendleft((neutral, self.tag, False))
 
     def sway(self, offsets: Gesture | None) -> None:
         """Layer offsets (degrees, relative to 0) on top of whatever runs, e.g. the speech sway.
@@ -311,7 +419,7 @@ class Robot:
             offsets: A gesture whose poses are offsets (replaces the previous sway), or None to end it.
         """
         with self._lock:
-            self._sway = _Playing(offsets, self.clock(), {}, self.tag) if offsets is not None else None
+            self._sway = Playing(offsets, self.clock(), {}, self.tag) if offsets is not None else None
             if offsets is not None and not self._estopped:
                 self._ensure_loop()
                 self._wake.notify_all()
@@ -327,7 +435,7 @@ class Robot:
                 return False
             now = self.clock()
             current, _ = self._posture.at(now)
-            self._posture = _Blend(current, self.postures.get(name, {}), now)
+            self._posture = Blend(current, self.postures.get(name, {}), now)
             self.posture = name
             self._posture_pending = bool(current or self._posture.new)
             if self._posture_pending and not self._estopped:
@@ -335,18 +443,73 @@ class Robot:
                 self._wake.notify_all()
             return True
 
-    def _start(self, anim: Gesture, tag: object) -> None:
-        self._playing = _Playing(anim, self.clock(), dict(self._base), tag)
+    def look_toward(self, yaw_deg: float | None, pitch_deg: float = 0.0) -> None:
+        """Look toward a direction relative to the held pose (degrees; yaw + = left), or let go (None).
+
+        The head turns alone up to :data:`HEAD_REACH_DEG`; past it a body with ``body_yaw`` turns
+        for the rest. Smoothed by the gaze layer, then clamped and rate limited like every command.
+        """
+        if yaw_deg is None:
+            target: dict[str, float] = {}
+        else:
+            target = {"head_yaw": yaw_deg, "head_pitch": pitch_deg}
+            if "body_yaw" in self.joints and abs(yaw_deg) > HEAD_REACH_DEG:
+                target["body_yaw"] = yaw_deg - math.copysign(HEAD_REACH_DEG, yaw_deg)
+            target = {j: v for j, v in target.items() if j in self.joints}
+        with self._lock:
+            if target == self._gaze.target:
+                return
+            self._gaze.target = target
+            self._gaze_pending = True
+            if not self._estopped:
+                self._ensure_loop()
+                self._wake.notify_all()
+
+    @property
+    def gaze(self) -> dict[str, float]:
+        """The gaze offsets now (joint → degrees; empty when it looks straight from the held pose)."""
+        with self._lock:
+            return dict(self._gaze.now)
+
+    @property
+    def gaze_target(self) -> dict[str, float]:
+        """Where the gaze heads (joint → degrees), as :meth:`look_toward` last set it."""
+        with self._lock:
+            return dict(self._gaze.target)
+
+    def _start(self, anim: Gesture, tag: object, cuttable: bool) -> None:
+        self._playing = Playing(anim, self.clock(), dict(self._base), tag, cuttable)
+
+    def _replace(self, anim: Gesture, tag: object, cuttable: bool) -> None:
+        """Cut the running gesture and the queue; its joints ``anim`` leaves alone settle to its end."""
+        p = self._playing
+        self._queue.clear()
+        if p is not None:
+            left = {j: v for j, v in p.end_pose().items() if j in self._base and j not in anim.joints}
+            if self._settle is not None:  # an earlier cut still settling: finish with it
+                left = {**{j: v for j, v in self._settle.to.items() if j not in anim.joints}, **left}
+            if left:
+                self._settle = Settle({j: self._base[j] for j in left}, left, self.clock())
+        self._start(anim, tag, cuttable)
 
     # --- the motion loop ----------------------------------------------------------
     def _ensure_loop(self) -> None:
+        if self._closed:  # parking (or parked): nothing else may move the robot
+            return
         if self._loop is None or not self._loop.is_alive():
             self._stop_loop = False
             self._loop = threading.Thread(target=self._run_loop, name="motion-loop", daemon=True)
             self._loop.start()
 
     def _active(self) -> bool:
-        return self._playing is not None or self._sway is not None or self._posture_pending
+        return (
+            self._playing is not None
+            or self._sway is not None
+            or self._posture_pending
+            or self._settle is not None
+            or self._gaze_pending
+            or self._short
+        )
 
     def _run_loop(self) -> None:
         period = 1.0 / self.rate_hz
@@ -362,7 +525,7 @@ class Robot:
             except Exception:  # noqa: BLE001 - a driver fault must not kill the loop silently
                 log.exception("motion loop: a tick failed; the gesture stops")
                 with self._lock:
-                    self._playing, self._sway = None, None
+                    self._playing, self._sway, self._settle = None, None, None
                     self._queue.clear()
                     self._idle.set()
             time.sleep(max(0.0, period - (time.monotonic() - t_start)))
@@ -372,6 +535,7 @@ class Robot:
         with self._lock:
             now = self.clock()
             p, done = self._playing, False
+            owned: set[str] = set()
             if p is not None:
                 g = p.gesture
                 t_ms = (now - p.t0) * 1000.0
@@ -380,6 +544,15 @@ class Robot:
                 self._base.update({j: v for j, v in g.evaluate(t_ms, p.start).items() if j in self._base})
                 p.ticks += 1
                 done = not g.loop and t_ms >= g.duration_ms
+                owned = set(g.joints)
+            if self._settle is not None:
+                pose, settled = self._settle.at(now)
+                self._base.update({j: v for j, v in pose.items() if j not in owned})
+                owned |= set(pose)
+                if settled:
+                    self._settle = None
+                    if self._playing is None and not self._queue:
+                        self._idle.set()
             offsets: dict[str, float] = {}
             s = self._sway
             if s is not None:
@@ -390,19 +563,24 @@ class Robot:
                     self._sway = None
             posture, blending = self._posture.at(now)
             self._posture_pending = self._posture_pending and blending  # this tick sends the final offsets
-            self._offsets = posture
-            for j, v in posture.items():
+            gaze, self._gaze_pending = self._gaze.step(now, owned)
+            held = dict(posture)
+            for j, v in gaze.items():
+                held[j] = held.get(j, 0.0) + v
+            self._held = held
+            for j, v in held.items():
                 offsets[j] = offsets.get(j, 0.0) + v
-            touched = set(p.gesture.joints) if p is not None else set()
-            target = {
-                j: self._base[j] + offsets.get(j, 0.0) for j in touched | set(offsets) if j in self._base
-            }
+            target = {j: self._base[j] + offsets.get(j, 0.0) for j in owned | set(offsets) if j in self._base}
             tag = p.tag if p is not None else (s.tag if s is not None else self.tag)
         self._sender.tag = tag
         sent = self.command(target) if target else {}
         if sent:
             self.ticks += 1
             self._tick_t.append(time.monotonic())
+        # Rate limiting left a joint short of its target (a big gaze turn): tick on until it is there.
+        self._short = bool(sent) and any(
+            abs(sent.get(j, math.nan) - self.joints[j].clamp(round(v, 3))) > 1e-6 for j, v in target.items()
+        )
         if done and p is not None:
             # Rate limiting may leave joints short of the final pose: the gesture ends once
             # a tick sends its final targets uncut.
@@ -420,7 +598,8 @@ class Robot:
                         self._start(*self._queue.popleft())
                     else:
                         self._playing = None
-                        self._idle.set()
+                        if self._settle is None:
+                            self._idle.set()
 
     def loop_stats(self) -> dict[str, float]:
         """The motion loop's recent sending rate, from its last 512 sending ticks.
@@ -437,73 +616,111 @@ class Robot:
                 break
             run.append(t)
         periods = sorted(a - b for a, b in zip(run, run[1:], strict=False))
-        if not periods:
-            return {
-                "ticks": self.ticks,
-                "rate_hz": 0.0,
-                "period_p50_ms": 0.0,
-                "period_p99_ms": 0.0,
-                "period_max_ms": 0.0,
-            }
-        n = len(periods)
-        return {
-            "ticks": self.ticks,
-            "rate_hz": round(n / (run[0] - run[-1]), 2),
-            "period_p50_ms": round(periods[n // 2] * 1000.0, 2),
-            "period_p99_ms": round(periods[min(n - 1, int(n * 0.99))] * 1000.0, 2),
-            "period_max_ms": round(periods[-1] * 1000.0, 2),
-        }
+        stats = {"ticks": self.ticks, "rate_hz": 0.0, "period_p50_ms": 0.0, "period_p99_ms": 0.0}
+        stats["period_max_ms"] = 0.0
+        if periods:
+            n = len(periods)
+            stats["rate_hz"] = round(n / (run[0] - run[-1]), 2)
+            stats["period_p50_ms"] = round(periods[n // 2] * 1000.0, 2)
+            stats["period_p99_ms"] = round(periods[min(n - 1, int(n * 0.99))] * 1000.0, 2)
+            stats["period_max_ms"] = round(periods[-1] * 1000.0, 2)
+        return stats
 
     def stop(self) -> None:
         """Cancel the running gesture, the queue and the speech sway; hold the current position."""
         with self._lock:
-            self._playing, self._sway = None, None
+            self._playing, self._sway, self._settle = None, None, None
             self._queue.clear()
-            # Hold here; the posture stays an offset on top (it blends out on its own later).
-            self._base.update({j: v - self._offsets.get(j, 0.0) for j, v in self._pos.items()})
+            self._gaze.target = dict(self._gaze.now)  # the gaze holds where it is too
+            # Hold here; the posture and the gaze stay offsets on top.
+            self._base.update({j: v - self._held.get(j, 0.0) for j, v in self._pos.items()})
             self._idle.set()
 
     def wait_idle(self, timeout: float | None = 30.0) -> bool:
-        """Block until no gesture runs or waits; returns False on timeout (s)."""
+        """Block until no gesture runs, waits or settles back; returns False on timeout (s)."""
         return self._idle.wait(timeout)
 
     # --- emergency stop and parking ---------------------------------------------------
-    def estop(self) -> None:
-        """Emergency stop: cancel every motion and refuse commands until cleared.
+    def _motors(self) -> tuple[bool | None, bool]:
+        """``(motors on, read back)``: the driver's read-back when it has one, else the commanded state."""
+        read = getattr(self.driver, "motors", None)
+        if read is not None:
+            try:
+                on = read()
+            except Exception:  # noqa: BLE001 - a driver that cannot tell: say so
+                log.exception("reading the motors' state failed")
+                on = None
+            if on is not None:
+                return bool(on), True
+            return None, False
+        return self.torque_on, False
 
-        The driver decides what stopping means for its motors: servos cut torque; a Reachy Mini
-        holds its current pose (its head would fall otherwise).
+    def estop(self) -> EstopReport:
+        """Emergency stop: cancel every motion and refuse commands until a person clears it.
+
+        The driver decides what stopping means for its motors: servos cut torque; a Reachy
+        Mini holds its pose (its head would sink) or turns its motors off (``estop =
+        "motors_off"``). Calling it while latched does nothing again.
+
+        Returns:
+            What the motors do now, read back from the hardware where it can tell.
         """
         with self._lock:
+            already = self._estopped
             self._estopped = True
+        if already:
+            on, read_back = self._motors()
+            return EstopReport(on, read_back, bool(getattr(self.driver, "holds_on_estop", False)), True)
         self.stop()
         self.driver.estop()
-        self.torque_on = bool(getattr(self.driver, "holds_on_estop", False))
+        held = bool(getattr(self.driver, "holds_on_estop", False))
+        self.torque_on = held
         log.warning("emergency stop latched")
         if self.on_estop is not None:
             self.on_estop(True)
+        on, read_back = self._motors()
+        return EstopReport(on, read_back, held and bool(on))
 
-    def clear_estop(self) -> None:
-        """Clear a latched emergency stop: torque back on, rate limiting from the pose read back."""
+    def clear_estop(self) -> bool:
+        """Clear a latched emergency stop (a person's act): torque on, rate limiting from the pose read back.
+
+        Returns:
+            True when one was latched.
+        """
         with self._lock:
+            was = self._estopped
             self._estopped = False
             self._last_t = None
+        if not was:
+            return False
         self.driver.set_torque(True)
         self.torque_on = True
         self.on_driver_status(getattr(self.driver, "name", ""), "online", "")
         if self.on_estop is not None:
             self.on_estop(False)
+        return True
 
-    def close(self, neutral_ms: float = 500.0) -> None:
+    def close(self, neutral_ms: float = 500.0) -> ParkReport | None:
         """Stop and park: the driver's own parking, else neutral over ``neutral_ms`` and torque off.
 
-        Safe to call twice and from a signal handler; skips the move after an emergency stop or
-        while the driver is offline.
+        Safe to call twice, from two threads (the second waits for the first to finish parking,
+        at most :data:`PARK_WAIT_S`) and from a signal handler; skips the move after an emergency
+        stop or while the driver is offline.
+
+        Returns:
+            Where it parked, read back (also :attr:`parked`); None when the other call did not
+            finish in time.
         """
         with self._lock:
-            if self._closed:
-                return
-            self._closed = True
+            second = self._closed
+            if not second:
+                self._closed = True
+                self._closer = threading.current_thread()
+        if second:
+            if threading.current_thread() is not self._closer:
+                self._closed_done.wait(PARK_WAIT_S)  # outside the lock: the first one needs it
+            return self.parked
+        with self._lock:
             self._closing = True
             self._stop_loop = True
             self._wake.notify_all()
@@ -514,11 +731,12 @@ class Robot:
                 loop.join(timeout=1.0)
             self._sender.tag = None  # the park is nobody's gesture (not the last turn's)
             state, _ = self.status()
+            moves = not self._estopped and state == "online"
             park = getattr(self.driver, "park", None)
             if park is not None:
-                park(not self._estopped and state == "online")
+                park(moves)
             else:
-                if not self._estopped and state == "online":
+                if moves:
                     self._park_at_neutral(neutral_ms)
                 last_frames = getattr(self.driver, "begin_close", None)
                 if last_frames is not None:  # a serial link: its torque-off is the last frame sent
@@ -526,9 +744,35 @@ class Robot:
                 self.driver.set_torque(False)
                 self.driver.sync(1.0)
             self.torque_on = False
+            self.parked = self._park_report(moves)
         finally:
             self._closing = False
             self.driver.close()
+            self._closed_done.set()
+        return self.parked
+
+    def _park_report(self, moved: bool) -> ParkReport:
+        """Where the robot is after parking: read back from a driver that reads, else as commanded."""
+        on, read_back = self._motors()
+        positions = self.positions()
+        if read_back:
+            try:
+                positions.update({j: v for j, v in self.driver.read().items() if j in positions})
+            except Exception:  # noqa: BLE001 - keep what was commanded
+                read_back = False
+        named = {"neutral": {n: j.neutral_deg for n, j in self.joints.items()}}
+        rest = self._rest_pose()
+        if rest:
+            named = {"sleep": rest, **named}
+        pose = next(
+            (
+                name
+                for name, want in named.items()
+                if all(abs(positions.get(j, v) - v) <= PARKED_TOL for j, v in want.items() if j in positions)
+            ),
+            "held" if not moved else "elsewhere",
+        )
+        return ParkReport(pose, on if read_back else False, read_back, positions)
 
     def _park_at_neutral(self, neutral_ms: float) -> None:
         """Move to neutral over ``neutral_ms`` from this thread (the loop has ended), at the control rate."""

@@ -35,8 +35,8 @@ LAYERS: list[set[str]] = [
 ]
 """The packages and flat modules of ``agent/``, bottom first: each imports only lower layers."""
 HARDWARE_LAYERS: list[set[str]] = [
-    {"hardware.config", "hardware.joints", "hardware.check", "hardware.animation"},  # the body's base
-    {"hardware.driver"},  # the driver protocol and DriverSpec (types from config and animation)
+    {"hardware.config", "hardware.joints", "hardware.check", "hardware.animation"},  # base
+    {"hardware.driver", "hardware.layers"},  # the driver protocol and DriverSpec; the motion loop's layers
     {"hardware.robot"},  # the one safety layer and motion loop
     {"hardware.safety", "hardware.speech_motion"},
     {"hardware.servos", "hardware.camera"},  # servo drivers; camera sources and capture

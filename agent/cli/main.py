@@ -5,7 +5,8 @@ list|new`` (:mod:`~agent.cli.talk`, :mod:`~agent.cli.skills`); ``run`` and ``ben
 (:mod:`~agent.cli.live`); ``see``, ``animate`` and ``motion-bench`` (:mod:`~agent.cli.body`); ``budget``
 (:mod:`~agent.cli.budget`); ``soak`` (:mod:`~agent.cli.soak`); ``state show|clear``
 (:mod:`~agent.cli.state`); ``models pull`` and ``doctor``
-(:mod:`~agent.cli.ops`). The app is built here by plain imports: a command module never imports this one.
+(:mod:`~agent.cli.ops`); ``estop clear|status|on`` (:mod:`~agent.cli.estop`). The app is
+built here by plain imports: a command module never imports this one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from agent.cli import body, budget, live, ops, soak, talk
+from agent.cli import body, budget, estop, live, ops, soak, talk
 from agent.cli.skills import skills_app
 from agent.cli.state import state_app
 
@@ -76,6 +77,7 @@ app.command("budget")(budget.budget)
 app.add_typer(ops.models_app, name="models")
 app.add_typer(state_app, name="state")
 app.command("doctor")(ops.doctor)
+app.command("estop")(estop.estop)
 
 
 OPTIONAL_VALUE = ("--console",)

@@ -266,9 +266,7 @@ class EventPrinter:
         if isinstance(ev, SceneDescribed):
             return f"  the robot sees ({ev.trigger}, {ev.took_ms / 1000:.1f} s): {ev.text}"
         if isinstance(ev, RobotParked):  # the last turn's gesture went on after its timing line
-            return "\n".join(
-                [*self._moves(None), f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}"]
-            )
+            return "\n".join([*self._moves(None), parked_line(ev)])
         if isinstance(ev, Notice):
             return f"note: {ev.message}"
         if isinstance(ev, Skipped):
@@ -276,3 +274,18 @@ class EventPrinter:
         if isinstance(ev, Error):
             return f"  problem: {ev.message}"
         return f"  {ev.name.replace('_', ' ')}: {_plain(ev.to_json())}"
+
+
+PARKED_POSES = {
+    "neutral": "at neutral",
+    "sleep": "in its sleep pose",
+    "held": "where it stood (it did not move)",
+    "elsewhere": "short of its rest pose",
+}
+
+
+def parked_line(ev: RobotParked) -> str:
+    """``robot parked in its sleep pose, motors off (read back from the robot)``: what the body reported."""
+    where = PARKED_POSES.get(ev.pose, ev.pose)
+    motors = "motors ON" if ev.torque else "motors off"
+    return f"robot parked {where}, {motors}" + (" (read back from the robot)" if ev.read_back else "")

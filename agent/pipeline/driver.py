@@ -48,6 +48,7 @@ from agent.events import (
     UserTurn,
 )
 from agent.pipeline.core import AgentCore
+from agent.pipeline.posture import changes_mind
 from agent.pipeline.queues import StageQueue, TurnGate
 from agent.pipeline.work import WorkTracker
 
@@ -147,7 +148,11 @@ class TurnDriver:
             self.gate.hold(tid, release)
             release.on_drop(lambda: self.gate.cancel(tid))
         stop = self.gate.stop_signal(tid)  # set when the turn is cancelled (barge-in, new turn)
-        self.core.turn_id = self.core.robot.tag = tid  # gestures started now are this turn's
+        self.core.turn_id = tid
+        # Gestures started now are this turn's; "no, nod instead" cuts what an earlier turn plays.
+        self.core.robot.begin_turn(tid, changed_mind=background is None and changes_mind(text))
+        if background is None:
+            self.core.robot.wake()  # talking to a sleeping robot wakes it, as go_to_sleep promises
         self.publish(turn)  # the turn book opens the turn's latency record
         self.work.turn_started(tid)
 
