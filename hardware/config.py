@@ -210,6 +210,24 @@ class RobotConfig(StrictModel):
         description="speech probability is scaled by this while the motors move (motor noise; "
         "a Reachy Mini's default is 0.6)",
     )
+    look_at_speaker: bool = Field(
+        True,
+        description="turn toward the voice's direction of arrival when speech starts (a Reachy Mini's array)",
+    )
+    eye_contact: bool = Field(
+        True, description="while conversing, follow the speaker's face with small head turns"
+    )
+    eye_contact_hz: float = Field(20.0, ge=1, le=60, description="face tracking rate, Hz (10 or more)")
+    eye_contact_max_deg: float = Field(
+        20.0, ge=0, le=45, description="largest eye-contact correction from where the face was found, deg"
+    )
+    idle_life: bool = Field(True, description="small idle behaviours when nobody talks")
+    idle_period_s: float = Field(6.0, ge=1, le=600, description="mean time between two idle draws, s")
+    idle_after_s: float = Field(8.0, ge=0, le=600, description="quiet time before the first idle draw, s")
+    idle_weights: dict[Literal["nothing", "breathe", "glance", "antenna_twitch"], float] = Field(
+        default_factory=lambda: {"nothing": 0.5, "breathe": 0.25, "glance": 0.15, "antenna_twitch": 0.1},
+        description="weight of each idle behaviour per draw ('nothing' weighs highest, as in Pollen's app)",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -32,6 +32,7 @@ from hardware.config import JointConfig, RobotConfig
 
 if TYPE_CHECKING:
     from hardware.animation import Gesture
+    from hardware.doa import DoaSource
 
 DriverState = Literal["connecting", "online", "offline", "closed"]
 StatusCallback = Callable[[str, "DriverState", str], None]
@@ -181,12 +182,15 @@ class DriverSpec:
             body found asleep or anywhere comes to attention); None: it stays where it is.
         libraries: Loads the body's own animation libraries when this kind is the robot's
             default driver; never raises (a missing library is a message).
+        doa: The body's microphone array's direction of arrival (a Reachy Mini's daemon), when
+            this kind is the robot's default driver; None: it has none.
     """
 
     kind: str
     build: Callable[[DriverRequest], tuple[Driver, float | None]]
     wake_ms: float | None = None
     libraries: Callable[[RobotConfig], Libraries] | None = None
+    doa: Callable[[RobotConfig], DoaSource] | None = None
 
 
 class JointRouter:

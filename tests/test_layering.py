@@ -35,10 +35,16 @@ LAYERS: list[set[str]] = [
 ]
 """The packages and flat modules of ``agent/``, bottom first: each imports only lower layers."""
 HARDWARE_LAYERS: list[set[str]] = [
-    {"hardware.config", "hardware.joints", "hardware.check", "hardware.animation"},  # base
+    {
+        "hardware.config",
+        "hardware.joints",
+        "hardware.check",
+        "hardware.animation",
+        "hardware.doa",
+    },
     {"hardware.driver", "hardware.layers"},  # the driver protocol and DriverSpec; the motion loop's layers
     {"hardware.robot"},  # the one safety layer and motion loop
-    {"hardware.safety", "hardware.speech_motion"},
+    {"hardware.safety", "hardware.speech_motion", "hardware.idle"},
     {"hardware.servos", "hardware.camera"},  # servo drivers; camera sources and capture
     {"hardware.reachy_mini", "hardware.perception"},  # a robot (its camera is a camera source); vision
     {"hardware.registry"},  # every driver kind, named camera and animation format, by name

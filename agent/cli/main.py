@@ -2,7 +2,8 @@
 
 Commands: ``demo`` (the main job, no arguments), ``listen FILE...``, ``chat``, ``skills
 list|new`` (:mod:`~agent.cli.talk`, :mod:`~agent.cli.skills`); ``run`` and ``bench``
-(:mod:`~agent.cli.live`); ``see``, ``animate`` and ``motion-bench`` (:mod:`~agent.cli.body`); ``budget``
+(:mod:`~agent.cli.live`); ``see``, ``animate`` and ``motion-bench`` (:mod:`~agent.cli.body`); ``look-bench``
+(:mod:`~agent.cli.look_bench`); ``budget``
 (:mod:`~agent.cli.budget`); ``soak`` (:mod:`~agent.cli.soak`); ``state show|clear``
 (:mod:`~agent.cli.state`); ``models pull`` and ``doctor``
 (:mod:`~agent.cli.ops`); ``estop clear|status|on`` (:mod:`~agent.cli.estop`). The app is
@@ -17,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from agent.cli import body, budget, estop, live, ops, soak, talk
+from agent.cli import body, budget, estop, live, look_bench, ops, soak, talk
 from agent.cli.skills import skills_app
 from agent.cli.state import state_app
 
@@ -73,6 +74,7 @@ app.command("soak")(soak.soak)
 app.command("see")(body.see)
 app.command("animate")(body.animate)
 app.command("motion-bench")(body.motion_bench)
+app.command("look-bench")(look_bench.look_bench)
 app.command("budget")(budget.budget)
 app.add_typer(ops.models_app, name="models")
 app.add_typer(state_app, name="state")

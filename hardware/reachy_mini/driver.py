@@ -58,7 +58,8 @@ from typing import Any
 
 import numpy as np
 
-from hardware.config import REACHY_MINI, ReachyMiniConfig
+from hardware.config import REACHY_MINI, ReachyMiniConfig, RobotConfig
+from hardware.doa import DoaSource
 from hardware.driver import Driver, DriverError, DriverRequest, DriverSpec, DriverState, StatusCallback
 from hardware.reachy_mini.daemon import SDK_PACKAGE, motor_mode, same_release, sdk_version
 from hardware.reachy_mini.moves import load_libraries
@@ -583,5 +584,12 @@ def build(req: DriverRequest) -> tuple[Driver, float | None]:
     return driver, rm.connect_wait_s
 
 
-SPEC = DriverSpec(REACHY_MINI, build, wake_ms=WAKE_MS, libraries=load_libraries)
+def daemon_doa(cfg: RobotConfig) -> DoaSource:
+    """The daemon's direction of arrival (``GET /api/state/doa``; none with ``--no-media``)."""
+    from hardware.reachy_mini.doa import DaemonDoa
+
+    return DaemonDoa(cfg.reachy_mini)
+
+
+SPEC = DriverSpec(REACHY_MINI, build, wake_ms=WAKE_MS, libraries=load_libraries, doa=daemon_doa)
 """``[robot] driver = "reachy_mini"`` (built in): the whole body, through its daemon."""
