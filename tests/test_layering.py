@@ -42,7 +42,7 @@ HARDWARE_LAYERS: list[set[str]] = [
         "hardware.animation",
         "hardware.doa",
     },
-    {"hardware.driver", "hardware.layers"},  # the driver protocol and DriverSpec; the motion loop's layers
+    {"hardware.driver", "hardware.layers", "hardware.jetson"},  # driver protocol; loop layers; JetPack check
     {"hardware.robot"},  # the one safety layer and motion loop
     {"hardware.safety", "hardware.speech_motion", "hardware.idle"},
     {"hardware.servos", "hardware.camera"},  # servo drivers; camera sources and capture
