@@ -1,7 +1,5 @@
 """Built-in movement skills: wave, nod, dance, look, play_animation, stop, emergency_stop.
 
-``clear_emergency_stop`` only says who can clear it.
-
 Movements start an animation on the robot and return at once, so the robot can speak
 while it moves (a skill only starts a gesture; the robot's motion loop sends the poses);
 each names the joints it ``needs``, so a body without arms is never offered ``wave``;
@@ -9,12 +7,12 @@ each names the joints it ``needs``, so a body without arms is never offered ``wa
 the model says its words in the same round as the call, while the arm starts to move, and
 no second round reads the result back. Results are short first-person sentences (the model
 sees them in the history). Gestures a turn asks for play one after another, each to its end
-(:meth:`hardware.robot.Robot.play` queues them). ``emergency_stop`` keeps its follow-up: the user
-must hear what the motors do (read back from the hardware where it can tell) and that a person
-has to clear it; asked to clear it, the robot says how and clears nothing (a request to clear it
-once latched it again). A number out of range is moved to the limit (``clamp=True``) and the
-robot says so in the words of the parameter's :class:`~agent.skills.Clamped` ("nod ten times":
-"I can nod at most 5 times in a row.").
+(:meth:`hardware.robot.Robot.play` queues them). ``emergency_stop``'s result is said as written:
+what the motors do (read back from the hardware where it can tell) and how a person clears it;
+called while latched ("clear the emergency stop" latched it again) it does nothing again and says
+so, with how to clear it: the robot never clears its own e-stop. A number out of range is moved
+to the limit (``clamp=True``) and the robot says so in the words of the parameter's
+:class:`~agent.skills.Clamped` ("nod ten times": "I can nod at most 5 times in a row.").
 
 ``play_animation``'s ``name`` enum lists the robot's animations: the parameter is
 ``Annotated[str, Choices(ANIMATIONS, ...)]``, and the registry turns it into a ``Literal``
@@ -149,19 +147,12 @@ CLEARED_BY = (
 """How the e-stop is cleared, said with every e-stop sentence (never by asking the robot)."""
 
 
-@skill(keywords=("emergency", "power off", "kill"), ability="")
+# Said as written: what the motors do is the body's report, word for word (a model round dropped it).
+@skill(as_written=True, keywords=("emergency", "power off", "kill"), ability="")
 def emergency_stop(ctx: SkillContext) -> str:
     """Emergency stop: stop every motion at once; nothing moves until a person clears it."""
     report = ctx.robot.estop()  # latched already: nothing is done again
     return f"{report.says()} {CLEARED_BY}"
-
-
-@skill(as_written=True, keywords=("clear", "release", "reset", "unlock", "resume"), ability="")
-def clear_emergency_stop(ctx: SkillContext) -> str:
-    """Asked to clear the emergency stop: say who can (a person, not the robot); never clears it."""
-    if not ctx.robot.estopped:
-        return "My emergency stop is not on."
-    return f"I cannot clear my own emergency stop. {CLEARED_BY}"
 
 
 PACKAGED_ANIMATIONS = tuple(sorted(p.stem for p in BUILTIN_ANIMATIONS.glob("*.json")))

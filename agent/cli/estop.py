@@ -1,6 +1,6 @@
 """``bolt-agent estop clear|status|on``: a person clears (or latches) the e-stop of a running agent.
 
-The robot never clears its own emergency stop: asked to, it says who can (``clear_emergency_stop``).
+The robot never clears its own emergency stop: asked to, it says it is latched and who can clear it.
 A person can, on the robot's computer: every command that owns a robot (``run``, ``chat``,
 ``listen``, ``demo``) listens on a Unix socket, ``estop-PID.sock`` in its runtime folder
 (:func:`socket_dirs`: ``$RUNTIME_DIRECTORY`` under systemd, else ``$XDG_RUNTIME_DIR/bolt-agent``,
