@@ -43,6 +43,7 @@ HARDWARE_LAYERS: list[set[str]] = [
         "hardware.doa",
     },
     {"hardware.driver", "hardware.layers", "hardware.jetson"},  # driver protocol; loop layers; JetPack check
+    {"hardware.gestures"},  # the layers' API the robot offers (gestures in order, sleep, gaze)
     {"hardware.robot"},  # the one safety layer and motion loop
     {"hardware.safety", "hardware.speech_motion", "hardware.idle"},
     {"hardware.servos", "hardware.camera"},  # servo drivers; camera sources and capture
