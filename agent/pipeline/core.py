@@ -133,13 +133,13 @@ class AgentCore:
         """
         self.ctx.shutdown.set()
         self.robot.close()
-        self.emit(parked_event(self.robot))
         if self.narrator is not None:
             self.narrator.close()
         if self.vision is not None:
             self.vision.close()
         if self.end_of_turn is not None:
             self.end_of_turn.close()
+        self.emit(parked_event(self.robot))  # the last word, once everything else has closed
         if self.state is not None:
             self.state.close()
         for close in self.closers:
