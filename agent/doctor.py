@@ -9,6 +9,7 @@ subsystem's checks live beside it, typed by its own config section:
 * memory plan, vision projector, GPU — :mod:`agent.memplan.doctor`;
 * sound devices, the sound server under systemd — :mod:`agent.audio_io.doctor`;
 * serial ports — :mod:`hardware.servos.doctor`;
+* which JetPack, with its Python and the Reachy Mini SDK that go with it — :mod:`hardware.jetson`;
 * a Reachy Mini body — :mod:`hardware.reachy_mini.doctor` (REST GETs to its daemon);
 * the camera — :mod:`hardware.camera.doctor`;
 * the systemd service — :func:`agent.systemd.check_service`.
@@ -33,6 +34,9 @@ from agent.models_doctor import check_models, pull_fix
 from agent.systemd import ServiceInfo, check_service
 from hardware.camera.doctor import check_camera
 from hardware.check import Check
+from hardware.config import REACHY_MINI
+from hardware.jetson import check_jetpack
+from hardware.reachy_mini.daemon import sdk_version
 from hardware.reachy_mini.doctor import check_reachy
 from hardware.registry import camera_sources
 from hardware.servos.doctor import check_serial
@@ -111,6 +115,7 @@ CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck("reachy", lambda cfg, s: check_reachy(cfg.robot, _where(cfg), pull_fix(cfg, s.service))),
     DoctorCheck("camera", lambda cfg, s: [check_camera(cfg.camera, camera_sources(cfg.robot))]),
     DoctorCheck("gpu", lambda cfg, s: [check_gpu()]),
+    DoctorCheck("jetpack", lambda cfg, s: [check_jetpack(cfg.robot.driver == REACHY_MINI, sdk_version())]),
     DoctorCheck("gpu-access", lambda cfg, s: _present(check_gpu_access(cfg.llm))),
     DoctorCheck("service", lambda cfg, s: [check_service(s.service)]),
 )

@@ -35,7 +35,7 @@ from hardware.factory import build_robot
 
 HERE = Path(__file__).resolve().parent
 ENGINES = ("openai", "embedded", "llama-server")
-CFG = LLMConfig(n_ctx=4096, threads=2, temperature=0.0, max_tokens=96)
+CFG = LLMConfig(n_ctx=4096, threads=1, temperature=0.0, max_tokens=96)
 
 
 @pytest.fixture(scope="module")

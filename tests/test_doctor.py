@@ -24,7 +24,19 @@ from agent.memplan.doctor import check_gpu, check_gpu_access, first_line, llama_
 from hardware.servos.doctor import check_serial
 
 REPO = Path(__file__).resolve().parents[1]
-NAMES = {"packages", "config", "models", "profile", "memory", "audio", "serial", "camera", "gpu", "service"}
+NAMES = {
+    "packages",
+    "config",
+    "models",
+    "profile",
+    "memory",
+    "audio",
+    "serial",
+    "camera",
+    "gpu",
+    "jetpack",
+    "service",
+}
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

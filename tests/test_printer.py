@@ -169,5 +169,5 @@ def test_a_gesture_that_outlives_the_last_turn_is_shown_before_the_park():
     assert "  robot moved: head_yaw 0..0 deg (1 cmds)" in lines
     assert lines[-2:] == [
         "  turn 0's gesture went on: head_yaw 30..30 deg (1 cmds)",
-        "robot parked at neutral, torque off",
+        "robot parked at neutral, motors off",
     ]

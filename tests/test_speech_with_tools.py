@@ -294,9 +294,11 @@ def test_a_question_during_a_long_animation_is_answered_while_it_runs(agent):
     try:
         evs, stamped = _run(agent, agent.text, "Dance for me.")
         started = evs.of(Transcript)[-1].turn_id
-        # A slow gesture (8 s), as a skill leaves one running: it returns at once.
+        # A slow gesture (8 s), as a skill leaves one running: it returns at once. It cuts the
+        # dance (queue=False: gestures otherwise wait for the one running, issue 48).
         robot.play(
-            linear_move("long_turn", {"head_yaw": robot.positions()["head_yaw"]}, {"head_yaw": 40.0}, 8000)
+            linear_move("long_turn", {"head_yaw": robot.positions()["head_yaw"]}, {"head_yaw": 40.0}, 8000),
+            queue=False,
         )
         agent.core.conversation.history.clear()
         asked = agent.text("What time is it?")

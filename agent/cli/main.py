@@ -4,8 +4,9 @@ Commands: ``demo`` (the main job, no arguments), ``listen FILE...``, ``chat``, `
 list|new`` (:mod:`~agent.cli.talk`, :mod:`~agent.cli.skills`); ``run`` (:mod:`~agent.cli.live`);
 ``see`` and ``animate`` (:mod:`~agent.cli.see_and_animate`); ``budget`` (:mod:`~agent.cli.budget`);
 ``state show|clear`` (:mod:`~agent.cli.state`); ``models pull`` and ``doctor``
-(:mod:`~agent.cli.ops`); ``bench``, ``soak`` and ``motion-bench``, development tools started from
-a checkout's ``tools/bench`` (:mod:`~agent.cli.devtools`). The app is built here by plain
+(:mod:`~agent.cli.ops`); ``estop clear|status|on`` (:mod:`~agent.cli.estop`); ``bench``, ``soak``,
+``motion-bench`` and ``look-bench``, development tools started from a checkout's ``tools/bench``
+(:mod:`~agent.cli.devtools`). The app is built here by plain
 imports: a command module never imports this one.
 """
 
@@ -17,7 +18,7 @@ from typing import Annotated
 
 import typer
 
-from agent.cli import budget, live, ops, see_and_animate, talk
+from agent.cli import budget, estop, live, ops, see_and_animate, talk
 from agent.cli.devtools import add_tools
 from agent.cli.skills import skills_app
 from agent.cli.state import state_app
@@ -75,6 +76,7 @@ app.command("budget")(budget.budget)
 app.add_typer(ops.models_app, name="models")
 app.add_typer(state_app, name="state")
 app.command("doctor")(ops.doctor)
+app.command("estop")(estop.estop)
 add_tools(app)
 
 

@@ -235,9 +235,7 @@ class EventPrinter:
         if isinstance(ev, Timing):
             return "\n".join([*self._moves(ev.turn_id), timing_line(ev)])
         # The last turn's gesture went on after its timing line.
-        return "\n".join(
-            [*self._moves(None), f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}"]
-        )
+        return "\n".join([*self._moves(None), parked_line(ev)])
 
 
 def _verbose_line(ev: PauseVerdict | HistoryCut | ContextTidied) -> str | None:
@@ -294,3 +292,18 @@ LINES: dict[type[Any], Callable[[Any], str]] = {
     Error: lambda ev: f"  problem: {ev.message}",
 }
 """Events whose text-mode line depends on the event alone, by type (any other event: its fields)."""
+
+
+PARKED_POSES = {
+    "neutral": "at neutral",
+    "sleep": "in its sleep pose",
+    "held": "where it stood (it did not move)",
+    "elsewhere": "short of its rest pose",
+}
+
+
+def parked_line(ev: RobotParked) -> str:
+    """``robot parked in its sleep pose, motors off (read back from the robot)``: what the body reported."""
+    where = PARKED_POSES.get(ev.pose, ev.pose)
+    motors = "motors ON" if ev.torque else "motors off"
+    return f"robot parked {where}, {motors}" + (" (read back from the robot)" if ev.read_back else "")

@@ -67,6 +67,7 @@ class AgentCore:
         arbiter: Shares the CPU between speech synthesis and the chat model's decoding.
         narrator: The vision-language layer (descriptions in words), or None.
         state: What is kept across restarts (:mod:`agent.state`), or None (``build_core(state=False)``).
+        closers: Called last by :meth:`close` (the command line's e-stop socket).
     """
 
     cfg: Config
@@ -87,6 +88,7 @@ class AgentCore:
     arbiter: CpuArbiter = field(default_factory=CpuArbiter)
     narrator: SceneNarrator | None = None
     state: AgentState | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
     def warmup(self) -> None:
         """Warm ASR, LLM (static prompt prefix into the KV cache) and TTS; emits ``ready``."""
@@ -124,21 +126,33 @@ class AgentCore:
             self.state.keep_history(self.conversation.history)
 
     def close(self) -> None:
-        """Stop background skills and the camera, park the robot at neutral and switch torque off.
+        """Park the robot first (its motors off soonest), then stop background skills and the camera.
 
+        Parking is the body's own (neutral and torque off, a Reachy Mini's sleep pose); the
+        ``robot_parked`` message says where it parked, read back where the body can tell.
         Pending timers stay in the state store (a shutdown is no cancellation); it is closed last.
         """
         self.ctx.shutdown.set()
+        self.robot.close()
         if self.narrator is not None:
             self.narrator.close()
         if self.vision is not None:
             self.vision.close()
-        self.robot.close()
         if self.end_of_turn is not None:
             self.end_of_turn.close()
-        self.emit(RobotParked(-1, self.robot.positions(), self.robot.torque_on))
+        self.emit(parked_event(self.robot))  # the last word, once everything else has closed
         if self.state is not None:
             self.state.close()
+        for close in self.closers:
+            close()
+
+
+def parked_event(robot: Robot) -> RobotParked:
+    """The ``robot_parked`` message of a closed robot: where it parked and its motors, read back."""
+    rep = robot.parked
+    if rep is None:
+        return RobotParked(-1, robot.positions(), robot.torque_on)
+    return RobotParked(-1, rep.positions, bool(rep.motors_on), rep.pose, rep.read_back)
 
 
 NOT_HOTWORDS = frozenset({"cancel", "abilities"})
@@ -207,7 +221,8 @@ def build_core(
     t0 = time.perf_counter()
 
     def on_robot_command(joint: str, deg: float, t_ms: float) -> None:
-        # The turn whose gesture sends it (a wave outlives the turn that started it).
+        # Every body's joint commands, from its safety layer. The turn whose gesture sends it (a
+        # wave outlives the turn that started it).
         tag = robot.sending_tag
         emit(RobotCommand(tag if isinstance(tag, int) else -1, joint, deg, round(t_ms, 1)))
 
@@ -224,7 +239,8 @@ def build_core(
             emit(Notice(-1, f"robot: {name} is back online{': ' + message if message else ''}"))
 
     robot_ref: list[Robot] = []
-    robot, robot_msgs = build_robot(cfg.robot, on_robot_command, on_status=on_driver_status)
+    robot, robot_msgs = build_robot(cfg.robot, on_status=on_driver_status)
+    robot.on_command = on_robot_command  # after the wake-up move at start: that one is nobody's turn
     robot_ref.append(robot)
     vision: Vision | None = None
     try:
@@ -353,12 +369,12 @@ def _fan_out(*listeners: Callable[[SceneChange], None] | None) -> Callable[[Scen
 def _park(robot: Robot, vision: Vision | None, emit: Callable[[Event], None]) -> None:
     """Close the camera and park the robot of a core that could not be built."""
     try:
+        robot.close()
         if vision is not None:
             vision.close()
-        robot.close()
     except Exception:  # the build's own error is the one to report
         log.exception("parking the robot after a failed start failed")
-    emit(RobotParked(-1, robot.positions(), robot.torque_on))
+    emit(parked_event(robot))
 
 
 def build_end_of_turn(
