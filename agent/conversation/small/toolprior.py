@@ -32,17 +32,22 @@ NEGATIONS: tuple[tuple[str, ...], ...] = tuple(
         "no more",
         "not",
         "without",
+        "clear",
+        "reset",
+        "release",
+        "unlatch",
     )
 )
 """Words after which the next word is what the user does *not* want ("stop waving", "don't dance",
-"cancel the timer": not ``set_timer``, whose keyword "timer" it is);
+"cancel the timer": not ``set_timer``, whose keyword "timer" it is; "clear the emergency stop": not
+``emergency_stop``, which latched it again);
 "don t": a typographic apostrophe splits the word. Not a bare "no": "no, wave the other hand"."""
 
 _CUE_WORDS = frozenset(c[0] for c in NEGATIONS if len(c) == 1)
 """One-word negation cues. A tool name's cue ("cancel" of ``cancel_timer``) is no stem to match
 on its own: "cancel the dance" does not point at ``cancel_timer``."""
 
-_OBJECT_CUES = frozenset({("cancel",)})
+_OBJECT_CUES = frozenset({("cancel",), ("clear",), ("reset",), ("release",), ("unlatch",)})
 """Cues that negate a thing, not a verb: every word after them up to :data:`_CLAUSE_JOINS`."""
 
 _CLAUSE_JOINS = frozenset("and then but".split())
