@@ -714,6 +714,29 @@ class Notice(Event):
 
 
 @dataclass(frozen=True)
+class Standby(Event):
+    """``[live] attention = "wake_word"``: the agent went into standby, or its wake word woke it.
+
+    In standby only the wake-word model hears the microphone (no VAD, ASR or chat model).
+
+    Attributes:
+        state: ``standby`` or ``awake``.
+        reason: ``start``, ``asked`` (a sleep phrase, or a sleep skill put the robot to rest),
+            ``quiet`` (nobody spoke for ``[live] standby_after_s``) or ``wake_word``.
+        wake_word: The phrase it listens for ("Okay Nabu").
+        score: The detection's sliding-window mean probability (0..1; ``wake_word`` only).
+        text: The sleep phrase heard (``asked`` by a phrase), else "".
+    """
+
+    name: ClassVar[str] = "standby"
+    state: str = "standby"
+    reason: str = ""
+    wake_word: str = ""
+    score: float = 0.0
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class DeviceState(Event):
     """An audio device opened, was lost, or is being retried.
 

@@ -121,6 +121,7 @@ def _listen(
 ) -> None:
     """Load the models, open the devices and run the live pipeline until a signal."""
     from agent.audio_io.devices import DeviceError
+    from agent.listening.wake_word import WakeWordError
     from agent.pipeline.pipeline import live_pipeline
 
     emit = console.tee(printer) if console is not None else printer  # the console sees every message
@@ -128,7 +129,12 @@ def _listen(
         # Loads and warms every model (emits "ready"); restores timers, conversation and e-stop.
         core, bus = build_agent(cfg, emit, stopper, state=True)
     # WATCHDOG=1 from the listener loop itself: if it hangs, the pings stop and systemd restarts us.
-    pipeline = live_pipeline(core, bus, backend, heartbeat=Watchdog())
+    try:
+        pipeline = live_pipeline(core, bus, backend, heartbeat=Watchdog())
+    except WakeWordError as e:  # a model file the config check could not read (a broken JSON)
+        core.close()
+        _report(printer, str(e))
+        raise typer.Exit(2) from None
     try:
         with stopper.running(pipeline.stop):
             pipeline.start()

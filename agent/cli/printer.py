@@ -35,6 +35,7 @@ from agent.events import (
     SceneDescribed,
     Skipped,
     Spoken,
+    Standby,
     Timing,
     ToolCall,
     ToolResult,
@@ -272,6 +273,13 @@ def _background_line(ev: BackgroundDone) -> str:
     return f"[turn {ev.turn_id}] background {ev.tool} {'finished' if ev.ok else 'FAILED'}: {ev.result}"
 
 
+def _standby_line(ev: Standby) -> str:
+    if ev.state == "awake":
+        return f"awake: heard {ev.wake_word!r} (score {ev.score:.2f}); listening"
+    why = {"start": "", "quiet": ": nobody spoke", "asked": f": asked ({ev.text})" if ev.text else ": asked"}
+    return f"standby{why.get(ev.reason, ': ' + ev.reason)}; say {ev.wake_word!r} to wake it"
+
+
 LINES: dict[type[Any], Callable[[Any], str]] = {
     Ready: lambda ev: (
         f"ready (models loaded and warmed in {ev.load_ms / 1000:.1f} s"
@@ -288,6 +296,7 @@ LINES: dict[type[Any], Callable[[Any], str]] = {
     DeviceState: lambda ev: f"{ev.kind} device {ev.device}: {ev.message or ev.state}",
     SceneDescribed: lambda ev: f"  the robot sees ({ev.trigger}, {ev.took_ms / 1000:.1f} s): {ev.text}",
     Notice: lambda ev: f"note: {ev.message}",
+    Standby: _standby_line,
     Skipped: lambda ev: f"  skipped: {ev.reason}",
     Error: lambda ev: f"  problem: {ev.message}",
 }

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from hardware.config import StrictModel
 
@@ -18,6 +19,32 @@ scored 0.028 at most (80 pairings, p99 0.016); the robot's echo through simulate
 (RT60 0.3-1.2 s, direct-to-reverberant ratio -10 to +6 dB, a soft-clipping speaker) scored
 0.08 at the least (0.23 from -3 dB up). Per 256 ms frame instead, chance likeness between two
 voices reached 0.6: only the whole utterance tells them apart."""
+
+
+WAKE_WORDS = ("okay_nabu", "hey_jarvis", "hey_mycroft", "alexa")
+"""The wake-word models the ``pymicro-wakeword`` 2.5.0 wheel ships (``[live] wake_word``)."""
+
+
+def check_wake_word(ref: str) -> str:
+    """``[live] wake_word`` as given, when it names a built-in model or an existing model file.
+
+    Raises:
+        ValueError: neither a name of :data:`WAKE_WORDS` nor a path (``~`` expanded) to an existing
+            ``.json`` or ``.tflite`` file (a ``.tflite`` needs its ``.json`` beside it).
+    """
+    if ref in WAKE_WORDS:
+        return ref
+    path = Path(ref).expanduser()
+    if path.suffix not in (".tflite", ".json"):
+        raise ValueError(
+            f"unknown wake word {ref!r}: use one of {', '.join(WAKE_WORDS)} (the models pymicro-wakeword "
+            "ships) or the path of a microWakeWord model (.tflite with its .json beside it, or the .json)"
+        )
+    if not path.is_file():
+        raise ValueError(f"wake word model file not found: {path}")
+    if path.suffix == ".tflite" and not path.with_suffix(".json").is_file():
+        raise ValueError(f"wake word model {path}: its JSON {path.with_suffix('.json')} is missing")
+    return ref
 
 
 class AudioConfig(StrictModel):
@@ -45,11 +72,39 @@ class LiveConfig(StrictModel):
     ``speech_pad_ms``, ``max_utterance_s``).
     """
 
-    attention: Literal["always", "wake"] = "always"
+    attention: Literal["always", "wake", "wake_word"] = Field(
+        "always",
+        description="always: every utterance is a turn; wake: a transcript must start with a wake "
+        "phrase; wake_word: standby until the acoustic wake word (docs/wake-word.md)",
+    )
     wake_phrases: list[str] = Field(default_factory=lambda: ["hey robot", "hey bolt", "okay bolt"])
     wake_score: float = Field(80.0, ge=50, le=100, description="fuzzy match score a wake phrase needs")
     follow_up_s: float = Field(
         8.0, ge=0, le=120, description="after a reply, no wake phrase needed for this long"
+    )
+    wake_word: str = Field(
+        "okay_nabu",
+        description="attention = wake_word: okay_nabu, hey_jarvis, hey_mycroft, alexa, or a path to a "
+        "microWakeWord .tflite (its .json beside it) or .json",
+    )
+    wake_cutoff: float | None = Field(
+        None, gt=0, lt=1, description="sliding-window mean probability the wake word needs; None: the model's"
+    )
+    wake_window: int | None = Field(
+        None, ge=1, le=50, description="probabilities (30 ms each) averaged; None: the model's"
+    )
+    wake_reply: str = Field(
+        "", max_length=60, description="said on waking (the robot's voice); empty: a short chime"
+    )
+    standby_after_s: float = Field(
+        30.0, ge=2, le=3600, description="attention = wake_word: nobody spoke for this long: standby, s"
+    )
+    standby_motors: Literal["hold", "off"] = Field(
+        "hold", description="in standby the motors hold the sleep pose, or are turned off once there"
+    )
+    sleep_phrases: list[str] = Field(
+        default_factory=lambda: ["go to sleep", "goodbye", "good night", "stand by", "that's all"],
+        description="attention = wake_word: these (in a short transcript) return to standby",
     )
     barge_in: bool = True
     barge_in_ms: int = Field(
@@ -108,3 +163,8 @@ class LiveConfig(StrictModel):
         description="a pipeline stage stuck this long on one item withholds the systemd watchdog "
         "pings (below WatchdogSec=60), s",
     )
+
+    @field_validator("wake_word")
+    @classmethod
+    def _wake_word(cls, v: str) -> str:
+        return check_wake_word(v)

@@ -11,7 +11,8 @@ scores 0..100), which tolerates ASR spellings ("hey robert", "hay bolt").
   "be quiet" …): handled at once, without the model.
 * :class:`Attention` — ``always`` mode accepts everything; ``wake`` mode needs a wake phrase
   at the start of the transcript, except within ``follow_up_s`` after a reply. The wake
-  phrase is removed from the text passed on.
+  phrase is removed from the text passed on. ``wake_word`` mode accepts everything too: the
+  acoustic wake word already decided what is heard (:mod:`agent.pipeline.standby`).
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ class Attention:
 
     def accept(self, transcript: str) -> str | None:
         """Text to pass to the model, or None when not addressed to the robot."""
-        if self.cfg.attention == "always":
+        if self.cfg.attention != "wake":  # always; wake_word: standby let only addressed speech through
             return transcript
         rest = strip_wake(transcript, self.cfg.wake_phrases, self.cfg.wake_score)
         if rest is not None:

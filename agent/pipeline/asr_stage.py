@@ -139,6 +139,9 @@ class ASRStage:
         self.early_pad = early_pad_ms * SAMPLE_RATE // 1000  # samples
         self.continue_ms = continue_ms
         self._said: _Said | None = None
+        self.before_turn: Callable[[str], bool] | None = None
+        """Sees each transcript about to become a turn (after the stop, echo and hesitation checks);
+        True: it was handled without a turn (standby's sleep phrases, :mod:`agent.pipeline.standby`)."""
 
     def run(self) -> None:
         """Process utterances until ``Shutdown``."""
@@ -243,6 +246,8 @@ class ASRStage:
             return False
         if is_hesitation(res.text):  # "hmm, let me think" and silence: the words are still coming
             self.publish(Skipped(-1, f"only a hesitation, nothing to answer: {res.text!r}", msg.source))
+            return False
+        if self.before_turn is not None and self.before_turn(res.text):
             return False
         text = self.attention.accept(res.text)
         if text is None:

@@ -21,6 +21,9 @@ run in parallel. Reports go to the :class:`~.bus.Bus`, whose turn book derives e
 :class:`~agent.control.CpuArbiter` (speech synthesis before decoding while the speaker waits)
 and the :class:`~.work.WorkTracker` (what is in flight, whether the floor is free).
 
+With ``[live] attention = "wake_word"`` a live run starts in standby: :mod:`.standby` sees every
+microphone block before the listener's VAD and lets none through until the wake word is heard.
+
 Interruption (barge-in, a stop phrase, a new turn, shutdown): a stage publishes an
 :class:`~agent.events.Interrupt`; here the turn generation moves past the turn (every stage
 drops its leftovers and the turn's model stops after its current token), the sink is cleared
@@ -63,6 +66,7 @@ from agent.pipeline.posture import Postures
 from agent.pipeline.queues import StageQueue
 from agent.pipeline.sources import MicSource
 from agent.pipeline.speech import AudioSink, SpeechStage
+from agent.pipeline.standby import Standby, build_standby
 from agent.pipeline.turn_taking import EarlyStart, TurnTaking
 from agent.pipeline.work import WorkTracker
 
@@ -126,7 +130,14 @@ class Pipeline:
         # The body's life between commands (attention, eye contact, idle life) in a live run only:
         # files and typed lines are processed, not lived with.
         self.life = build_body_life(core, bus.publish) if isinstance(source, MicSource) else BodyLife()
-        self.postures = Postures(robot, [self.life.floor])
+        # [live] attention = "wake_word": standby until the wake word, in a live run only.
+        self.standby: Standby | None = None
+        if cfg.live.attention == "wake_word" and isinstance(source, MicSource):
+            self.standby = build_standby(
+                cfg.live, robot, core.tts, bus.publish, self.gate, lambda: not self.work.quiet(), sink.play
+            )
+        floor_listeners = [self.life.floor] + ([self.standby.floor] if self.standby is not None else [])
+        self.postures = Postures(robot, floor_listeners)
         self.early_start = EarlyStart(self._prefill, self.work)
         self.turn_taking = TurnTaking(
             cfg,
@@ -176,10 +187,13 @@ class Pipeline:
         self.driver = TurnDriver(
             core, self.driver_q, self.speech_q, self.gate, bus.publish, self.work, core.arbiter
         )
+        if self.standby is not None:
+            self.standby.connect(self.listener, self.asr)
         self.trim_heap = HeapTrimmer()  # what a turn freed in the models' malloc arenas goes back
         bus.route(Timing, self._turn_done)
         bus.route(TurnDropped, self._turn_dropped)
-        bus.route(PlaybackStarted, lambda msg: self.postures.robot_speaking())
+        # The standby's chime is no turn (turn -1): the floor stays as it is.
+        bus.route(PlaybackStarted, lambda msg: self.postures.robot_speaking() if msg.turn_id >= 0 else None)
         # A typed turn has no voice activity: the floor is the turn's from its start (no idle life).
         bus.route(UserTurn, lambda msg: self.postures.user_done() if msg.end_rule == "typed" else None)
         bus.route(CutHistory, self.driver_q.put)
@@ -210,10 +224,12 @@ class Pipeline:
             agent.audio_io.devices.DeviceError: the microphone is missing or refuses to open.
         """
         self.source.open()
+        if self.standby is not None:
+            self.standby.start()  # before the listener's first block: the agent starts in standby
         for t in self._threads:
             t.start()
         self.life.start()
-        self.core.start_vision(self.work.quiet)  # background looks only while the floor is free
+        self.core.start_vision(self._quiet)  # background looks only while the floor is free
 
     def stop(self) -> None:
         """Ask every stage to end (safe from a signal handler and from any thread)."""
@@ -291,6 +307,10 @@ class Pipeline:
     def stopping(self) -> bool:
         """Shutdown was asked for."""
         return self.work.stopping
+
+    def _quiet(self) -> bool:
+        """The floor is free and the agent awake (no background looks in standby)."""
+        return self.work.quiet() and (self.standby is None or not self.standby.asleep)
 
     # --- interruptions ---------------------------------------------------------------------------------
     def _interrupt(self, msg: Event) -> None:

@@ -100,6 +100,21 @@ def bench(
         Optional[Path],
         typer.Option(help="--peer: our figures (the JSON of `bolt-agent bench --json`) beside the peer's"),
     ] = None,
+    wake: Annotated[
+        bool,
+        typer.Option(
+            "--wake",
+            help="the wake word ([live] wake_word): detection in 14 voices in quiet and in noise, false "
+            "wakes per hour on hours of speech and noise without it (synthesized once into "
+            "~/.cache/bolt-agent/wake-set), and the agent's CPU in standby",
+        ),
+    ] = False,
+    wake_cpu_s: Annotated[
+        float, typer.Option(min=0, help="--wake: seconds of standby to measure the CPU over (0: skip)")
+    ] = 60.0,
+    wake_sweep: Annotated[
+        bool, typer.Option(help="--wake: also score every cutoff and window on the tuning set")
+    ] = False,
 ) -> None:
     """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
 
@@ -116,6 +131,9 @@ def bench(
 
     setup_logging(verbose)
     cfg = load_or_exit(config)
+    if wake:
+        _bench_wake(cfg, config, json_out, wake_cpu_s, wake_sweep)
+        return
     if turns:
         _bench_turns(cfg, fixtures, json_out, realtime)
         return
@@ -159,6 +177,39 @@ def _bench_turns(cfg: Any, folder: Optional[Path], json_out: bool, realtime: boo
             raise typer.Exit(2) from None
     if report is not None:
         typer.echo(json.dumps(report) if json_out else format_turns(report))
+
+
+def _bench_wake(cfg: Any, config: Optional[Path], json_out: bool, cpu_s: float, sweep: bool) -> None:
+    """``bench --wake``: the wake word's detection, false wakes and standby CPU (:mod:`tools.bench.wake`)."""
+    from agent.config import DEFAULT_CONFIG
+    from agent.config.live import WAKE_WORDS
+    from agent.listening.wake_word import WakeWordError
+    from agent.models import ModelNotFoundError, resolve_model
+    from tools.bench.wake import run_wake
+    from tools.bench.wake_report import format_wake
+
+    live = cfg.live
+    if live.wake_word not in WAKE_WORDS:
+        typer.echo(
+            f"error: bench --wake synthesizes a built-in wake word ({', '.join(WAKE_WORDS)})", err=True
+        )
+        raise typer.Exit(2)
+    try:
+        voice = resolve_model(cfg.tts.voice, "voice")
+        report = run_wake(
+            live.wake_word,
+            voice,
+            config or DEFAULT_CONFIG,
+            cpu_s,
+            sweep,
+            lambda s: typer.echo(s, err=True),
+            live.wake_cutoff,
+            live.wake_window,
+        )
+    except (RuntimeError, WakeWordError, ModelNotFoundError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(json.dumps(report) if json_out else format_wake(report))
 
 
 def _bench_peer(cfg: Any, folder: Path, limit: int, runs: int, ours: Optional[Path], json_out: bool) -> None:
