@@ -69,7 +69,7 @@ def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right"
     robot = ctx.robot
     if target in TURN_DEG:
         robot.move({"head_yaw": TURN_DEG[target], "head_pitch": 0.0}, duration_ms=600)
-        return f"looking {target if target != 'centre' else 'straight ahead'}"
+        return f"I am looking {'to the ' + target if target != 'centre' else 'straight ahead'}."
     vision = _vision(ctx)
     scene = vision.describe_now()
     if scene is None:

@@ -274,7 +274,7 @@ def test_a_timer_below_zero_is_refused_without_an_acknowledgement(agent):
     [result] = evs.of(ToolResult)
     assert result.tool == "set_timer" and not result.ok, result
     reply = _reply(evs)
-    assert reply.startswith("I can't set timer") and "greater than 0" in reply, reply
+    assert reply.startswith("I can't set a timer") and "greater than 0" in reply, reply
 
 
 def test_a_negated_movement_is_answered_as_one(agent):

@@ -131,10 +131,11 @@ def test_a_bad_timer_is_told_as_what_it_needs(ctx):
     reg.register(set_timer)
     out = reg.call("set_timer", {"seconds": 0}, ctx)
     assert (
-        not out.ok and out.raised == "I can't set timer: the timer length in seconds should be greater than 0"
+        not out.ok
+        and out.raised == "I can't set a timer: the timer length in seconds should be greater than 0"
     )
     missing = reg.call("set_timer", {}, ctx)
-    assert missing.raised == "I can't set timer: I need the timer length in seconds"
+    assert missing.raised == "I can't set a timer: I need the timer length in seconds"
 
 
 def test_timeout(ctx):

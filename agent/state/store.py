@@ -147,11 +147,12 @@ class StateStore:
     Args:
         path: The database file (its folder is created).
         on_problem: Receives one line for each fault (corrupt file moved aside, unwritable,
-            locked); also logged as a warning.
+            locked); also logged (a warning without a handler, info with one).
     """
 
     def __init__(self, path: Path, on_problem: Callable[[str], None] | None = None) -> None:
         self.path = path
+        self._told = on_problem is not None  # someone says it to people: logged at info only
         self.on_problem = on_problem if on_problem is not None else (lambda _m: None)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
@@ -242,7 +243,9 @@ class StateStore:
         return aside
 
     def _problem(self, message: str) -> None:
-        log.warning("state: %s", message)
+        # Once on the screen: a handler that prints it (run's "problem: state: ...") makes a
+        # warning line a second copy of the same words.
+        log.log(logging.INFO if self._told else logging.WARNING, "state: %s", message)
         self.on_problem(message)
 
     def _write(self, what: str, statements: list[tuple[str, tuple[Any, ...]]]) -> bool:
