@@ -622,6 +622,46 @@ def check_camera(cfg: Any) -> Check:
     return Check("camera", True, f"{head}; source {shown}", blocking=False)
 
 
+def check_skills(cfg: Any) -> Check:
+    """The skills this robot is offered, and those left out with the reason (no camera, no arm).
+
+    A skill whose joints or devices the body lacks is never offered to the model nor named by
+    "what can you do?"; this line says which and why. Skill files that failed to load fail it
+    (not blocking: the other skills run).
+    """
+    import logging
+
+    from agent.skills import load_registry
+    from hardware.factory import load_libraries
+
+    libraries, _ = load_libraries(cfg.robot)
+    loader = logging.getLogger("agent.skills")
+    level = loader.level
+    loader.setLevel(logging.CRITICAL)  # the load errors are this check's detail
+    try:
+        reg = load_registry(
+            cfg.skills.folders,
+            cfg.skills.include_builtin,
+            cfg.skills.enabled,
+            cfg.skills.timeout_s,
+            joints=[j.name for j in cfg.robot.joints],
+            libraries={kind: list(lib) for kind, lib in libraries.items()},
+            devices=cfg.devices(),
+        )
+    finally:
+        loader.setLevel(level)
+    detail = f"{len(reg.skills)} offered"
+    if reg.left_out:  # each reason without its source line: "no camera is configured"
+        detail += "; left out: " + ", ".join(
+            f"{n} ({why.rsplit(' (', 1)[0]})" for n, why in reg.left_out.items()
+        )
+    if reg.load_errors:
+        return Check(
+            "skills", False, f"{detail}; {'; '.join(reg.load_errors)}", "bolt-agent skills list", False
+        )
+    return Check("skills", True, detail, blocking=False)
+
+
 def check_gpu(
     run: Callable[..., Any] = subprocess.run,
     sample: Callable[[list[str]], str] | None = None,
@@ -832,7 +872,7 @@ def run_checks(
     sd = check_systemd_env(env, cfg)
     gpu_access = check_gpu_access(cfg)
     checks += ([sd] if sd else []) + [check_audio(cfg=cfg), check_serial(cfg), *check_reachy(cfg, service)]
-    checks += [check_camera(cfg), check_gpu()]
+    checks += [check_camera(cfg), check_skills(cfg), check_gpu()]
     checks += ([gpu_access] if gpu_access else []) + [check_service(service)]
     return checks
 

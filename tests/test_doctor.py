@@ -30,7 +30,7 @@ from agent.doctor import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-NAMES = {"packages", "config", "models", "memory", "audio", "serial", "camera", "gpu", "service"}
+NAMES = {"packages", "config", "models", "memory", "audio", "serial", "camera", "skills", "gpu", "service"}
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -393,9 +393,12 @@ def test_a_result_read_back_by_the_model_is_its_draft(agent):
     written) drafts it: read in batches, not one decode step per token."""
     conv = agent.core.conversation
     conv.history.clear()
-    done = "Time is up: the tea timer for three minutes is done, so your tea is ready to drink now."
+    # An egg timer: with the tools prompt of issue 50 the greedy model answered the tea timer's
+    # result with a sentence of its own ("I'm glad you're enjoying the tea. ..."), left out before
+    # the data, which was then said as written: nothing of the model's was a read back to draft.
+    done = "Time is up: the egg timer for five minutes is done, so your eggs are ready to eat now."
     res = conv.background_turn(BackgroundDone(-1, tool="set_timer", ok=True, result=done, call_id="t1"), 99)
-    assert res.rounds == 1 and "three minutes" in res.text, res
+    assert res.rounds == 1 and "five minutes" in res.text, res
     assert res.draft_acceptance is not None and res.draft_acceptance >= 0.5, res  # None: nothing drafted
     conv.history.clear()
 

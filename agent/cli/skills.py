@@ -35,6 +35,7 @@ def _registry(config: Path | None) -> tuple[SkillRegistry, list[str]]:
             cfg.skills.timeout_s,
             joints=[j.name for j in cfg.robot.joints],
             libraries={kind: list(lib) for kind, lib in libraries.items()},
+            devices=cfg.devices(),
         )
     finally:
         loader.setLevel(level)

@@ -102,6 +102,14 @@ class Config(StrictModel):
     state: StateConfig = Field(default_factory=StateConfig)
     source: Path | None = Field(None, exclude=True, description="file this config was read from")
 
+    def devices(self) -> frozenset[str]:
+        """The devices this robot is configured with, as skills name them in ``@skill(needs=...)``.
+
+        ``"camera"`` when ``[camera] source`` is set and ``[vision]`` is enabled (a camera that is
+        configured but not plugged in still counts: it is reconnected in the background).
+        """
+        return frozenset({"camera"} if self.camera.source and self.vision.enabled else ())
+
 
 def _section_model(loc: tuple) -> type[BaseModel] | None:
     """The model of the section that holds the key at ``loc`` (list indices skipped)."""

@@ -245,8 +245,9 @@ def forced_openings(skills: list[Skill]) -> tuple[str, ...]:
     """
     tails = {NO_TOOL: SAY_OPENING[len(NO_TOOL) :]}
     for s in skills:
-        props = s.parameters.get("properties", {})
-        required = [k for k in props if k in s.parameters.get("required", [])]
+        params = s.grammar_parameters  # what the model writes (from_words: read from the words)
+        props = params.get("properties", {})
+        required = [k for k in props if k in params.get("required", [])]
         tail = '", "arguments": {'
         if not props:
             tail += "}}}"

@@ -62,7 +62,7 @@ def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any
     say = {"type": "string", "minLength": 2, **({"maxLength": SAY_MAX_CHARS} if SAY_MAX_CHARS else {})}
     variants: list[dict[str, Any]] = []
     for s in skills if allow_tools else []:
-        args = {k: v for k, v in s.parameters.items() if k in ("type", "properties", "required")}
+        args = {k: v for k, v in s.grammar_parameters.items() if k in ("type", "properties", "required")}
         args.setdefault("type", "object")
         call = {
             "type": "object",
@@ -92,7 +92,7 @@ def tools_prompt(skills: list[Skill]) -> str:
     """System-prompt text listing the tools (one compact line each) and the reply format."""
     lines = ["Tools:"]
     for s in skills:
-        params = ", ".join(_param_text(k, v) for k, v in s.parameters.get("properties", {}).items())
+        params = ", ".join(_param_text(k, v) for k, v in s.grammar_parameters.get("properties", {}).items())
         lines.append(f"- {s.name}({params}): {s.description}")
     lines.append(f"- {NO_TOOL}: just talk.")
     lines.append(

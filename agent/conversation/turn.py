@@ -398,6 +398,9 @@ class Conversation:
         earlier = _last_turn_calls(self.history)  # "and now to the right" goes on the last call
         self.history.append({"role": "user", "content": content})
         res = TurnResult()
+        if self.format == "grammar" and tools and (cannot := self._body_cannot(text)):
+            res.text = self._say_after([cannot], on_text, None)  # no round: nothing to call
+            return res
         cap = SentenceCap(self.cfg.max_reply_sentences if self.cfg.conversational_mode else 0, on_text, stop)
         seen: dict[str, int] = {}
         spoken: list[str] = []
@@ -701,6 +704,26 @@ class Conversation:
         pointed = self._asked_for(text)
         return ", ".join(pointed) if _left_out(skill.name, pointed) else ""
 
+    def _body_cannot(self, text: str) -> str:
+        """What the robot says when the words ask only for skills this body was not given a device for.
+
+        Grammar mode (the small model): with no camera configured ``describe_scene`` is not
+        offered, and SmolLM2-135M answered "what do you see right now?" with a joke ("Why did the
+        robot get a holiday?"). Where every tool the words point at (:func:`tool_prior`) is one
+        left out for a device (:attr:`~agent.skills.SkillRegistry.absent`), the turn says why
+        ("I have no camera, so I cannot see."), with no model round.
+
+        Returns:
+            The sentence, or "" when the words point at no such skill or also at an offered one.
+        """
+        absent = self.registry.absent
+        if not absent or not text.strip():
+            return ""
+        skills = [*self.registry.skills.values(), *(sk for sk, _ in absent.values())]
+        bonuses = tool_prior(text, skills, set(), 1.0)
+        pointed = [n for n, v in bonuses.items() if v > 0 and n != NO_TOOL]
+        return absent[pointed[0]][1] if pointed and all(n in absent for n in pointed) else ""
+
     def _asked_for(self, text: str) -> list[str]:
         """The tools the user's words point at (:func:`tool_prior`; grammar mode, else none)."""
         if self.format != "grammar" or not text.strip():
@@ -798,6 +821,12 @@ class Conversation:
         if skill is not None and ran.user_text and isinstance(call["arguments"], dict):
             before = ran.earlier.get(call["name"])  # "now the other hand" turns on the last wave
             fixed = follow_words(ran.user_text, skill.parameters, call["arguments"], before)
+            if self.format == "grammar":  # left out of the grammar: read from the words (from_words)
+                for name, read in skill.from_words.items():
+                    try:
+                        fixed[name] = read(ran.user_text)
+                    except Exception:  # noqa: BLE001 - a skill author's reader: the default stands
+                        log.exception("from_words %s of %s failed on %r", name, call["name"], ran.user_text)
             if fixed != call["arguments"]:  # "look to the left" written as yaw 0 or a negative yaw
                 log.info("argument prior: %s %s -> %s", call["name"], call["arguments"], fixed)
                 call["arguments"] = fixed

@@ -15,8 +15,9 @@ The registry also holds the name lists that :class:`~agent.skills.skill.Choices`
 parameters draw their enums from (the robot's animations, a Reachy Mini's dances and
 emotions); handing it a new list rebuilds the skills that use it. It knows the body's joints:
 a skill that ``needs`` a joint the body lacks, or whose choices are an empty list (no
-emotions downloaded), is left out of the tool list (:attr:`SkillRegistry.left_out` says
-why). Where skills come from is the loader's concern (``loader.py``).
+emotions downloaded), or a device the robot is not configured with (no camera), is left out
+of the tool list (:attr:`SkillRegistry.left_out` says why). Where skills come from is the
+loader's concern (``loader.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.skills.args import clamp_args, spoken_validation, validation_message
-from agent.skills.skill import Skill, SkillContext, SkillError, ToolOutcome, build_skill
+from agent.skills.skill import DEVICES, Skill, SkillContext, SkillError, ToolOutcome, build_skill
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,13 @@ class SkillRegistry:
     load_errors: list[str] = field(default_factory=list)
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     joints: frozenset[str] | None = None
+    devices: frozenset[str] | None = None
+    """The devices of :data:`~agent.skills.skill.DEVICES` this robot is configured with (its
+    camera); None offers every skill whatever devices it ``needs``."""
     left_out: dict[str, str] = field(default_factory=dict)
+    absent: dict[str, tuple[Skill, str]] = field(default_factory=dict)
+    """Skills left out for a device the robot is not configured with, by name, with what the robot
+    says instead ("I have no camera, so I cannot see.": :data:`~agent.skills.skill.DEVICES`)."""
     stuck: dict[str, int] = field(default_factory=dict)
     """Calls still running past their timeout, by skill name."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -92,6 +99,10 @@ class SkillRegistry:
         why = self._not_offered(sk)
         if why:
             self.left_out[sk.name] = f"{why} ({sk.source})"
+            if self.devices is not None and (
+                gone := [d for d in sk.needs if d in DEVICES and d not in self.devices]
+            ):
+                self.absent[sk.name] = (sk, DEVICES[gone[0]])
             log.info("skill %s left out: %s", sk.name, self.left_out[sk.name])
             return None
         if sk.name in self.skills:
@@ -104,9 +115,13 @@ class SkillRegistry:
     def _not_offered(self, sk: Skill) -> str:
         """Why a skill is not offered on this body ('' when it is)."""
         if self.joints is not None:
-            missing = [j for j in sk.needs if j not in self.joints]
+            missing = [j for j in sk.needs if j not in DEVICES and j not in self.joints]
             if missing:
                 return f"this body has no {', '.join(missing)}"
+        if self.devices is not None:
+            absent = [d for d in sk.needs if d in DEVICES and d not in self.devices]
+            if absent:
+                return f"no {' or '.join(d.replace('_', ' ') for d in absent)} is configured"
         empty = [k for k in sk.choices if k in self.choices and not self.choices[k]]
         if empty:
             return f"no {', '.join(empty)} installed"
