@@ -146,6 +146,8 @@ def test_only_tools_the_words_still_point_at_are_left():
     assert tools_left("Wave your hand.", skills, set(), 0.0) == {}
 
 
+TIMER_WORDS = ["add_to_timer", "change_timer", "get_time", "set_timer", "timers_left"]
+"""The skills a negated "timer" names: none of them is what "cancel the timer" asks for."""
 NEGATED = [
     ("stop waving", {"stop": 6.0, NO_TOOL: -6.0}, ["wave"]),
     ("Stop dancing!", {"stop": 6.0, NO_TOOL: -6.0}, ["dance"]),
@@ -156,23 +158,24 @@ NEGATED = [
     ("Stop. Wave your hand.", {"stop": 6.0, "wave": 6.0, NO_TOOL: -6.0}, []),
     ("no, wave the other hand", {"wave": 6.0, NO_TOOL: -6.0}, []),
     ("don't stop", {NO_TOOL: 6.0}, []),  # stopping is never held back
-    # "timer" is set_timer's keyword: "cancel the timer" must not point at it, nor run it
-    # (get_time shares the stem "time"; it only reads, so a call of it is never refused)
-    ("cancel the timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
-    ("please cancel my tea timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
+    # "timer" is set_timer's keyword: "cancel the timer" must not point at it, nor run it, nor
+    # any other timer skill (get_time shares the stem "time"; skills that only read, it and
+    # timers_left, are never refused: said_not_to is asked only of skills with side effects)
+    ("cancel the timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, TIMER_WORDS),
+    ("please cancel my tea timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, TIMER_WORDS),
     (
         "cancel the timer and wave",
         {"cancel_timer": 6.0, "wave": 6.0, NO_TOOL: -6.0},
-        ["get_time", "set_timer"],
+        TIMER_WORDS,
     ),
     ("cancel the dance", {NO_TOOL: 6.0}, ["dance"]),  # no timer named: not cancel_timer
     # "stop the timer" ran stop (the body halted) and set_timer ("For how long?"): a new user's chat
-    ("stop the timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
-    ("quit my timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
+    ("stop the timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, TIMER_WORDS),
+    ("quit my timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, TIMER_WORDS),
     (
         "stop the timer and wave",
         {"cancel_timer": 6.0, "wave": 6.0, NO_TOOL: -6.0},
-        ["get_time", "set_timer"],
+        TIMER_WORDS,
     ),
     ("stop the dance", {"stop": 6.0, NO_TOOL: -6.0}, ["dance"]),  # "the" no longer takes the negation
     ("don't stop the timer", {NO_TOOL: 6.0}, ["cancel_timer"]),

@@ -121,6 +121,34 @@ _NEGATIVE_LENGTH = re.compile(
 """A duration said below zero: "minus 5 seconds", "negative two minutes"."""
 
 
+def says_a_duration(text: str) -> bool:
+    """Whether the words say any duration, one or several ("3 seconds and another one for 6 seconds").
+
+    :func:`spoken_seconds` gives None where a unit has two numbers; several timers in one sentence
+    still say their lengths (they were refused "For how long?").
+    """
+    return any(
+        i > 0 and w in units and _is_number(prev)
+        for units in TIME_UNITS
+        for said in [words(text.replace("-", " "))]
+        for i, (prev, w) in enumerate(zip(["", *said], said, strict=False))
+    )
+
+
+def _is_number(word: str) -> bool:
+    return (
+        bool(re.fullmatch(r"\d+(\.\d+)?", word))
+        or word in _UNITS
+        or word in _TEENS
+        or word in _TENS
+        or word
+        in (
+            "a",
+            "an",
+        )
+    )
+
+
 def length_unsaid(user_text: str, parameters: dict[str, Any]) -> str | None:
     """The required argument "in seconds" the words give no length for ("set a timer"), or None.
 
@@ -135,12 +163,57 @@ def length_unsaid(user_text: str, parameters: dict[str, Any]) -> str | None:
         The argument's name when one is required, described "in seconds", and the words say no
         duration (:func:`spoken_seconds`); None otherwise.
     """
-    if spoken_seconds(user_text) is not None:
+    if spoken_seconds(user_text) is not None or says_a_duration(user_text):
         return None
     props = parameters.get("properties") or {}
     for name in parameters.get("required") or ():
         if "in seconds" in str((props.get(name) or {}).get("description", "")):
             return name
+    return None
+
+
+_NAMING = frozenset({"called", "named"})
+_NAME_ENDS = frozenset("and then for but please".split())
+_NO_NAME = frozenset(
+    (
+        "a an the my your our his her their this that these those its it is are was what which how long "
+        "left on of for to in at with set start make cancel stop change add another one new other every "
+        "all any each first last next second seconds minute minutes hour hours half quarter running"
+    ).split()
+)
+"""Words that name nothing: determiners, questions, commands, lengths ("is my timer done", "the ten
+minute timer", "another timer")."""
+
+
+def said_label(user_text: str, noun: str) -> str | None:
+    """The name the user gave a thing: the words after "called" or "named", else the word before ``noun``.
+
+    SmolLM2-135M labelled "set a timer for ten minutes called tea" ``ten timer`` and "set a pasta
+    timer" ``timer``: the name was lost, and "cancel the pasta timer" cancelled whatever ran.
+
+    Args:
+        user_text: What the user said this turn.
+        noun: What the thing is (the label's default: "timer"); "" for none.
+
+    Returns:
+        "tea" for "a timer called tea" and for "the tea timer"; None where the words give no name
+        ("set a timer", "is my timer done", "the ten minute timer").
+    """
+    said = words(user_text.replace("-", " "))
+    at = next((i for i, w in enumerate(said) if w in _NAMING), None)
+    if at is not None:
+        name: list[str] = []
+        for w in said[at + 1 :]:
+            if w in _NAME_ENDS or len(name) == 3:
+                break
+            if w not in _NO_NAME and w != noun and not _is_number(w):
+                name.append(w)
+        if name:
+            return " ".join(name)
+    if noun and noun in said:
+        before = said[said.index(noun) - 1] if said.index(noun) > 0 else ""
+        if before and before not in _NO_NAME and not _is_number(before):
+            return before
     return None
 
 
@@ -335,8 +408,9 @@ def follow_words(
     """``arguments`` as the user's words say them, rule by rule (each a measured failure of the model).
 
     * a duration: an argument "in seconds" is the duration said (:func:`spoken_seconds`);
-    * a label (an argument named ``label``, free text): only the words of it the user said,
-      or its default where they said none of them;
+    * a label (an argument named ``label``, free text): the name the user gave the thing
+      (:func:`said_label`: "called tea", "the pasta timer"), else only the words of the model's
+      label the user said, or its default where they said none of them;
     * a count: a count of repetitions (:func:`is_count`) is the count said ("nod twice"), or its
       schema default when the words say none;
     * a limb's side named: an enum of sides (``wave``'s ``hand``) is the one side the words name
@@ -387,7 +461,10 @@ def follow_words(
         # A label is what the user called the thing: SmolLM2-135M labelled timers "ten-minute-game"
         # and "Cancel the game" (a new user's chat), and cancelling by such a label picked both.
         value = out.get(name)
-        if name == "label" and isinstance(value, str) and not prop.get("enum"):
+        given = said_label(user_text, str(prop.get("default", ""))) if name == "label" else None
+        if given and not prop.get("enum"):
+            out[name] = given  # "a timer called tea", "the pasta timer": the name they gave it
+        elif name == "label" and isinstance(value, str) and not prop.get("enum"):
             kept = " ".join(w for w in words(value.replace("-", " ")) if w in said)
             if kept != " ".join(words(value)):
                 out[name] = kept or prop.get("default", value)

@@ -187,7 +187,9 @@ class SkillRegistry:
             or the skill's exception. A background skill returns at once with
             ``{"status": "started"}``; its real outcome goes to ``on_background_done`` from a
             worker thread when it finishes (never a timeout: background work may be long). A
-            call refused before it starts (``ok=False``) never calls ``on_background_done``.
+            background skill written as a generator returns what it yields first instead of
+            "started" (:meth:`_start_in_two_steps`). A call refused before it starts
+            (``ok=False``) never calls ``on_background_done``.
 
         """
         sk = self.skills.get(name)
@@ -209,9 +211,11 @@ class SkillRegistry:
             return ToolOutcome(False, validation_message(sk, e), raised=spoken_validation(sk, e))
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         call = (lambda: sk.fn(ctx, **kwargs)) if sk.wants_context else (lambda: sk.fn(**kwargs))
+        limit = max(sk.timeout_s or 0.0, self.timeout_s)
+        if sk.background and inspect.isgeneratorfunction(sk.fn):
+            return self._start_in_two_steps(sk, call, on_background_done, " ".join(said), limit)
         if sk.background:
             return self._start_background(sk, call, on_background_done, " ".join(said))
-        limit = max(sk.timeout_s or 0.0, self.timeout_s)
         with self._lock:
             stuck = self.stuck.get(name, 0)
         if stuck >= STUCK_MAX:
@@ -266,6 +270,65 @@ class SkillRegistry:
             {"status": "started", "note": "Okay, it is running. I will tell you when it is done."},
             told=told,
         )
+
+    def _start_in_two_steps(
+        self,
+        sk: Skill,
+        call: Callable[[], Any],
+        done: Callable[[ToolOutcome], None] | None,
+        told: str,
+        limit: float,
+    ) -> ToolOutcome:
+        """Run a background skill written as a generator: what it yields first is the call's result.
+
+        The generator runs on its own thread. Its first ``yield`` hands the caller the immediate
+        result (``set_timer``'s "Ten-minute tea timer."), written once the work has really
+        started; its return value is the real outcome, handed to ``done`` later. An exception
+        before the first ``yield`` fails the call (``done`` is never called, as for a call
+        refused before it starts); one after it is the background outcome. A generator that
+        returns without yielding has finished at once: its value is the result and ``done``
+        gets None (nothing more to say).
+        """
+        first: concurrent.futures.Future = concurrent.futures.Future()
+        abandoned = threading.Event()  # the caller stopped waiting: the call failed, report nothing
+
+        def report(outcome: ToolOutcome) -> None:
+            if done is not None and not abandoned.is_set():
+                done(outcome)
+
+        def run() -> None:
+            first.set_running_or_notify_cancel()
+            try:
+                gen = call()
+                started = next(gen)
+            except StopIteration as stop:  # finished without a word to say later
+                first.set_result(stop.value)
+                report(ToolOutcome(True, None))
+                return
+            except BaseException as e:  # noqa: BLE001 - refused before it started: the caller says why
+                first.set_exception(e)
+                return
+            first.set_result(started)
+            try:
+                while True:
+                    next(gen)  # a later yield says nothing: the generator goes on
+            except StopIteration as stop:
+                outcome = ToolOutcome(True, plain_result(sk.name, stop.value))
+            except BaseException as e:  # noqa: BLE001 - reported to the model like any failed call
+                log.warning("background skill %s raised %s: %s", sk.name, type(e).__name__, e)
+                outcome = ToolOutcome(False, f"{sk.name} failed: {type(e).__name__}: {e}", raised=str(e))
+            report(outcome)
+
+        threading.Thread(target=run, name=f"bg-{sk.name}", daemon=True).start()
+        try:
+            value = first.result(timeout=limit)
+        except concurrent.futures.TimeoutError:
+            abandoned.set()
+            return ToolOutcome(False, f"{sk.name} did not start within {limit:g} s")
+        except BaseException as e:  # noqa: BLE001 - the skill's own refusal, written for people
+            log.info("skill %s refused: %s: %s", sk.name, type(e).__name__, e)
+            return ToolOutcome(False, f"{sk.name} failed: {type(e).__name__}: {e}", raised=str(e))
+        return ToolOutcome(True, plain_result(sk.name, value), told=told)
 
 
 def _start(call: Callable[[], Any], name: str) -> concurrent.futures.Future:
