@@ -237,15 +237,15 @@ def test_abilities_are_the_skills_offered_in_their_own_words(ctx):
     """ "what can you do?" lists what this body can do: each skill's ability, once, in order."""
     reg = load_registry([])
     said = reg.abilities()
-    assert said[:5] == ["tell the time anywhere", "wave", "nod", "dance", "look around"]
+    assert said[:5] == ["tell the time anywhere", "remember what you tell me", "wave", "nod", "dance"]
     assert "set timers" in said and "" not in said and len(said) == len(set(said))
     assert not {"stop", "emergency stop", "abilities"} & set(said)  # ability="": not said
     ctx.abilities = said
     out = reg.call("abilities", {}, ctx)
     assert (
         out.ok
-        and out.result.startswith("I can tell the time anywhere, wave, nod,")
-        and out.result.endswith(" and look at people.")
+        and out.result.startswith("I can tell the time anywhere, remember what you tell me, wave, nod,")
+        and out.result.endswith(" and look at people.")  # no devices named: every skill offered
     )
 
     @skill

@@ -128,7 +128,7 @@ class OpenAIConfig(StrictModel):
 
 
 DEFAULT_SYSTEM_PROMPT = (
-    "You are Bolt, a small friendly robot with a head and two arms. You talk out loud: keep replies short "
+    "You are {name}, a small friendly robot with a head and two arms. You talk out loud: keep replies short "
     "and plain. When the user asks for something a tool can do, call the tool."
 )
 
@@ -216,7 +216,9 @@ class LLMConfig(StrictModel):
         "reply word for word (agent.engines.priors); 0 = off",
     )
     seed: int = 1234
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    system_prompt: str = Field(
+        DEFAULT_SYSTEM_PROMPT, description="{name} is replaced by [agent] name when the config is loaded"
+    )
     tool_format: Literal["auto", "grammar", "bolt", "hermes", "llama3"] = "auto"
     reasoning: Literal["off", "on", "tools"] = Field(
         "off", description="think before answering: never, always, or only in rounds that offer tools"

@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, create_model
 from pydantic.fields import FieldInfo
 
 if TYPE_CHECKING:
+    from agent.state.memory import Memory
     from agent.state.timers import TimerBook
     from hardware.robot import Robot
     from hardware.vision import Vision
@@ -74,6 +75,10 @@ class SkillContext:
             context: ``set_timer`` then only waits, and ``cancel_timer`` finds nothing to cancel.
         abilities: What the robot can do, one phrase per skill offered, to say after "I can"
             (:meth:`agent.skills.SkillRegistry.abilities`).
+        memory: What the user asked the robot to remember (:class:`agent.state.memory.Memory`;
+            the pipeline always hands one over, kept across restarts when a state store is on),
+            or None in a bare context: ``remember`` then keeps nothing.
+        robot_name: The robot's own name (``[agent] name``), said when asked.
 
     """
 
@@ -84,6 +89,8 @@ class SkillContext:
     narrator: Any = None
     timers: TimerBook | None = None
     abilities: list[str] = field(default_factory=list)
+    memory: Memory | None = None
+    robot_name: str = "Bolt"
 
 
 @dataclass(frozen=True)
