@@ -563,7 +563,7 @@ CASES: list[Case] = [
                 "Wave hello.",
                 Step(calls=(call("wave"),)),
                 Step("Sorry!"),
-                hears=("My emergency stop is on, so I cannot move until someone clears it.",),
+                hears=("My emergency stop is on, so I cannot move until a person clears it.",),
             ),
         ),
         estop=True,

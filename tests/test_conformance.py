@@ -104,7 +104,8 @@ def test_the_product_runs_the_models_calls_and_says_its_words(engine, case, regi
         for n, turn in enumerate(case.turns):
             spoken: list[str] = []
             first = len(events)
-            res = conv.turn(turn.said, n, on_text=spoken.append)
+            # A pause ends an utterance (the speech stage speaks what came before it on its own).
+            res = conv.turn(turn.said, n, on_text=spoken.append, on_pause=lambda: spoken.append(" "))
             results.append(res)
             said = " ".join("".join(spoken).split())
             answered = [script.answered.get((turn.said, r)) for r in range(len(turn.steps))]
