@@ -17,6 +17,7 @@ rules also shows what the small-model profile's rules would have done otherwise.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -105,7 +106,7 @@ def test_the_product_runs_the_models_calls_and_says_its_words(engine, case, regi
             spoken: list[str] = []
             first = len(events)
             # A pause ends an utterance (the speech stage speaks what came before it on its own).
-            res = conv.turn(turn.said, n, on_text=spoken.append, on_pause=lambda: spoken.append(" "))
+            res = conv.turn(turn.said, n, on_text=spoken.append, on_pause=partial(spoken.append, " "))
             results.append(res)
             said = " ".join("".join(spoken).split())
             answered = [script.answered.get((turn.said, r)) for r in range(len(turn.steps))]
