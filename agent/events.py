@@ -480,14 +480,6 @@ class AudioOut(Event):
     synth_ms: float = 0.0
 
 
-@dataclass(frozen=True)
-class AudioEnd(Event):
-    """No more audio for this turn: the sink reports the turn played once it has played the rest."""
-
-    name: ClassVar[str] = "audio_end"
-    public: ClassVar[bool] = False
-
-
 # --- sink → pipeline: what was actually played ------------------------------------------------------
 
 
@@ -621,10 +613,18 @@ class Shutdown(Event):
 
 @dataclass(frozen=True)
 class Ready(Event):
-    """All models are loaded and warmed; the agent takes input from now on."""
+    """All models are loaded and warmed; the agent takes input from now on.
+
+    Attributes:
+        load_ms: Loading and warming every model, ms.
+        profile: The model profile the conversation runs (``plain`` or ``small``).
+        tool_format: How the model writes tool calls (``bolt``, ``hermes``, ``grammar``...).
+    """
 
     name: ClassVar[str] = "ready"
     load_ms: float = 0.0
+    profile: str = ""
+    tool_format: str = ""
 
 
 @dataclass(frozen=True)
@@ -752,16 +752,22 @@ class PlayedBlock(Event):
 
 @dataclass(frozen=True)
 class RobotParked(Event):
-    """The agent stopped and parked the robot: joints back at neutral, torque off.
+    """The agent stopped and parked the robot (:class:`hardware.layers.ParkReport`).
 
     Attributes:
-        positions: Last commanded position of every joint, degrees.
-        torque: Whether the drivers still hold torque (False once parked).
+        positions: Every joint where it ended, degrees (mm for a Reachy Mini's head
+            translations): read back from the hardware when ``read_back``, else last commanded.
+        torque: Whether the motors still hold (False once parked).
+        pose: ``neutral``, ``sleep`` (the body's rest pose), ``held`` (it did not move: after an
+            e-stop or while offline) or ``elsewhere``.
+        read_back: Positions and motors were reported by the hardware (a Reachy Mini's daemon).
     """
 
     name: ClassVar[str] = "robot_parked"
     positions: dict[str, float] = field(default_factory=dict)
     torque: bool = False
+    pose: str = "neutral"
+    read_back: bool = False
 
 
 @dataclass(frozen=True)

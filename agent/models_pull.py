@@ -271,7 +271,7 @@ def pull_dataset(repo: str, key: str = "dataset", config: Path | None = None) ->
     A complete snapshot already in the cache is used with no network access
     (``local_files_only=True``). Otherwise the whole snapshot is downloaded with
     ``snapshot_download(repo, repo_type="dataset")`` (files already cached are kept). Either way
-    its moves are loaded as the robot loads them (:func:`hardware.pollen_moves.load_moves`), so a
+    its moves are loaded as the robot loads them (:func:`hardware.reachy_mini.moves.load_moves`), so a
     file that does not load is reported here, by name, rather than at ``run``.
 
     Args:
@@ -372,7 +372,7 @@ def dataset_hint(repo: str, config: Path | None) -> str:
 
 
 def _dataset_contents(path: Path, key: str, repo: str, origin: str) -> PulledDataset:
-    from hardware.pollen_moves import load_moves
+    from hardware.reachy_mini.moves import load_moves
 
     files = [p for p in path.rglob("*") if p.is_file()]
     moves, problems = load_moves(path)

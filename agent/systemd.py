@@ -17,7 +17,8 @@ variable is unset and every call does nothing.
   (``<3>`` error ... ``<7>`` debug) so journald records the right level from plain stderr;
   :func:`journal_lines` does the same for lines printed without :mod:`logging`.
 - :func:`service_info` reads the installed unit's state, user, environment and config
-  (``systemctl show``), so ``doctor`` and ``models pull`` can use the cache the service uses.
+  (``systemctl show``), so ``doctor`` and ``models pull`` can use the cache the service uses;
+  :func:`check_service` is ``doctor``'s check of it.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hardware.check import Check
 
 SERVICE = "bolt-agent"
 LOAD_LIMIT_S = 300.0
@@ -305,3 +308,30 @@ def _exec_argv(value: str) -> list[str]:
         return shlex.split(rest.split(" ; ", 1)[0])
     except ValueError:
         return rest.split(" ; ", 1)[0].split()
+
+
+def check_service(service: ServiceInfo | None) -> Check:
+    """The state of the ``bolt-agent`` systemd service; failed or restarting is a problem with its fix.
+
+    Args:
+        service: :func:`agent.systemd.service_info` (None: not installed, or no systemd here).
+    """
+    if service is None:
+        return Check("service", True, f"{SERVICE}.service not installed (or no systemd here)", blocking=False)
+    state = f"{SERVICE}.service: {service.active} ({service.sub})"
+    fix = (
+        f"journalctl -u {SERVICE} -b -n 50 --no-pager  # read why, fix it, then: "
+        f"sudo systemctl restart {SERVICE}"
+    )
+    restarts = f", {service.restarts} restarts" if service.restarts else ""
+    if service.active == "failed":
+        return Check("service", False, f"{state}: failed ({service.result}{restarts})", fix, blocking=False)
+    if service.sub == "auto-restart" or (service.active == "activating" and service.restarts):
+        return Check(
+            "service",
+            False,
+            f"{state}: restarting after a failure ({service.result}{restarts})",
+            fix,
+            blocking=False,
+        )
+    return Check("service", True, state, blocking=False)

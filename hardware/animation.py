@@ -9,8 +9,9 @@ An animation file (``hardware/animations/*.json`` or a folder named in the confi
 
 ``t_ms`` is milliseconds from the start, poses are joint targets in degrees, ``easing`` is
 how the segment *ending* at that keyframe is interpolated (``linear``, ``ease_in_out``,
-``step``). A Reachy Mini's recorded moves (Pollen's JSON, ``set_target_data``) load as
-animations too (:func:`recorded_move`). :meth:`Animation.evaluate` is a
+``step``). Other formats load as animations too when the caller names them
+(:class:`AnimationFormat`: a Reachy Mini's recorded moves, Pollen's ``set_target_data`` JSON,
+:data:`hardware.reachy_mini.moves.RECORDED_MOVE`). :meth:`Animation.evaluate` is a
 pure function of time (no I/O), so tests can sample it with no servo attached; the robot's
 player samples it at the control rate and sends every pose through the safety layer
 (clamping happens there, not here).
@@ -21,12 +22,11 @@ from __future__ import annotations
 import bisect
 import json
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Protocol
-
-from hardware.reachy_pose import from_sdk
 
 EASINGS = ("linear", "ease_in_out", "step")
 
@@ -35,7 +35,7 @@ class Gesture(Protocol):
     """What the motion loop plays: a pure function of time giving joint targets.
 
     Keyframe animations (:class:`Animation`), Pollen's procedural dances and recorded moves
-    (:mod:`hardware.pollen_moves`) all satisfy it.
+    (:mod:`hardware.reachy_mini.moves`) all satisfy it.
     """
 
     name: str
@@ -163,58 +163,27 @@ def linear_move(
     return Animation(name, (Keyframe(0.0, dict(start)), Keyframe(max(duration_ms, 1.0), dict(target))))
 
 
-def recorded_move(data: Any, name: str, source: str = "") -> Animation:
-    """Turn a Reachy Mini's recorded move (Pollen's JSON, parsed) into a keyframe animation.
+@dataclass(frozen=True)
+class AnimationFormat:
+    """Another JSON format that loads as an animation: a JSON object with ``key`` is ``read``.
 
-    The format of Pollen's emotions dataset and of the SDK's ``RecordedMove``; each recorded
-    frame becomes a keyframe of our joints (:func:`hardware.reachy_pose.from_sdk`), linear
-    between frames as Pollen's player.
+    Attributes:
+        key: The top-level key that marks the format (``set_target_data``).
+        what: What a file of it is, for messages (``a recorded move``).
+        read: ``(parsed JSON, name, source) -> Animation``; raises :class:`AnimationError`.
+    """
+
+    key: str
+    what: str
+    read: Callable[[Any, str, str], Animation]
+
+
+def load_animation(path: Path, formats: Mapping[str, AnimationFormat] | None = None) -> Animation:
+    """Read one animation file: our keyframe format, or one of ``formats`` (by its key).
 
     Args:
-        data: ``{"description", "time": [s, ...], "set_target_data": [{"head": 4x4 or 16
-            numbers (m), "antennas": [right, left] (rad), "body_yaw": rad}, ...]}``.
-        name: The animation's name (the file's stem).
-        source: Where it came from, for messages.
-
-    Returns:
-        An animation whose keyframes are the recorded frames (ms from the first; linear).
-
-    Raises:
-        AnimationError: not that format, lengths that differ, times not increasing, or a
-            frame that is not numbers.
-    """
-    where = source or name
-    if not isinstance(data, dict) or not isinstance(data.get("time"), list):
-        raise AnimationError(f"{where}: a recorded move needs a 'time' list and a 'set_target_data' list")
-    times, frames = data["time"], data.get("set_target_data")
-    if not isinstance(frames, list) or len(frames) != len(times) or not frames:
-        raise AnimationError(
-            f"{where}: 'time' and 'set_target_data' must be non-empty lists of the same length"
-        )
-    keys: list[Keyframe] = []
-    t0 = last = None
-    for i, (t, frame) in enumerate(zip(times, frames, strict=True)):
-        try:
-            t = float(t)
-            pose = from_sdk(frame.get("head"), frame.get("antennas"), frame.get("body_yaw"))
-        except (AttributeError, TypeError, ValueError) as e:
-            raise AnimationError(
-                f"{where}: frame {i}: expected head (4x4), antennas [r, l], body_yaw ({e})"
-            ) from None
-        if not pose or not all(math.isfinite(v) for v in pose.values()):
-            raise AnimationError(f"{where}: frame {i}: no finite pose")
-        t0 = t if t0 is None else t0
-        if last is not None and t <= last:
-            continue  # duplicate timestamps happen in recordings: keep the first
-        last = t
-        keys.append(
-            Keyframe(round((t - t0) * 1000.0, 3), {k: round(v, 3) for k, v in pose.items()}, "linear")
-        )
-    return Animation(name, tuple(keys), False, source)
-
-
-def load_animation(path: Path) -> Animation:
-    """Read one animation file: our keyframe format, or Pollen's recorded-move JSON.
+        path: The JSON file.
+        formats: Other formats by key (:class:`AnimationFormat`); None: keyframes only.
 
     Raises:
         AnimationError: unreadable file, bad JSON, no keyframes, a non-numeric value,
@@ -225,13 +194,13 @@ def load_animation(path: Path) -> Animation:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise AnimationError(f"{path}: cannot read animation: {e}") from None
-    if isinstance(data, dict) and "set_target_data" in data:  # Pollen's recorded-move format
-        return recorded_move(data, str(data.get("name", Path(path).stem)), str(path))
+    formats = formats or {}
+    other = next((f for key, f in formats.items() if isinstance(data, dict) and key in data), None)
+    if other is not None:
+        return other.read(data, str(data.get("name", Path(path).stem)), str(path))
     if not isinstance(data, dict) or not isinstance(data.get("keyframes"), list) or not data["keyframes"]:
-        raise AnimationError(
-            f"{path}: expected an object with a non-empty 'keyframes' list "
-            f"(or a recorded move's 'set_target_data')"
-        )
+        alternatives = "".join(f" (or {f.what}'s {f.key!r})" for f in formats.values())
+        raise AnimationError(f"{path}: expected an object with a non-empty 'keyframes' list{alternatives}")
     frames = []
     last = -1.0
     for i, k in enumerate(data["keyframes"]):
@@ -260,8 +229,14 @@ def load_animation(path: Path) -> Animation:
     )
 
 
-def load_animations(folders: list[Path]) -> tuple[dict[str, Animation], list[str]]:
+def load_animations(
+    folders: list[Path], formats: Mapping[str, AnimationFormat] | None = None
+) -> tuple[dict[str, Animation], list[str]]:
     """Load ``*.json`` animations from folders; later folders override earlier names.
+
+    Args:
+        folders: Folders to read, in order.
+        formats: Other formats they may hold (:func:`load_animation`).
 
     Returns:
         ``(animations by name, error messages)``; a broken file is reported and skipped.
@@ -275,7 +250,7 @@ def load_animations(folders: list[Path]) -> tuple[dict[str, Animation], list[str
             continue
         for path in sorted(Path(folder).glob("*.json")):
             try:
-                anim = load_animation(path)
+                anim = load_animation(path, formats)
             except AnimationError as e:
                 errors.append(str(e))
                 continue

@@ -14,6 +14,10 @@ module gives its own centre and scale (and cites where the numbers come from).
 
 :class:`JointRouter` lets one robot use several drivers (e.g. arms on a Maestro, the head on
 a Feetech bus): it splits targets by joint and merges states.
+
+A driver kind tells the factory everything it needs in one :class:`DriverSpec` (how to build
+one driver from a :class:`DriverRequest`, whether it wakes the body, its animation libraries);
+:mod:`hardware.registry` maps config names to specs, so the factory has no vendor branches.
 """
 
 from __future__ import annotations
@@ -21,7 +25,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from hardware.config import JointConfig, RobotConfig
+
+if TYPE_CHECKING:
+    from hardware.animation import Gesture
+    from hardware.doa import DoaSource
 
 DriverState = Literal["connecting", "online", "offline", "closed"]
 StatusCallback = Callable[[str, "DriverState", str], None]
@@ -131,6 +142,55 @@ class Channel:
 
 class DriverError(Exception):
     """A driver could not be built (bad config, missing vendor package); the message says what to do."""
+
+
+@dataclass(frozen=True)
+class DriverRequest:
+    """What the factory hands a driver kind for one driver of the robot.
+
+    Attributes:
+        name: The driver's name: a key of ``[robot.drivers]`` or a built-in name (``sim``,
+            ``reachy_mini``).
+        robot: The whole ``[robot]`` section; each kind reads its own options from it
+            (``drivers[name]``, or a body's own section such as ``reachy_mini``).
+        joints: ``(index in [[robot.joints]], joint)`` of every joint this driver moves.
+        on_status: Called as ``(name, state, message)`` on every change of state.
+        by_id_dir: Folder of stable serial links (``/dev/serial/by-id``; tests use another).
+    """
+
+    name: str
+    robot: RobotConfig
+    joints: list[tuple[int, JointConfig]]
+    on_status: StatusCallback | None
+    by_id_dir: Path
+
+
+Libraries = tuple[dict[str, dict[str, "Gesture"]], list[str]]
+"""A body's animation libraries by kind (``dances`` → name → gesture) and the loading messages."""
+
+
+@dataclass(frozen=True)
+class DriverSpec:
+    """One driver kind, as the factory sees it.
+
+    Attributes:
+        kind: Its config name (``[robot.drivers.X] kind``, or a built-in driver name).
+        build: Creates the driver for a request, not started; returns it with the longest
+            wait for its first connection, s (the section's ``connect_wait_s``), or None when
+            there is nothing to connect to. Raises :class:`DriverError` when it cannot be built.
+        wake_ms: Once connected at start, the robot moves to neutral over this long, ms (a
+            body found asleep or anywhere comes to attention); None: it stays where it is.
+        libraries: Loads the body's own animation libraries when this kind is the robot's
+            default driver; never raises (a missing library is a message).
+        doa: The body's microphone array's direction of arrival (a Reachy Mini's daemon), when
+            this kind is the robot's default driver; None: it has none.
+    """
+
+    kind: str
+    build: Callable[[DriverRequest], tuple[Driver, float | None]]
+    wake_ms: float | None = None
+    libraries: Callable[[RobotConfig], Libraries] | None = None
+    doa: Callable[[RobotConfig], DoaSource] | None = None
 
 
 class JointRouter:

@@ -44,7 +44,7 @@ def install_shutdown(
     def park() -> None:
         try:
             robot.close(neutral_ms)
-        except Exception:  # noqa: BLE001 - shutdown must go on whatever the driver does
+        except Exception:  # shutdown must go on whatever the driver does
             log.exception("parking the robot at shutdown failed")
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:

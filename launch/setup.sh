@@ -39,6 +39,12 @@ fi
   echo "bolt-agent needs Python 3.10-3.12; set PYTHON=/path/to/python3.x" >&2; exit 1; }
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
+# Earlier set-ups installed the whole pipecat-ai wheel without its dependencies (for the Smart Turn
+# file, now unpacked below): pip's resolver then printed errors on every install. Remove it.
+broken="$(.venv/bin/python -m pip check 2>/dev/null || true)"  # non-zero on any conflict (reachy's pin)
+if grep -q '^pipecat-ai ' <<<"$broken"; then
+  .venv/bin/python -m pip uninstall -q -y pipecat-ai
+fi
 
 # --- llama-cpp-python, built once per machine into a wheelhouse ---------------------------
 # On x86-64 build for a portable AVX2 baseline: a "native" build can enable instructions
@@ -58,8 +64,21 @@ fi
 extra=""; [ "$what" = test ] && extra="[test]"; [ "$what" = run ] && [ "${BOLT_CONSOLE:-0}" = 1 ] && extra="[console]"
 .venv/bin/python -m pip install -q --find-links "$WHEELHOUSE" "llama-cpp-python==$LLAMA_VERSION"
 .venv/bin/python -m pip install -q --find-links "$WHEELHOUSE" -e ".$extra"
-# The Smart Turn end-of-turn model file only (see pyproject.toml): without pipecat's own dependencies.
-.venv/bin/python -m pip install -q --no-deps "pipecat-ai==1.14.0"
+# --- Smart Turn v3.2, the end-of-turn model: one file of the pipecat-ai wheel, not the framework --
+# The wheel is kept in the wheelhouse; only the model, pipecat's feature code the tests check it
+# against and pipecat's licence are unpacked, into the venv (agent/listening/smart_turn.py finds
+# them there; a system service running this venv too).
+SMART_TURN=.venv/share/bolt-agent/smart-turn
+PIPECAT=pipecat-ai==1.14.0
+PIPECAT_WHEEL="$WHEELHOUSE/pipecat_ai-1.14.0-py3-none-any.whl"
+if [ ! -f "$SMART_TURN/data/smart-turn-v3.2-cpu.onnx" ]; then
+  [ -f "$PIPECAT_WHEEL" ] || .venv/bin/python -m pip download -q --no-deps -d "$WHEELHOUSE" "$PIPECAT"
+  st=pipecat/audio/turn/smart_turn
+  .venv/bin/python launch/unpack.py "$PIPECAT_WHEEL" "$SMART_TURN" \
+    "$st/data/smart-turn-v3.2-cpu.onnx=data/smart-turn-v3.2-cpu.onnx" \
+    "$st/_whisper_features.py=_whisper_features.py" \
+    "pipecat_ai-1.14.0.dist-info/licenses/LICENSE=LICENSE"
+fi
 # --- Reachy Mini SDK (and its simulators for the tests) -----------------------------------------
 # reachy-mini >= 1.9 pins onnxruntime==1.27.0, whose session creation holds the GIL for a second
 # (measured: piper's voice load stalls every other thread 0.9-1.3 s; 1.32 releases it). The SDK
@@ -69,6 +88,22 @@ if [ $reachy = 1 ]; then
   .venv/bin/python -m pip install -q "uv>=0.5"
   .venv/bin/uv pip install -q --python .venv/bin/python --override launch/reachy-overrides.txt \
     --find-links "$WHEELHOUSE" -e ".[reachy]"
+fi
+# --- test data too large for the repository (tests/data/README.md), fetched once per machine -------
+# Gemma 4's vocabulary (15.8 MB) from the llama-cpp-python source archive on PyPI, the release built
+# above; the archive itself (77 MB) is not kept.
+if [ "$what" = test ]; then
+  TEST_DATA="${XDG_CACHE_HOME:-$HOME/.cache}/bolt-agent/test-data"
+  if [ ! -f "$TEST_DATA/ggml-vocab-gemma-4.gguf" ]; then
+    echo "fetching the Gemma 4 vocabulary for the tests (llama-cpp-python $LLAMA_VERSION source archive)..."
+    sdist="$(mktemp -d)"
+    .venv/bin/python -m pip download -q --no-deps --no-binary :all: -d "$sdist" "llama-cpp-python==$LLAMA_VERSION"
+    src="llama_cpp_python-$LLAMA_VERSION"
+    .venv/bin/python launch/unpack.py "$sdist/$src.tar.gz" "$TEST_DATA" \
+      "$src/vendor/llama.cpp/models/ggml-vocab-gemma-4.gguf=ggml-vocab-gemma-4.gguf" \
+      "$src/vendor/llama.cpp/LICENSE=LICENSE-llama.cpp"
+    rm -rf "$sdist"
+  fi
 fi
 # --- llama.cpp's server for [llm] engine = "llama-server", built once per machine --------------
 # Only the llama-server target, into ~/.cache/bolt-agent/llama-server/VERSION-ARCH (about 15 minutes

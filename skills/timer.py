@@ -53,9 +53,10 @@ def _find(book: TimerBook, label: str) -> PendingTimer:
 
 @skill(
     background=True,
+    follow_up=False,
+    as_written=True,
     keywords=("timer", "remind", "countdown", "alarm"),
     ability="set timers",
-    as_written=True,
     from_words=FROM_WORDS,
 )
 def set_timer(

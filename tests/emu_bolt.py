@@ -15,7 +15,7 @@ from pathlib import Path
 
 from emu_pty import PtyDevice
 
-from hardware.bolt_serial import PROTOCOL_VERSION, decode, encode
+from hardware.servos.bolt_serial import PROTOCOL_VERSION, decode, encode
 
 
 class BoltBoard(PtyDevice):
@@ -139,50 +139,59 @@ class BoltBoard(PtyDevice):
         return out
 
     def _execute(self, cmd: str, args: list[str]) -> str | None:
+        """One command's reply body ("" for a bare OK), or None for an unknown command."""
+        if cmd in ("P", "H", "W", "T", "E", "Q"):
+            return self._board(cmd, args)
+        return self._channels(cmd, args)
+
+    def _board(self, cmd: str, args: list[str]) -> str:
+        """The commands of the whole board: ping, heartbeat, watchdog, torque, e-stop, query."""
         if cmd == "P":
             return f"bolt_servo {PROTOCOL_VERSION} {self.channels}"
-        if cmd == "H":
-            return ""
         if cmd == "W":
             self.watchdog_ms = int(args[0])
-            return ""
-        if cmd == "T":
+        elif cmd == "T":
             self.torque = args[0] == "1"
             if self.torque:
                 self.estopped = False
-            return ""
-        if cmd == "E":
+        elif cmd == "E":
             self.torque, self.estopped = False, True
-            return ""
-        if cmd == "Q":
+        elif cmd == "Q":
             return " ".join(f"{i}={v}" for i, v in sorted(self.pos.items()))
+        return ""  # H: the heartbeat
+
+    def _channels(self, cmd: str, args: list[str]) -> str | None:
+        """The per-channel commands (``id=value`` pairs): move, limits, neutral, speed."""
         pairs = self._pairs(args[1:] if cmd == "M" else args)
         for i, _ in pairs:
             if i not in self.pos:
                 raise KeyError(f"no channel {i}")
         if cmd == "M":
             int(args[0])
-            if self.estopped:
-                return "!STOP emergency stop latched; send T 1"
-            for i, v in pairs:
-                self.moves.append((i, int(v)))
-                lo, hi = self.limits[i]
-                self.pos[i] = min(hi, max(lo, int(v)))
-            return ""
+            return self._move(pairs)
         if cmd == "L":
             for i, v in pairs:
                 lo, hi = (int(x) for x in v.split(":"))
                 self.limits[i] = (lo, hi)
-            return ""
-        if cmd == "N":
+        elif cmd == "N":
             for i, v in pairs:
                 self.neutral[i] = int(v)
-            return ""
-        if cmd == "S":
+        elif cmd == "S":
             for i, v in pairs:
                 self.speed[i] = int(v)
-            return ""
-        return None
+        else:
+            return None
+        return ""
+
+    def _move(self, pairs: list[tuple[int, str]]) -> str:
+        """``M``: each channel to its target within its limits, unless an e-stop is latched."""
+        if self.estopped:
+            return "!STOP emergency stop latched; send T 1"
+        for i, v in pairs:
+            self.moves.append((i, int(v)))
+            lo, hi = self.limits[i]
+            self.pos[i] = min(hi, max(lo, int(v)))
+        return ""
 
     def _watchdog(self) -> None:
         while not self._wd_stop.wait(0.02):

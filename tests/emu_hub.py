@@ -143,92 +143,95 @@ class HubServer:
         return self.files.get(f"{repo}/{filename}")
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
-        hub = self
+        return type("Handler", (_HubHandler,), {"hub": self})
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: object) -> None:
-                pass
 
-            def _headers(self, data: bytes, status: int, start: int, lfs: bool = True) -> None:
-                sha = hashlib.sha256(data).hexdigest() if lfs else git_blob_sha1(data)
-                self.send_response(status)
-                self.send_header("X-Repo-Commit", COMMIT)
-                self.send_header("ETag", f'"{sha}"')
-                if lfs:
-                    self.send_header("X-Linked-Etag", f'"{sha}"')
-                    self.send_header("X-Linked-Size", str(len(data)))
-                self.send_header("Accept-Ranges", "bytes")
-                self.send_header("Content-Length", str(len(data) - start))
-                if status == 206:
-                    self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
-                self.end_headers()
+class _HubHandler(BaseHTTPRequestHandler):
+    """The hub's HTTP answers; :attr:`hub` is set per server (:meth:`HubServer._handler`)."""
 
-            def _not_found(self, code: str) -> None:
-                self.send_response(404)
-                self.send_header("X-Error-Code", code)
-                self.send_header("X-Repo-Commit", COMMIT)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
+    hub: HubServer
 
-            def _dataset(self, path: str, body: bool) -> None:
-                """Answer a dataset request (API or resolve); ``body``: GET rather than HEAD."""
-                if path.startswith("/api/datasets/"):
-                    doc = hub._dataset_api(path)
-                    if doc is None:
-                        self._not_found("RepoNotFound")
-                        return
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(doc)))
-                    self.end_headers()
-                    if body:
-                        self.wfile.write(doc)
-                    return
-                found = hub._dataset_file(path)
-                if found is None:
-                    self._not_found("EntryNotFound")
-                    return
-                data, lfs = found
-                rng = self.headers.get("Range", "") if body else ""
-                start = int(rng.removeprefix("bytes=").split("-")[0]) if rng.startswith("bytes=") else 0
-                self._headers(data, 206 if start else 200, start, lfs)
-                if body:
-                    self.wfile.write(data[start:])
+    def log_message(self, *args: object) -> None:
+        pass
 
-            def do_HEAD(self) -> None:
-                hub.requests.append(("HEAD", self.path, self.headers.get("Range", "")))
-                path = unquote(urlsplit(self.path).path)
-                if path.startswith(("/api/datasets/", "/datasets/")):
-                    self._dataset(path, body=False)
-                    return
-                data = hub._lookup(self.path)
-                if data is None:
-                    self.send_error(404)
-                    return
-                self._headers(data, 200, 0)
+    def _headers(self, data: bytes, status: int, start: int, lfs: bool = True) -> None:
+        sha = hashlib.sha256(data).hexdigest() if lfs else git_blob_sha1(data)
+        self.send_response(status)
+        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("ETag", f'"{sha}"')
+        if lfs:
+            self.send_header("X-Linked-Etag", f'"{sha}"')
+            self.send_header("X-Linked-Size", str(len(data)))
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(len(data) - start))
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{len(data) - 1}/{len(data)}")
+        self.end_headers()
 
-            def do_GET(self) -> None:
-                rng = self.headers.get("Range", "")
-                hub.requests.append(("GET", self.path, rng))
-                path = unquote(urlsplit(self.path).path)
-                if path.startswith(("/api/datasets/", "/datasets/")):
-                    self._dataset(path, body=True)
-                    return
-                data = hub._lookup(self.path)
-                if data is None:
-                    self.send_error(404)
-                    return
-                start = int(rng.removeprefix("bytes=").split("-")[0]) if rng.startswith("bytes=") else 0
-                self._headers(data, 206 if start else 200, start)
-                body = data[start:]
-                if hub.corrupt:
-                    body = bytes(b ^ 0xFF for b in body[:1]) + body[1:]
-                if hub.cut_first and not hub._cut_done:
-                    hub._cut_done = True
-                    self.wfile.write(body[: len(body) // 2])
-                    self.wfile.flush()
-                    self.close_connection = True
-                    return
-                self.wfile.write(body)
+    def _not_found(self, code: str) -> None:
+        self.send_response(404)
+        self.send_header("X-Error-Code", code)
+        self.send_header("X-Repo-Commit", COMMIT)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
 
-        return Handler
+    def _dataset(self, path: str, body: bool) -> None:
+        """Answer a dataset request (API or resolve); ``body``: GET rather than HEAD."""
+        if path.startswith("/api/datasets/"):
+            doc = self.hub._dataset_api(path)
+            if doc is None:
+                self._not_found("RepoNotFound")
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(doc)))
+            self.end_headers()
+            if body:
+                self.wfile.write(doc)
+            return
+        found = self.hub._dataset_file(path)
+        if found is None:
+            self._not_found("EntryNotFound")
+            return
+        data, lfs = found
+        rng = self.headers.get("Range", "") if body else ""
+        start = int(rng.removeprefix("bytes=").split("-")[0]) if rng.startswith("bytes=") else 0
+        self._headers(data, 206 if start else 200, start, lfs)
+        if body:
+            self.wfile.write(data[start:])
+
+    def do_HEAD(self) -> None:
+        self.hub.requests.append(("HEAD", self.path, self.headers.get("Range", "")))
+        path = unquote(urlsplit(self.path).path)
+        if path.startswith(("/api/datasets/", "/datasets/")):
+            self._dataset(path, body=False)
+            return
+        data = self.hub._lookup(self.path)
+        if data is None:
+            self.send_error(404)
+            return
+        self._headers(data, 200, 0)
+
+    def do_GET(self) -> None:
+        rng = self.headers.get("Range", "")
+        self.hub.requests.append(("GET", self.path, rng))
+        path = unquote(urlsplit(self.path).path)
+        if path.startswith(("/api/datasets/", "/datasets/")):
+            self._dataset(path, body=True)
+            return
+        data = self.hub._lookup(self.path)
+        if data is None:
+            self.send_error(404)
+            return
+        start = int(rng.removeprefix("bytes=").split("-")[0]) if rng.startswith("bytes=") else 0
+        self._headers(data, 206 if start else 200, start)
+        body = data[start:]
+        if self.hub.corrupt:
+            body = bytes(b ^ 0xFF for b in body[:1]) + body[1:]
+        if self.hub.cut_first and not self.hub._cut_done:
+            self.hub._cut_done = True
+            self.wfile.write(body[: len(body) // 2])
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self.wfile.write(body)

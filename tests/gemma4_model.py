@@ -1,7 +1,7 @@
 """Gemma 4 test models written with ``gguf``: a tiny random one llama.cpp runs, and an E4B-shaped sparse one.
 
 Both take the real Gemma 4 vocabulary and chat template from
-``../shared/fixtures/gguf/ggml-vocab-gemma-4.gguf`` (every ``tokenizer.*`` key is copied) and
+``ggml-vocab-gemma-4.gguf`` (the ``gemma4_vocab`` fixture) (every ``tokenizer.*`` key is copied) and
 the ``gemma4`` tensor set and metadata from :mod:`agent.memplan.gemma4`, so the files have
 per-layer embeddings, sliding-window layers with their own head size and KV head count, and
 shared-KV layers, exactly as llama.cpp's ``gemma4`` loader expects.

@@ -13,7 +13,6 @@ import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from agent.bench.latency import EventLog
 from agent.config import Config, load_config
 from agent.events import Event, Shutdown
 from agent.pipeline import Bus, FileSource, NullSink, Pipeline, TextSource, WavSink, build_core
@@ -21,6 +20,7 @@ from agent.pipeline.driver import TurnDriver
 from agent.pipeline.pipeline import live_pipeline, run_to_end
 from agent.pipeline.queues import StageQueue
 from agent.pipeline.work import WorkTracker
+from tools.bench.latency import EventLog
 
 
 class DriverThread:

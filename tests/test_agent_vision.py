@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from rig import AgentRig
 
-from agent.bench.latency import EventLog
 from agent.config import load_config
 from agent.conversation.results import carries_result
 from agent.events import Notice, PlaybackStarted, Reply, Timing, ToolCall, ToolResult, Transcript
 from agent.pipeline import Bus, build_core
+from tools.bench.latency import EventLog
 
 
 @pytest.fixture(scope="module")

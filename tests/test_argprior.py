@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 import pytest
 from pydantic import Field
 
-from agent.conversation.argprior import (
+from agent.conversation.small.argprior import (
     follow_words,
     length_unsaid,
     limb_sides,
@@ -15,7 +15,9 @@ from agent.conversation.argprior import (
     spoken_count,
     spoken_degrees,
 )
-from agent.skills import SkillContext, SkillRegistry, skill
+from agent.skills import SkillContext, SkillRegistry, build_skill, is_skill, skill
+
+pytestmark = pytest.mark.small_model
 
 
 def _schema(fn) -> dict:
@@ -373,6 +375,60 @@ def test_only_a_clamp_the_user_asked_for_is_told():
 )
 def test_a_length_said_below_zero_stays_below_zero(text, seconds):
     """A new user's chat: "set a timer for minus 5 seconds" started a 5 s timer and said "All right!"."""
-    from agent.conversation.argprior import spoken_seconds
+    from agent.conversation.small.argprior import spoken_seconds
 
     assert spoken_seconds(text) == seconds
+
+
+# --- any skill's arguments from its schema (a skill author's own) -----------------------------------
+def _author_skill(source: str):
+    ns: dict = {}
+    exec(
+        "from typing import Annotated, Literal\nfrom pydantic import Field\n"
+        "from agent.skills import skill\n" + source,
+        ns,
+    )
+    fn = next(v for v in ns.values() if is_skill(v))
+    return build_skill(fn, "author.py:1", {})
+
+
+DICE = (
+    "@skill\n"
+    "def roll_dice(sides: Annotated[int, Field(ge=2, le=100, description='faces of the die')] = 6) -> str:\n"
+    "    '''Roll a die.'''\n"
+    "    return 'rolled'\n"
+)
+BLINK = (
+    "@skill\n"
+    "def blink(color: Literal['red', 'green', 'blue', 'light blue'] = 'blue', times: int = 1) -> str:\n"
+    "    '''Blink the lights.'''\n"
+    "    return 'blinked'\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("said", "written", "expected"),
+    [
+        ("Roll a twenty-sided die.", {"sides": 2}, {"sides": 20}),
+        ("Roll a 12 sided die for me.", {"sides": 2}, {"sides": 12}),
+        ("Roll a die.", {"sides": 2}, {"sides": 6}),  # nothing said: the default
+        ("Roll a die.", {}, {}),  # left out by the model: the registry's default
+    ],
+)
+def test_a_number_said_fills_any_skills_number(said, written, expected):
+    sk = _author_skill(DICE)
+    assert follow_words(said, sk.parameters, written) == expected
+
+
+@pytest.mark.parametrize(
+    ("said", "written", "expected"),
+    [
+        ("Blink the red lights.", {"color": "blue"}, {"color": "red"}),
+        ("Blink in light blue please.", {"color": "green"}, {"color": "light blue"}),
+        ("Blink the lights.", {"color": "green"}, {"color": "blue"}),  # nothing said: the default
+        ("Blink red or green.", {"color": "green"}, {"color": "green"}),  # two said: the model decides
+    ],
+)
+def test_a_choice_said_word_for_word_fills_any_skills_enum(said, written, expected):
+    sk = _author_skill(BLINK)
+    assert follow_words(said, sk.parameters, written)["color"] == expected["color"]

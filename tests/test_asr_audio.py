@@ -6,12 +6,12 @@ import wave
 import numpy as np
 import pytest
 
-from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
 from agent.listening.vad import find_utterances
 from agent.models import resolve_model
 from agent.speech.asr import WhisperASR
 from agent.speech.audio import AudioError, decode_file, write_wav
+from tools.bench.accuracy import word_error_rate
 
 JFK = (
     "And so my fellow Americans, ask not what your country can do for you, "
@@ -133,7 +133,7 @@ def test_a_hum_is_an_unsure_transcript_and_a_short_command_is_not(asr):
     """espeak-ng's "Hmm." fails Whisper's greedy decode; what a fallback temperature samples is
     random ("them." at -1.23, once "One, two, three, four." three times at -0.75): flagged unsure
     whatever the sample. Short commands in the same voices decode at temperature 0."""
-    from agent.bench.turn_set import VOICES, Synthesizer
+    from tools.bench.turn_set import VOICES, Synthesizer
 
     syn = Synthesizer(resolve_model("packaged:piper-joe-medium"))
     espeak = [v for v in VOICES if v.engine == "espeak-ng"]

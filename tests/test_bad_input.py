@@ -36,7 +36,6 @@ import pytest
 from waiting import wait_until
 
 from agent.audio_io.fake import FakeBackend
-from agent.bench.latency import EventLog
 from agent.config import ConsoleConfig, load_config
 from agent.console import Console
 from agent.console.app import BODY_TIMEOUT_S, MAX_BODY
@@ -46,6 +45,7 @@ from agent.pipeline import Bus, build_core
 from agent.pipeline.pipeline import live_pipeline
 from agent.pipeline.sources import MAX_TYPED
 from agent.skills.registry import MAX_RESULT_CHARS, STUCK_MAX
+from tools.bench.latency import EventLog
 
 ROOT = Path(__file__).resolve().parent.parent
 TURN_S = 120.0

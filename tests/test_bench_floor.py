@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from agent.bench.latency import (
+from agent.config import load_config
+from agent.engines import Decoding, Generation
+from agent.events import Timing
+from tools.bench.latency import (
     FLOOR_PARTS,
     ModelSpeed,
     _report,
@@ -17,9 +20,6 @@ from agent.bench.latency import (
     tts_first_chunk_ms,
     turn_floor,
 )
-from agent.config import load_config
-from agent.engines import Decoding, Generation
-from agent.events import Timing
 
 SPEED = ModelSpeed(decode_tokens_per_s=100.0, prefill_tokens_per_s=500.0)
 

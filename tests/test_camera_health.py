@@ -9,7 +9,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from hardware.camera import FeedHealth
+from hardware.camera.capture import FeedHealth
 from hardware.config import CameraConfig
 
 READ_S = 0.02  # one read per 20 ms, as a 50 fps camera

@@ -1,6 +1,6 @@
 """Replies that claim a movement no call made: the sentence is left out, "Sorry, I can't do that." said.
 
-Stream-level cases feed :class:`~agent.conversation.claims.ClaimGuard` the same text in deltas of
+Stream-level cases feed :class:`~agent.conversation.small.claims.ClaimGuard` the same text in deltas of
 every size; the conversation case runs the real SmolLM2-135M (greedy) through typed turns.
 """
 
@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from agent.conversation.claims import CANNOT, MISSED, ClaimGuard, asked_for, claims_motion
+from agent.conversation.small.claims import CANNOT, MISSED, ClaimGuard, asked_for, claims_motion
 from agent.events import Reply, ToolCall
 from agent.speech.sentences import split_sentences
+
+pytestmark = pytest.mark.small_model
 
 
 @pytest.mark.parametrize(
@@ -27,6 +29,18 @@ from agent.speech.sentences import split_sentences
         ("It is 05:12 on Saturday 5 December.", False),
         ("Sure!", False),
         ("Why did the robot wave?", False),
+        # paraphrases: a dropped g, the future, repeating a movement (issue 50)
+        ("I am shakin' my head 3 times.", True),
+        ("I am going to wave.", True),
+        ("I'm gonna nod for you.", True),
+        ("I'll wave to you.", True),
+        ("I will dance now.", True),
+        ("I'm about to spin.", True),
+        ("I am repeating the wave.", True),
+        ("I'm doing the dance.", True),
+        ("I'm going to tell you a joke.", False),
+        ("I'll tell you when it is done.", False),
+        ("I will be here.", False),
     ],
 )
 def test_a_sentence_claims_a_movement_when_it_says_the_robot_is_moving_now(sentence, claims):
@@ -50,6 +64,10 @@ def test_a_claim_is_left_out_to_its_end_and_the_rest_goes_on_in_any_deltas(step)
     assert said.strip() == "I'm happy." and dropped == ["I am now dancing for you!"]
     said, dropped = _guarded("I am looking forward to it. I am looking left.", step)
     assert said.strip() == "I am looking forward to it." and dropped == ["I am looking left."]
+    said, dropped = _guarded("Okay. I am going to wave at you. Bye.", step)
+    assert said.strip() == "Okay. Bye." and dropped == ["I am going to wave at you."]
+    said, dropped = _guarded("I'm going to tell you a joke.", step)
+    assert said.strip() == "I'm going to tell you a joke." and dropped == []
     said, dropped = _guarded("Meet me at 3 p.m. today. It is 05:12.", step)
     assert said == "Meet me at 3 p.m. today. It is 05:12." and dropped == []
 
@@ -106,13 +124,14 @@ def test_a_claim_was_asked_for_when_the_words_name_its_verb(said, claim, asked):
 def test_only_a_movement_that_worked_lets_a_reply_say_the_robot_moves():
     """A new user's chat: "who is in front of you" after "look at me" ran only describe_scene and
     said "I am turning toward the person ..." (a copied look_at result): a reading moves nothing."""
-    from agent.conversation.turn import TurnResult, _moved
+    from agent.conversation.records import TurnResult
+    from agent.conversation.small.policy import moved
     from agent.skills import ToolOutcome, load_registry
 
     reg = load_registry([], entry_points=False)
     res = TurnResult()
     res.calls.append(("describe_scene", {}, ToolOutcome(True, {"summary": "1 person"})))
     res.calls.append(("wave", {}, ToolOutcome(False, "wave failed", raised="my emergency stop is on")))
-    assert not _moved(res, reg)
+    assert not moved(res, reg)
     res.calls.append(("look_at", {"target": "person"}, ToolOutcome(True, "I am turning toward the person")))
-    assert _moved(res, reg)
+    assert moved(res, reg)

@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 from rig import AgentRig
 
-from agent.bench.turn_set import VOICES, Synthesizer, write_wav
 from agent.config import load_config
 from agent.control import ReleaseGate, StopSignal
 from agent.events import Spoken, ToolCall, Transcript, TurnDropped
 from agent.listening.vad import FRAME, Endpointer
 from agent.models import resolve_model
+from tools.bench.turn_set import VOICES, Synthesizer, write_wav
 
 
 def test_a_release_gate_is_decided_once():

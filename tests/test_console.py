@@ -2,7 +2,7 @@
 
 One agent per module: the ``run`` pipeline (:func:`~agent.pipeline.pipeline.live_pipeline`)
 on fake sound devices that keep real time, the simulated robot, and the console's server on
-a free localhost port; with the shared fixtures' video as the camera when it is there. The
+a free localhost port; with the test data's video as the camera. The
 browser tests drive Debian's ``chromium`` through ``chromium-driver`` (Selenium) and skip
 with the reason where either is missing. Screenshots go to the test's tmp folder and to
 ``out/console/`` (git-ignored).
@@ -23,13 +23,13 @@ import pytest
 from waiting import wait_until
 
 from agent.audio_io.fake import FakeBackend
-from agent.bench.latency import EventLog
 from agent.config import ConsoleConfig, load_config
 from agent.console import Console
 from agent.console.hub import dumps
 from agent.events import PauseVerdict, Timing, ToolCall, ToolResult, Transcript
 from agent.pipeline import Bus, build_core
 from agent.pipeline.pipeline import live_pipeline
+from tools.bench.latency import EventLog
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "out" / "console"
@@ -322,7 +322,7 @@ def reachy_console():
     from hardware.factory import load_libraries
     from hardware.joints import Joint
     from hardware.robot import Robot
-    from hardware.sim import SimulatedDriver
+    from hardware.servos.sim import SimulatedDriver
 
     cfg = load_config(ROOT / "launch" / "reachy_mini_sim.toml")
     libraries, _ = load_libraries(cfg.robot)

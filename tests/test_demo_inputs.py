@@ -1,4 +1,4 @@
-"""The demo without the shared fixtures: built-in utterances synthesized once and cached."""
+"""The demo without recorded commands (no $BOLT_FIXTURES): built-in utterances synthesized once and cached."""
 
 from __future__ import annotations
 

@@ -103,14 +103,14 @@ def test_doctor_runs_on_the_reachy_configs(path):
 
 def test_an_absent_local_daemon_is_started_for_the_robot_or_the_simulator():
     """doctor on the simulator config offered only the robot's service and its USB cable."""
-    from agent.doctor import check_reachy_daemon
+    from hardware.reachy_mini.doctor import check_reachy_daemon
 
     with socket.socket() as s:  # a loopback port nothing listens on
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     cfg = load_config(ROOT / "launch" / "reachy_mini_sim.toml")
     cfg.robot.reachy_mini.host, cfg.robot.reachy_mini.port = "127.0.0.1", port
-    check, status = check_reachy_daemon(cfg, timeout_s=1.0)
+    check, status = check_reachy_daemon(cfg.robot.reachy_mini, timeout_s=1.0)
     assert not check.ok and status is None and f"127.0.0.1:{port} is not reachable" in check.detail
     assert "sudo systemctl start reachy-mini-daemon" in check.fix
     assert "reachy-mini-daemon --sim --headless --no-media" in check.fix
@@ -127,7 +127,7 @@ def test_budget_command_on_the_jetson_reachy_config():
 
 def test_the_stop_timeout_lets_a_reachy_mini_park():
     """SIGTERM → sleep pose: 1 s through the initial pose + the longest sleep_s + 1 s motion-loop
-    join + 2 s connection-thread join (hardware/robot.py, hardware/reachy_mini.py), twice over."""
+    join + 2 s connection-thread join (hardware/robot.py, hardware/reachy_mini/driver.py), twice over."""
     unit = (ROOT / "jetson" / "bolt-agent.service").read_text()
     stop_s = int(re.search(r"^TimeoutStopSec=(\d+)$", unit, re.M).group(1))
     longest_sleep = next(m.le for m in ReachyMiniConfig.model_fields["sleep_s"].metadata if hasattr(m, "le"))

@@ -16,21 +16,28 @@ from pathlib import Path
 
 import pytest
 
-from agent import doctor
+from agent.audio_io.doctor import check_audio, check_systemd_env
 from agent.config import load_config
-from agent.doctor import (
-    check_audio,
-    check_gpu,
-    check_gpu_access,
-    check_serial,
-    check_systemd_env,
-    check_venv,
-    first_line,
-    llama_gpu_offload,
-)
+from agent.doctor import CHECKS, check_venv
+from agent.memplan import doctor as device_doctor
+from agent.memplan.doctor import check_gpu, check_gpu_access, first_line, llama_gpu_offload
+from hardware.servos.doctor import check_serial
 
 REPO = Path(__file__).resolve().parents[1]
-NAMES = {"packages", "config", "models", "memory", "audio", "serial", "camera", "skills", "gpu", "service"}
+NAMES = {
+    "packages",
+    "config",
+    "models",
+    "profile",
+    "memory",
+    "audio",
+    "serial",
+    "camera",
+    "skills",
+    "gpu",
+    "jetpack",
+    "service",
+}
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -64,6 +71,10 @@ def _checks(out: subprocess.CompletedProcess[str]) -> dict[str, dict]:
 def test_default_config_json(tmp_path: Path) -> None:
     checks = _checks(_doctor(_env(tmp_path), "--json"))
     assert set(checks) == NAMES  # no systemd-env check outside systemd
+    assert checks["profile"]["detail"].startswith("small (auto: a 9"), checks["profile"]  # the stand-in
+    # One registry lists every subsystem's checks, in the order they are shown.
+    assert list(checks)[:2] == ["packages", "config"]
+    assert list(checks)[2:] == [c.subsystem for c in CHECKS if c.subsystem in checks]
     assert checks["packages"]["ok"] and checks["config"]["ok"]
     assert checks["models"]["ok"], checks["models"]  # the packaged defaults
     assert checks["memory"]["ok"] and "memory plan" in checks["memory"]["detail"]
@@ -97,7 +108,7 @@ def test_existing_serial_port_passes(tmp_path: Path) -> None:
         cfg.write_text(
             f'[robot]\ndriver = "body"\n[robot.drivers.body]\nkind = "bolt_serial"\nport = "{port}"\n'
         )
-        check = check_serial(load_config(cfg))
+        check = check_serial(load_config(cfg).robot, str(cfg))
         in_dialout = os.getuid() == 0 or "dialout" in {grp.getgrgid(g).gr_name for g in os.getgroups()}
         assert check.ok == in_dialout, check
         assert port in check.detail  # the working port is named either way
@@ -155,7 +166,9 @@ def test_audio_lists_devices_with_rates() -> None:
 
 def test_gpu_from_nvidia_smi_or_tegrastats(monkeypatch) -> None:
     tools: set[str] = {"nvidia-smi"}
-    monkeypatch.setattr(doctor.shutil, "which", lambda name: f"/usr/bin/{name}" if name in tools else None)
+    monkeypatch.setattr(
+        device_doctor.shutil, "which", lambda name: f"/usr/bin/{name}" if name in tools else None
+    )
 
     def smi(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
         return subprocess.CompletedProcess(cmd, 0, "NVIDIA H200, 1 MiB, 143771 MiB\n", "")
@@ -284,46 +297,46 @@ def test_configured_audio_devices_must_exist(tmp_path: Path) -> None:
     spk = {"name": "hw spk", "max_input_channels": 0, "max_output_channels": 2, "default_samplerate": 44.1e3}
     cfg = tmp_path / "robot.toml"
     cfg.write_text('[audio]\ninput_device = "usb"\noutput_device = "Jabra"\n')
-    bad = check_audio(_Backend([mic, spk]), load_config(cfg))
+    bad = check_audio(_Backend([mic, spk]), load_config(cfg).audio, str(cfg))
     assert not bad.ok and bad.blocking  # `run` would stop on it
     assert "no output device matches [audio] output_device = 'Jabra'" in bad.detail
     assert bad.fix.startswith(f"edit [audio] output_device in {cfg}") and '"hw spk"' in bad.fix
     cfg.write_text('[audio]\ninput_device = "usb"\noutput_device = 1\n')
-    assert check_audio(_Backend([mic, spk]), load_config(cfg)).ok
+    assert check_audio(_Backend([mic, spk]), load_config(cfg).audio).ok
 
 
 def test_sound_server_only_matters_when_the_config_uses_one(tmp_path: Path) -> None:
     env = {"INVOCATION_ID": "1"}  # under systemd, no XDG_RUNTIME_DIR: a system service
     cfg = tmp_path / "robot.toml"
     cfg.write_text('[audio]\ninput_device = "USB"\noutput_device = "hw:1,0"\n')
-    alsa = check_systemd_env(env, load_config(cfg), uid=998)
+    alsa = check_systemd_env(env, load_config(cfg).audio, str(cfg), uid=998)
     assert alsa is not None and alsa.ok and "ALSA" in alsa.detail
 
     cfg.write_text('[audio]\ninput_device = "USB"\n')  # output: the default device, via PulseAudio
-    system_user = check_systemd_env(env, load_config(cfg), uid=998)
+    system_user = check_systemd_env(env, load_config(cfg).audio, str(cfg), uid=998)
     assert system_user is not None and not system_user.ok and system_user.blocking
     assert "/run/user/" not in system_user.fix  # a system user has no login session
     assert "ALSA devices" in system_user.fix and str(cfg) in system_user.fix
     assert "PULSE_SERVER=unix:/run/pulse/native" in system_user.fix
-    login_user = check_systemd_env(env, load_config(cfg), uid=1000)
+    login_user = check_systemd_env(env, load_config(cfg).audio, str(cfg), uid=1000)
     assert login_user is not None and "PULSE_SERVER=unix:/run/user/1000/pulse/native" in login_user.fix
-    assert check_systemd_env({}, load_config(cfg)) is None  # not under systemd
+    assert check_systemd_env({}, load_config(cfg).audio) is None  # not under systemd
 
 
 def test_gpu_device_groups_on_a_jetson(tmp_path: Path) -> None:
-    cfg = load_config(REPO / "jetson" / "robot.toml")  # every layer on the GPU
+    llm = load_config(REPO / "jetson" / "robot.toml").llm  # every layer on the GPU
     dev = tmp_path / "dev"
     dev.mkdir()
-    assert check_gpu_access(cfg, dev, groups=set(), uid=1001) is None  # not a Jetson
+    assert check_gpu_access(llm, dev, groups=set(), uid=1001) is None  # not a Jetson
     (dev / "nvmap").touch()
     (dev / "nvhost-ctrl-gpu").touch()
-    bad = check_gpu_access(cfg, dev, groups={"audio", "dialout", "video"}, uid=1001)
+    bad = check_gpu_access(llm, dev, groups={"audio", "dialout", "video"}, uid=1001)
     assert bad is not None and not bad.ok and bad.blocking
     assert "not in group render" in bad.detail and "Permission denied" in bad.detail
     assert bad.fix.startswith("sudo usermod -aG render 1001 ")  # uid 1001 has no name here
-    none = check_gpu_access(cfg, dev, groups=set(), uid=1001)
+    none = check_gpu_access(llm, dev, groups=set(), uid=1001)
     assert none is not None and none.fix.startswith("sudo usermod -aG video,render ")
-    ok = check_gpu_access(cfg, dev, groups={"video", "render"}, uid=1001)
+    ok = check_gpu_access(llm, dev, groups={"video", "render"}, uid=1001)
     assert ok is not None and ok.ok
 
 
@@ -347,3 +360,24 @@ def test_missing_package_fix_uses_the_venv() -> None:
     assert not check.ok and "missing: no-such-dist-for-bolt" in check.detail
     assert f"bash {REPO}/launch/setup.sh run" in check.fix
     assert f"{sys.executable} -m pip install no-such-dist-for-bolt" in check.fix
+
+
+def test_the_profile_check_names_the_profile_and_format_a_config_runs(gemma4_vocab) -> None:
+    """The stand-in: small in grammar mode; Bolt's template: plain, bolt; a server with no file: plain."""
+    from gemma4_model import tiny_gemma4
+
+    from agent.config import LLMConfig
+    from agent.conversation.doctor import check_profile
+
+    small = check_profile(LLMConfig())
+    assert small.ok and small.detail.startswith("small (auto: a 94 MiB GGUF in grammar mode)"), small
+    bolt = check_profile(LLMConfig(model=str(tiny_gemma4(gemma4_vocab))))
+    assert bolt.ok and bolt.detail.startswith("plain (auto") and bolt.detail.endswith("tool calls: bolt"), (
+        bolt
+    )
+    remote = check_profile(LLMConfig(engine="openai", model=""))
+    assert remote.ok and remote.detail.startswith("plain (an OpenAI-compatible server renders"), remote
+    forced = check_profile(LLMConfig(profile="plain"))
+    assert forced.detail == "plain; tool calls: grammar", forced
+    missing = check_profile(LLMConfig(model="/nowhere/model.gguf"))
+    assert not missing.ok and not missing.blocking and "cannot read the model file" in missing.detail

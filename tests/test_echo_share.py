@@ -1,6 +1,6 @@
 """The whole-utterance echo test (:meth:`EchoGate.echo_share`) on real voices.
 
-The robot's voice is the product's piper voice; the user's are the shared fixtures' spoken
+The robot's voice is the product's piper voice; the user's are the test data's spoken
 commands (real people). The default threshold (:data:`ECHO_TEXT_MIN_SHARE`) must sit between
 what a person's command scores over the robot's unrelated speech (the mic hears no robot: the
 soak's case, issue 22's turn 103) and what the robot's own echo scores through a room.
@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 import soxr
 
-from agent.bench.turn_set import VOICES, Synthesizer
 from agent.config.live import ECHO_TEXT_MIN_SHARE
 from agent.listening.echo import EchoGate
 from agent.models import resolve_model
 from agent.speech.audio import SAMPLE_RATE, decode_file
+from tools.bench.turn_set import VOICES, Synthesizer
 
 STORY = (
     "Once upon a time there was a curious cat named Whiskers. Every morning she climbed the old "

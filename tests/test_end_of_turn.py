@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 from rig import AgentRig, DriverThread
 
-from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
 from agent.events import (
     Notice,
@@ -45,6 +44,7 @@ from agent.models import resolve_model
 from agent.pipeline.core import build_end_of_turn
 from agent.skills import ToolOutcome
 from agent.speech.audio import decode_file
+from tools.bench.accuracy import word_error_rate
 
 JFK = (
     "and so my fellow americans ask not what your country can do for you ask what you can do for your country"

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from rig import AgentRig
 
-from agent.bench.accuracy import word_error_rate
 from agent.config import load_config
 from agent.events import (
     BackgroundDone,
@@ -25,6 +24,7 @@ from agent.events import (
 from agent.models import resolve_model
 from agent.speech.asr import WhisperASR
 from agent.speech.audio import decode_file
+from tools.bench.accuracy import word_error_rate
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +79,7 @@ def test_spoken_stop_takes_the_fast_path(agent, fixtures_dir):
 def test_spoken_stop_of_a_timer_goes_to_the_model_and_cancels_it(agent, tmp_path):
     """A new user's chat: "stop the timer" took the stop fast path (the body halted, the robot
     fell silent) and the timer went off anyway."""
-    from agent.bench.turn_set import VOICES, Synthesizer, write_wav
+    from tools.bench.turn_set import VOICES, Synthesizer, write_wav
 
     # The end-of-turn judge does not take it for a stop either (a stop never waits for a confirm).
     judge = agent.core.end_of_turn

@@ -54,26 +54,15 @@ def messages(n_images: int = 1) -> list[dict]:
 
 # --- the embedded engine, one model per projector family ---------------------------------------------
 @pytest.fixture(scope="module", params=["idefics3", "gemma4v"])
-def vlm(request, fixtures_dir_or_none):
+def vlm(request):
     if request.param == "gemma4v":
-        if fixtures_dir_or_none is None:
-            pytest.skip("shared fixtures not found (the Gemma 4 vocabulary for the tiny gemma4 model)")
         model = ChatModel(
-            tiny_gemma4(fixtures_dir_or_none / "gguf" / "ggml-vocab-gemma-4.gguf"),
-            small(),
-            mmproj=gemma4v_projector(),
+            tiny_gemma4(request.getfixturevalue("gemma4_vocab")), small(), mmproj=gemma4v_projector()
         )
     else:
         model = ChatModel(smollm2_vision_model(), small(), mmproj=idefics3_projector())
     yield model
     model.close()
-
-
-@pytest.fixture(scope="module")
-def fixtures_dir_or_none():
-    from conftest import find_fixtures
-
-    return find_fixtures()
 
 
 def cold(model: ChatModel, request: Decoding):

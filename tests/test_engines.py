@@ -24,9 +24,8 @@ from gemma4_model import tiny_gemma4
 from agent.config import ConfigError, LLMConfig, load_config
 from agent.control import StopSignal
 from agent.conversation import Conversation
-from agent.conversation.messages import normalize_for_template
+from agent.conversation.small.toolprior import tool_prior
 from agent.conversation.toolgrammar import NO_TOOL
-from agent.conversation.toolprior import tool_prior
 from agent.conversation.turn import SORRY
 from agent.engines import ENGINES, Decoding, Generation, LLMError, make_chat_model
 from agent.engines.remote.body import build_request, prior_logit_bias
@@ -134,27 +133,43 @@ def test_missing_server_binary_is_one_clear_error(tmp_path):
         make_chat_model(cfg, SMOLLM2)
 
 
-def test_openai_messages_undo_gemma_tool_responses():
-    gemma_template = "... message['tool_responses'] ..."
+def test_openai_messages_keep_one_tool_message_per_call_id():
+    """The wire shape OpenAI's protocol requires: each call's id, then one ``tool`` message naming it."""
     history = [
         {"role": "system", "content": "sys"},
-        {"role": "user", "content": "wave"},
+        {"role": "user", "content": "wave and nod"},
         {
             "role": "assistant",
-            "content": "",
-            "tool_calls": [{"type": "function", "function": {"name": "wave", "arguments": {"hand": "left"}}}],
+            "content": "Sure.",
+            "raw": "kept out",
+            "tool_calls": [
+                {
+                    "id": "t1r0c0",
+                    "type": "function",
+                    "function": {"name": "wave", "arguments": {"hand": "left"}},
+                },
+                {"type": "function", "function": {"name": "nod", "arguments": {}}},
+            ],
         },
         {"role": "tool", "name": "wave", "tool_call_id": "t1r0c0", "content": '"waving"'},
+        {"role": "tool", "name": "nod", "tool_call_id": "call_1", "content": '"nodding"'},
         {"role": "assistant", "content": "Done."},
     ]
-    wire = openai_messages(normalize_for_template(history, gemma_template))
-    assert [m["role"] for m in wire] == ["system", "user", "assistant", "tool", "assistant"]
-    call = wire[2]["tool_calls"][0]
-    assert call["function"] == {"name": "wave", "arguments": '{"hand": "left"}'}
-    assert wire[3]["tool_call_id"] == call["id"] and wire[3]["content"] == '"waving"'
-    assert wire[4] == {"role": "assistant", "content": "Done."}
+    wire = openai_messages(history)
+    assert [m["role"] for m in wire] == ["system", "user", "assistant", "tool", "tool", "assistant"]
+    calls = wire[2]["tool_calls"]
+    assert calls[0] == {
+        "id": "t1r0c0",
+        "type": "function",
+        "function": {"name": "wave", "arguments": '{"hand": "left"}'},
+    }
+    assert calls[1]["id"] == "call_1" and "raw" not in wire[2]
+    assert [m["tool_call_id"] for m in wire[3:5]] == ["t1r0c0", "call_1"]
+    assert wire[3] == {"role": "tool", "content": '"waving"', "tool_call_id": "t1r0c0"}
+    assert wire[5] == {"role": "assistant", "content": "Done."}
 
 
+@pytest.mark.small_model
 def test_tool_prior_becomes_a_logit_bias_on_name_pieces():
     vocab = load_vocab(SMOLLM2, small())
     names = (*load_registry([]).names(), NO_TOOL)
@@ -168,6 +183,7 @@ def test_tool_prior_becomes_a_logit_bias_on_name_pieces():
     assert "w" not in bias and "wa" not in bias  # too short: would push letters inside speech
 
 
+@pytest.mark.small_model
 def test_a_generic_verb_carries_the_bonus_of_the_favoured_name_it_starts(tmp_path):
     """A user's ``get_weather`` was never called ("get" carried get_time's 0 and "none" won)."""
     from agent.engines.priors import ToolChoicePrior
@@ -347,6 +363,7 @@ def test_llama_server_engine_runs_a_grammar_tool_call_turn(server_model, robot):
     assert gen.completion_tokens > 1 and gen.tokens_per_s > 0 and gen.draft_acceptance is None
 
 
+@pytest.mark.small_model
 @needs_server
 def test_a_data_round_on_the_server_keeps_the_tool_prior_and_names_the_copy_prior(
     smol_server, monkeypatch, caplog
@@ -447,9 +464,9 @@ def test_bench_report_carries_the_drafters_acceptance(drafting_model, robot):
     """A drafted turn's counts reach the bench report: turn result -> TurnGenerated -> Timing -> report."""
     import time
 
-    from agent.bench.latency import ModelSpeed, _report, _Turn, format_report
     from agent.events import FirstToken, PlaybackStarted, Timing, TurnGenerated, TurnPlayed
     from agent.pipeline.turnbook import TurnBook
+    from tools.bench.latency import ModelSpeed, _report, _Turn, format_report
 
     bot, _ = robot
     cfg = DRAFTING.model_copy(update={"tool_format": "hermes"})  # free text: a long drafted round
@@ -544,6 +561,25 @@ def smol_server():
 
 
 @needs_server
+def test_llama_cpp_extensions_are_sent_only_to_a_llama_server(smol_server, tmp_path):
+    """``llama_cpp_extensions = "auto"``: llama-server is known by its ``GET /props``; no other server is."""
+    from scripted_model import Script, ScriptedServer
+
+    from agent.engines.remote.http import is_llama_server
+
+    headers = {"Authorization": f"Bearer {KEY}"}
+    assert is_llama_server(smol_server.url, headers)
+    plain = ScriptedServer(Script([]))
+    try:
+        assert not is_llama_server(plain.url)
+        cfg = small(engine="openai", model="", openai={"url": plain.url, "model_name": "m", "api": "chat"})
+        assert make_chat_model(cfg, None).extensions is False
+    finally:
+        plain.close()
+    assert not is_llama_server("http://127.0.0.1:9")  # nothing listens: no extensions
+
+
+@needs_server
 @pytest.mark.parametrize("api", ["completions", "chat"])
 def test_openai_engine_runs_a_turn_against_a_remote_server(smol_server, robot, monkeypatch, api):
     bot, _ = robot
@@ -566,11 +602,8 @@ def test_openai_engine_runs_a_turn_against_a_remote_server(smol_server, robot, m
 
 
 @needs_server
-def test_gemma4_native_tool_call_through_chat_completions(fixtures_dir, robot):
-    vocab = fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf"
-    if not vocab.is_file():
-        pytest.skip(f"{vocab} not found (the Gemma 4 vocabulary fixture)")
-    path = tiny_gemma4(vocab)
+def test_gemma4_native_tool_call_through_chat_completions(gemma4_vocab, robot):
+    path = tiny_gemma4(gemma4_vocab)
     base = LLMConfig(n_ctx=4096, threads=2, temperature=0.0, max_tokens=48, max_tool_rounds=2)
     # The weights are random and llama-server's Gemma 4 tool grammar leaves the arguments free (and
     # allows a thought first), so the server is told to favour "{}" and "}" and never to open a

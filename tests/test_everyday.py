@@ -20,9 +20,11 @@ from zoneinfo import ZoneInfo
 import pytest
 from rig import AgentRig
 
-from agent.bench.everyday import EVERYDAY, applies, check
 from agent.config import load_config
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
+from tools.bench.everyday import EVERYDAY, applies, check
+
+pytestmark = pytest.mark.small_model
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -203,7 +205,7 @@ def test_the_chat_command(tmp_path):
 
 @pytest.mark.parametrize("request_", EVERYDAY, ids=[r.said for r in EVERYDAY])
 def test_every_typed_everyday_request_of_bench_accuracy(agent, request_):
-    """``bench --accuracy``'s typed set (:mod:`agent.bench.everyday`), checked as the bench checks
+    """``bench --accuracy``'s typed set (:mod:`tools.bench.everyday`), checked as the bench checks
     it: 37 of 37 greedy here, and 37 of 37 at the default temperature in one run."""
     if not applies(request_, agent.core.cfg.devices()):
         pytest.skip("the configured body has a device the request is not meant for")
@@ -212,7 +214,7 @@ def test_every_typed_everyday_request_of_bench_accuracy(agent, request_):
 
 
 def test_the_everyday_check_finds_what_differs():
-    """:func:`agent.bench.everyday.check` on messages made by hand: a wrong argument, a wrong reply."""
+    """:func:`tools.bench.everyday.check` on messages made by hand: a wrong argument, a wrong reply."""
     from agent.events import Transcript
 
     req = EVERYDAY[0]  # "set a timer for ten minutes called tea"
@@ -229,8 +231,8 @@ def test_the_everyday_check_finds_what_differs():
 
 def test_bench_accuracy_runs_the_typed_set_and_reports_it(agent, monkeypatch):
     """``bench --accuracy``'s pass over the typed set (on two of its requests) and its report lines."""
-    import agent.bench.everyday as everyday
-    from agent.bench.accuracy import _everyday, format_accuracy
+    import tools.bench.everyday as everyday
+    from tools.bench.accuracy import _everyday, format_accuracy
 
     monkeypatch.setattr(everyday, "EVERYDAY", (everyday.EVERYDAY[0], everyday.EVERYDAY[-1]))
 

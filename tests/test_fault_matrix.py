@@ -138,7 +138,7 @@ def test_serial_port_gone_mid_motion_then_back_under_the_same_name(tmp_path, cap
         ),
         loop=True,
     )
-    caplog.set_level(logging.INFO, logger="hardware.serial_link")
+    caplog.set_level(logging.INFO, logger="hardware.servos.serial_link")
     try:
         assert robot.status()[0] == "online" and board.torque
         robot.play(sway)

@@ -26,11 +26,8 @@ SPOKEN = "Sure, waving now."
 
 
 @pytest.fixture(scope="module")
-def model(fixtures_dir):
-    vocab = fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf"
-    if not vocab.is_file():
-        pytest.skip(f"{vocab} not found (the Gemma 4 vocabulary fixture)")
-    return ChatModel(tiny_gemma4(vocab), LLMConfig(n_ctx=4096, threads=1, temperature=0.0))
+def model(gemma4_vocab):
+    return ChatModel(tiny_gemma4(gemma4_vocab), LLMConfig(n_ctx=4096, threads=1, temperature=0.0))
 
 
 @pytest.fixture

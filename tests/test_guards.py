@@ -5,6 +5,8 @@ Checked on the source with ``ast`` and plain text (no imports executed):
 - a module-level constant is defined once: no name with the same value in two modules, the
   audio sample rate (16 kHz) once, the apology sentence once, the word-splitting pattern only
   in ``agent/speech/words.py``;
+- every message class of ``agent/events.py`` is constructed somewhere in the product (a message
+  nobody sends is a stale promise to its readers);
 - no product file, config or doc cites a file outside the tree (``../shared``, ``NOTES.md``):
   a user of the repository has no such file; the facts the code relies on are in
   ``docs/facts.md``.
@@ -18,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = ("agent", "hardware", "skills", "launch")
-SHIPPED = (*CODE, "jetson", "docs")
+SHIPPED = (*CODE, "jetson", "docs", "tools", ".ci")
 
 
 def code_files() -> list[Path]:
@@ -91,7 +93,8 @@ def test_the_apology_and_the_word_pattern_are_written_once():
 
 def test_nothing_cites_a_file_outside_the_tree():
     files = [p for d in SHIPPED for p in sorted((ROOT / d).rglob("*")) if p.is_file() and p.suffix != ".pyc"]
-    files += [ROOT / "pyproject.toml", ROOT / "Makefile"]
+    files += [ROOT / "pyproject.toml", ROOT / "Makefile", ROOT / "tests" / "data" / "README.md"]
+    files += [ROOT / "tests" / "conftest.py"]  # where the tests find their data
     assert ROOT / "docs" / "facts.md" in files
     hits = []
     for path in files:
@@ -106,3 +109,20 @@ def test_nothing_cites_a_file_outside_the_tree():
     if "NOTES.md" in readme:
         hits.append("README.md: NOTES.md")
     assert hits == []
+
+
+def test_every_message_class_is_sent_by_someone():
+    """``AudioEnd`` was declared and never built: the sink's end of turn is a method call (``end``)."""
+    tree = ast.parse((ROOT / "agent" / "events.py").read_text(encoding="utf-8"))
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    assert {"Event", "AudioOut", "TurnPlayed"} <= classes
+    built: set[str] = set()
+    for path in code_files():
+        if path == ROOT / "agent" / "events.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                func = node.func
+                built.add(func.id if isinstance(func, ast.Name) else getattr(func, "attr", ""))
+    abstract = {"Event"}  # the base: only its subclasses are sent
+    assert sorted(classes - abstract - built) == []

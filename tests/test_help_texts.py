@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from agent.cli.devtools import TOOLS
 from agent.cli.main import command
+from tools.bench.cli import command as tools_command
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -38,13 +40,16 @@ def _paths(cmd, path=()):
             yield from _paths(cmd.get_command(None, name), (*path, name))
 
 
-PATHS = list(_paths(command()))
+PATHS = [p for p in _paths(command()) if not p or p[0] not in TOOLS]
+"""Every command but the development tools, which replace this process with ``tools/bench``'s."""
+PATHS += [p for p in _paths(tools_command()) if p]  # their own help, as ``bolt-agent bench -h`` shows it
 
 
 def _help(*path: str) -> str:
     out = io.StringIO()
+    tree = tools_command() if path and path[0] in TOOLS else command()
     with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exit_:
-        command().main(args=[*path, "--help"], prog_name="bolt-agent")
+        tree.main(args=[*path, "--help"], prog_name="bolt-agent")
     assert exit_.value.code == 0
     return out.getvalue()
 

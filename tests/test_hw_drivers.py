@@ -18,8 +18,8 @@ from emu_pty import settle
 from hw_util import robot_config
 from waiting import wait_until
 
-from hardware.bolt_serial import decode, encode
 from hardware.factory import build_robot
+from hardware.servos.bolt_serial import decode, encode
 
 ROOT = Path(__file__).resolve().parent.parent
 

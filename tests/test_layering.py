@@ -1,11 +1,17 @@
 """Dependencies point down: checked on the source with ``ast`` (no imports executed).
 
 - ``hardware/`` imports nothing from ``agent/`` (its config models live in ``hardware/config.py``);
+- every module of ``hardware/`` belongs to one concern (:data:`HARDWARE_LAYERS`: the body's base,
+  the robot, servos, cameras, the Reachy Mini, perception, the registry and factory on top) and
+  imports only lower ones: a servo driver never imports a camera or the Reachy Mini, the body's
+  base no vendor, and only the registry names a vendor module by kind;
 - the agent core never imports the built-in ``skills/`` package (the loader finds it by path);
 - the modules of ``agent.skills`` form no cycle: skill → args → registry → loader / authoring;
 - no module loads one of ours by name (``importlib``): every dependency is in the graph;
 - the module graph has no circle, and the packages of ``agent/`` import only lower layers
   (:data:`LAYERS`: config at the bottom, the engines below the conversation, the CLI on top);
+- the product never imports the development tools (``tools/``: benchmarks, the soak), which may
+  import the product; product and tools together form no circle;
 - at most 12 modules are left flat in ``agent/``;
 - only ``agent/engines/embedded/vendor.py`` touches llama-cpp-python's private objects.
 """
@@ -22,14 +28,32 @@ LAYERS: list[set[str]] = [
     {"agent.state"},  # the state store: stdlib only; skills take its timers through their context
     {"agent.config", "agent.control", "agent.models", "agent.systemd", "agent.toolparse", "agent.skills"},
     {"agent.speech", "agent.engines", "agent.models_pull"},
-    {"agent.events", "agent.listening", "agent.vision"},
+    {"agent.events", "agent.listening", "agent.vision", "agent.models_doctor"},
     {"agent.audio_io", "agent.conversation", "agent.stopper"},
     {"agent.memplan", "agent.pipeline"},
-    {"agent.doctor", "agent.bench", "agent.console"},
+    {"agent.doctor", "agent.console"},
     {"agent.cli"},
     {"agent.__main__"},
 ]
 """The packages and flat modules of ``agent/``, bottom first: each imports only lower layers."""
+HARDWARE_LAYERS: list[set[str]] = [
+    {
+        "hardware.config",
+        "hardware.joints",
+        "hardware.check",
+        "hardware.animation",
+        "hardware.doa",
+    },
+    {"hardware.driver", "hardware.layers", "hardware.jetson"},  # driver protocol; loop layers; JetPack check
+    {"hardware.gestures"},  # the layers' API the robot offers (gestures in order, sleep, gaze)
+    {"hardware.robot"},  # the one safety layer and motion loop
+    {"hardware.safety", "hardware.speech_motion", "hardware.idle"},
+    {"hardware.servos", "hardware.camera"},  # servo drivers; camera sources and capture
+    {"hardware.reachy_mini", "hardware.perception"},  # a robot (its camera is a camera source); vision
+    {"hardware.registry"},  # every driver kind, named camera and animation format, by name
+    {"hardware.factory"},
+]
+"""The concerns of ``hardware/`` (a subpackage or a flat module), bottom first."""
 SKILLS_ORDER = ["skill", "args", "registry", "loader", "authoring"]  # each may import only earlier ones
 
 
@@ -132,6 +156,10 @@ def product_files() -> list[Path]:
     return [p for d in PRODUCT for p in sorted((ROOT / d).rglob("*.py"))]
 
 
+def tool_files() -> list[Path]:
+    return sorted((ROOT / "tools").rglob("*.py"))
+
+
 def test_no_module_is_loaded_by_name():
     """``importlib.import_module`` hides an import from the graph (a circle nobody sees)."""
     offenders = []
@@ -148,13 +176,14 @@ def test_no_module_is_loaded_by_name():
     assert offenders == []
 
 
-def module_graph() -> dict[str, set[str]]:
+def module_graph(files: list[Path] | None = None) -> dict[str, set[str]]:
     """Module → the modules of ours it imports (also lazily and under ``TYPE_CHECKING``).
 
     ``from pkg import sub`` where ``pkg.sub`` is a module depends on that module, not on
     ``pkg``'s ``__init__``; a package's ``__init__`` importing its own submodules is left out.
+    ``files``: the modules to graph (default: the product's).
     """
-    files = product_files()
+    files = product_files() if files is None else files
     names = {module_name(p) for p in files}
 
     def resolve(name: str) -> str:
@@ -216,6 +245,18 @@ def test_packages_import_only_lower_layers():
     assert {unit(d) for d in config if d.startswith("agent.")} <= {"agent.config"}  # config at the bottom
 
 
+def test_the_product_never_imports_the_tools():
+    """``tools/`` is not installed: a product module importing it would fail on the robot."""
+    tools = tool_files()
+    assert ROOT / "tools" / "bench" / "latency.py" in tools and len(tools) >= 10
+    offenders = {str(p.relative_to(ROOT)): sorted(hits(imports_of(p), "tools")) for p in product_files()}
+    assert {k: v for k, v in offenders.items() if v} == {}
+    # The tools build on the product, and the two together have no circle.
+    graph = module_graph(product_files() + tools)
+    assert any(d.startswith("agent.") for m, deps in graph.items() if m.startswith("tools.") for d in deps)
+    graphlib.TopologicalSorter(graph).prepare()
+
+
 def test_at_most_twelve_modules_are_flat_in_agent():
     flat = sorted(p.name for p in (ROOT / "agent").glob("*.py"))
     assert len(flat) <= 12, flat
@@ -244,4 +285,49 @@ def test_only_the_vendor_module_touches_llama_cpp_private_objects():
         "_batch",
         "_model",
         "llama_model_default_params",
+    }
+
+
+def hardware_unit(module: str) -> str:
+    """The concern of a ``hardware`` module: its subpackage or flat module (``hardware.servos``)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_hardware_modules_import_only_lower_concerns():
+    graph = module_graph()
+    layer = {u: i for i, units in enumerate(HARDWARE_LAYERS) for u in units}
+    units = {hardware_unit(m) for m in graph if m.startswith("hardware.")}
+    assert units == set(layer), units ^ set(layer)  # every module belongs to a concern
+    upward = sorted(
+        f"{m} -> {d}"
+        for m, deps in graph.items()
+        if m.startswith("hardware.")
+        for d in deps
+        if d.startswith("hardware.")
+        and hardware_unit(d) != hardware_unit(m)
+        and layer[hardware_unit(d)] >= layer[hardware_unit(m)]
+    )
+    assert upward == []
+    # Within hardware/, vendors are named only by the registry: the factory builds from specs.
+    vendors = {"hardware.servos", "hardware.reachy_mini"}
+    naming = {
+        m
+        for m, deps in graph.items()
+        if m.startswith("hardware.") and any(hardware_unit(d) in vendors for d in deps)
+    }
+    assert {m for m in naming if hardware_unit(m) not in vendors} <= {
+        "hardware.registry",
+        "hardware.factory",  # the serial ports' default folder (BY_ID_DIR) only
+    }
+    factory = {d for d in graph["hardware.factory"] if hardware_unit(d) in vendors}
+    assert factory == {"hardware.servos.serial_link"}
+    assert len(HARDWARE_LAYERS) == len({frozenset(u) for u in HARDWARE_LAYERS})
+
+
+def test_no_flat_module_of_hardware_is_a_vendors():
+    """Vendor code lives in its package: no ``reachy``/``pollen``/``feetech``... file at the top."""
+    flat = sorted(p.stem for p in (ROOT / "hardware").glob("*.py"))
+    assert not [n for n in flat if any(v in n for v in ("reachy", "pollen", "feetech", "maestro", "serial"))]
+    assert {"servos", "reachy_mini", "camera", "perception"} <= {
+        p.name for p in (ROOT / "hardware").iterdir() if (p / "__init__.py").is_file()
     }

@@ -57,11 +57,8 @@ pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="session")
-def vocab(fixtures_dir) -> Path:
-    path = fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf"
-    if not path.is_file():
-        pytest.skip(f"{path} not found (the Gemma 4 vocabulary fixture)")
-    return path
+def vocab(gemma4_vocab) -> Path:
+    return gemma4_vocab
 
 
 def _smollm2() -> Path:

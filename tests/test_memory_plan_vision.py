@@ -43,7 +43,7 @@ from agent.memplan import (
 )
 from agent.memplan.devices import DeviceProfile
 from agent.memplan.projector import encoder_compute, vision_only_shape
-from agent.memplan.vision import AUDIO_ENCODER_COMPUTE_MIB, frame_size, kv_bytes_per_token
+from agent.memplan.vision_plan import AUDIO_ENCODER_COMPUTE_MIB, frame_size, kv_bytes_per_token
 from agent.memplan.vlm_shapes import (
     GEMMA4_E4B_MMPROJ,
     GEMMA4_E4B_VISION_ONLY,
@@ -64,11 +64,8 @@ pytestmark = pytest.mark.timeout(900)
 
 
 @pytest.fixture(scope="session")
-def vocab(fixtures_dir) -> Path:
-    path = fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf"
-    if not path.is_file():
-        pytest.skip(f"{path} not found (the Gemma 4 vocabulary fixture)")
-    return path
+def vocab(gemma4_vocab) -> Path:
+    return gemma4_vocab
 
 
 @pytest.fixture(scope="session")
@@ -548,7 +545,7 @@ def _doctor_cfg(chat_model: Path | str, **vlm):
 
 
 def test_doctor_projector_check(gemma_tiny, smollm2_vision, tmp_path):
-    from agent.doctor import check_projector
+    from agent.memplan.doctor import check_projector
 
     good = check_projector(_doctor_cfg(gemma_tiny, engine="chat", mmproj=str(gemma4v_projector())))
     assert (
@@ -610,7 +607,7 @@ def test_doctor_rejects_an_audio_only_projector(tmp_path):
     import numpy as np
     from gguf import GGUFWriter
 
-    from agent.doctor import check_projector
+    from agent.memplan.doctor import check_projector
 
     path = tmp_path / "audio.gguf"
     w = GGUFWriter(path, "clip")

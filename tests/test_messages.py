@@ -41,10 +41,8 @@ HISTORY = [
 
 
 @pytest.fixture(scope="module")
-def gemma(fixtures_dir):
-    return ChatModel(
-        fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf", LLMConfig(n_ctx=4096), vocab_only=True
-    )
+def gemma(gemma4_vocab):
+    return ChatModel(gemma4_vocab, LLMConfig(n_ctx=4096), vocab_only=True)
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +94,50 @@ def test_gemma4_generation_continues_the_model_turn_after_tool_results(gemma):
     assert prompt.count("<|turn>model") == 1
     thinking = gemma.render(msgs, tools=TOOLS, enable_thinking=True)
     assert "<|think|>" in thinking and not thinking.endswith("<channel|>")
+
+
+def _call(call_id, name, **args):
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+CHAIN = [
+    {"role": "system", "content": "You are Bolt."},
+    {"role": "user", "content": "Make Ada a potion."},
+    {
+        "role": "assistant",
+        "content": "Let me check.",
+        "tool_calls": [_call("c0", "check_payment", customer="Ada")],
+    },
+    {"role": "tool", "name": "check_payment", "tool_call_id": "c0", "content": '{"paid": true}'},
+    {"role": "assistant", "content": "", "tool_calls": [_call("c1", "craft", item="potion")]},
+    {"role": "tool", "name": "craft", "tool_call_id": "c1", "content": '"Crafted 1 potion."'},
+]
+
+
+def test_gemma4_rounds_of_a_turn_are_one_model_message_that_goes_on_after_its_responses(gemma):
+    """A chain of rounds renders as Bolt writes it: calls, responses, and the model going on."""
+    msgs = normalize_for_template(CHAIN, gemma.template)
+    assert [m["role"] for m in msgs] == ["system", "user", "assistant"]
+    turn = msgs[2]
+    assert [c["function"]["name"] for c in turn["tool_calls"]] == ["check_payment", "craft"]
+    assert [r["name"] for r in turn["tool_responses"]] == ["check_payment", "craft"]
+    assert turn["content"] == ""  # words written before a call have no place where the turn goes on
+    prompt = gemma.render(msgs)
+    assert prompt.count("<|turn>model") == 1 and prompt.endswith(
+        "<tool_response|><|channel>thought\n<channel|>"
+    )
+    assert "Let me check." not in prompt
+
+
+def test_gemma4_a_finished_turn_keeps_its_words_and_one_without_words_is_closed(gemma):
+    done = [*CHAIN, {"role": "assistant", "content": "Here you go."}, {"role": "user", "content": "Thanks."}]
+    msgs = normalize_for_template(done, gemma.template)
+    assert msgs[2]["content"] == "Let me check. Here you go."
+    assert gemma.render(msgs).count("<turn|>\n<|turn>user\nThanks.") == 1
+    quiet = [*CHAIN, {"role": "user", "content": "Thanks."}]
+    quiet[2] = {**quiet[2], "content": ""}  # the turn ended with no words at all
+    prompt = gemma.render(normalize_for_template(quiet, gemma.template))
+    assert "<tool_response|><turn|>\n<|turn>user\nThanks." in prompt
 
 
 def test_template_without_tool_role_gets_results_as_user_text(smol):

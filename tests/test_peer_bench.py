@@ -1,7 +1,7 @@
 """``bolt-agent bench --peer``: pipecat timed on our models and WAVs, in its own environment.
 
 The parts that need no peer environment run always: the end of speech (real Silero VAD on
-the shared command WAVs), the report and its ratios, reading our bench JSON, the child's
+the test data's command WAVs), the report and its ratios, reading our bench JSON, the child's
 input, the environment check, the CLI's refusal of a bad ``--ours``, and that pipecat stays
 out of bolt-agent's imports. The real peer (a virtual environment with pipecat from PyPI,
 llama-server, two WAVs in real time) runs only with ``BOLT_PEER=1``.
@@ -20,8 +20,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from agent.bench import peer as peer_mod
-from agent.bench.peer import (
+from agent.config import Config, VADConfig
+from agent.speech.audio import SAMPLE_RATE, decode_file
+from tools.bench import peer as peer_mod
+from tools.bench.peer import (
     MARKER,
     PEER_REQUIREMENT,
     PeerError,
@@ -33,8 +35,6 @@ from agent.bench.peer import (
     speech_end_ms,
     venv_python,
 )
-from agent.config import Config, VADConfig
-from agent.speech.audio import SAMPLE_RATE, decode_file
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -186,9 +186,9 @@ def test_the_venv_folder_follows_the_environment(monkeypatch, tmp_path):
 
 def test_pipecat_stays_out_of_bolt_agent():
     """Only the child script imports pipecat, and no module of ours imports the script."""
-    script = ROOT / "agent" / "bench" / "peer_pipecat.py"
+    script = ROOT / "tools" / "bench" / "peer_pipecat.py"
     offenders = []
-    for path in sorted((ROOT / "agent").rglob("*.py")):
+    for path in sorted((ROOT / "agent").rglob("*.py")) + sorted((ROOT / "tools").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         names |= {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}

@@ -171,7 +171,7 @@ def test_a_gesture_that_outlives_the_last_turn_is_shown_before_the_park():
     assert "  robot moves: head_yaw" in lines
     assert lines[-2:] == [
         "  turn 0's gesture: head_yaw 0..30 deg, 2 commands",
-        "robot parked at neutral, torque off",
+        "robot parked at neutral, motors off",
     ]
 
 

@@ -17,17 +17,13 @@ from pathlib import Path
 import pytest
 import reachy_daemon as rd
 
-from hardware.camera import Camera, CameraError, parse_source
-from hardware.config import CameraConfig
-from hardware.reachy_camera import (
-    REACHY_USB_IDS,
-    ReachyCameraError,
-    find_usb_camera,
-    hfov_deg,
-    parse_usb_ids,
-    resolve_usb_source,
-    sim_hfov_deg,
-)
+from hardware.camera.base import CameraError
+from hardware.camera.capture import Camera
+from hardware.camera.sources import parse_source
+from hardware.camera.usb import find_usb_camera, parse_usb_ids, resolve_usb_source
+from hardware.config import CameraConfig, ReachyMiniConfig
+from hardware.reachy_mini.camera import REACHY_USB_IDS, camera_sources, find_reachy_camera, sim_hfov_deg
+from hardware.reachy_mini.sim_eye import hfov_deg
 
 LITE, OLDER, ARDUCAM = REACHY_USB_IDS
 USB_DEVICES = "devices/pci0000:00/0000:00:14.0/usb1"
@@ -68,7 +64,7 @@ def test_reachy_lite_camera_is_its_capture_node(tmp_path):
     plug(tmp_path, 0, LITE.vid, LITE.pid, index=0, name="Reachy Mini Camera")
     plug(tmp_path, 1, LITE.vid, LITE.pid, index=1, name="Reachy Mini Camera")
     assert find_usb_camera(0x38FB, 0x1002, tmp_path) == "/dev/video0"
-    assert resolve_usb_source("reachy_mini", tmp_path) == "/dev/video0"
+    assert find_reachy_camera(tmp_path) == "/dev/video0"
     assert resolve_usb_source("usb:38FB:1002", tmp_path) == "/dev/video0"
     assert resolve_usb_source("usb:38fb:1002", tmp_path) == "/dev/video0"
 
@@ -85,30 +81,33 @@ def test_several_cameras_and_nodes(tmp_path):
     assert resolve_usb_source("usb:046d:0825", tmp_path) == "/dev/video1"
     assert resolve_usb_source("usb:0c45:636d", tmp_path) == "/dev/video3"
     # reachy_mini tries Pollen's ids in order: the Lite camera before the Arducam.
-    assert resolve_usb_source("reachy_mini", tmp_path) == "/dev/video6"
+    assert find_reachy_camera(tmp_path) == "/dev/video6"
 
 
 def test_older_reachy_camera_is_found_by_the_alias(tmp_path):
     plug(tmp_path, 0, 0x046D, 0x0825, port="1-1")
     plug(tmp_path, 2, OLDER.vid, OLDER.pid, port="1-2")
-    assert resolve_usb_source("reachy_mini", tmp_path) == "/dev/video2"
+    assert find_reachy_camera(tmp_path) == "/dev/video2"
 
 
 def test_not_plugged_in_says_so(tmp_path):
-    with pytest.raises(ReachyCameraError, match="no Reachy Mini camera on USB") as e:
-        resolve_usb_source("reachy_mini", tmp_path)  # no video4linux at all
+    with pytest.raises(CameraError, match="no Reachy Mini camera on USB") as e:
+        find_reachy_camera(tmp_path)  # no video4linux at all
     assert "38fb:1002" in str(e.value) and "0c45:636d" in str(e.value)
     assert "Wireless" in str(e.value) and "WebRTC" in str(e.value) and "webrtc" in str(e.value)
     plug(tmp_path, 0, 0x046D, 0x0825)
-    with pytest.raises(ReachyCameraError, match="no USB camera 38fb:1002 is plugged in"):
+    with pytest.raises(CameraError, match="no USB camera 38fb:1002 is plugged in"):
         resolve_usb_source("usb:38fb:1002", tmp_path)
     for bad in ("usb:38fb", "usb:xyz:1002", "usb:1:2:3", "usb:10000:1"):
-        with pytest.raises(ReachyCameraError, match="usb:VVVV:PPPP"):
+        with pytest.raises(CameraError, match="usb:VVVV:PPPP"):
             parse_usb_ids(bad)
-    # Through the camera module it is a CameraError (ffff:fffe is no real device, so the real
-    # /sys has none).
+    # Through the camera's sources too (ffff:fffe is no real device, so the real /sys has none),
+    # and the Lite's camera by its name, as [camera] source = "reachy_mini" reaches it.
     with pytest.raises(CameraError, match="no USB camera ffff:fffe"):
         parse_source("usb:ffff:fffe")
+    if find_usb_camera(REACHY_USB_IDS[0].vid, REACHY_USB_IDS[0].pid) is None:
+        with pytest.raises(CameraError, match="no Reachy Mini camera on USB"):
+            parse_source("reachy_mini", camera_sources(ReachyMiniConfig()))
 
 
 def test_camera_thread_reports_a_missing_usb_camera():
@@ -122,7 +121,11 @@ def test_camera_thread_reports_a_missing_usb_camera():
 
 
 def test_sim_source_parses_and_knows_its_field_of_view():
-    assert parse_source("reachy_mini_sim") == ("reachy_sim", "reachy_mini_sim")
+    named = camera_sources(ReachyMiniConfig())
+    assert parse_source("reachy_mini_sim", named) == ("reachy_sim", "reachy_mini_sim")
+    assert named["reachy_mini_sim"].still and named["reachy_mini_sim"].fps == 2.0
+    with pytest.raises(CameraError, match="does not exist"):  # a name no robot here offers
+        parse_source("reachy_mini_sim")
     # MuJoCo keeps fovy (80 deg in Pollen's model) and widens x with the aspect.
     assert hfov_deg(640, 360) == pytest.approx(112.3, abs=0.1)
     assert hfov_deg(640, 480) == pytest.approx(96.4, abs=0.1)
@@ -135,17 +138,19 @@ import json, math, time
 import cv2
 import numpy as np
 import reachy_daemon as rd
-from hardware.camera import CameraError, open_reader
+from hardware.camera.base import CameraError
+from hardware.camera.sources import open_reader
 from hardware.config import CameraConfig, ReachyMiniConfig, RobotConfig, VisionConfig
 from hardware.factory import build_robot
-from hardware.reachy_mini import daemon_get
-from hardware.vision import build_vision
+from hardware.perception.watcher import build_vision
+from hardware.reachy_mini.camera import camera_sources
+from hardware.reachy_mini.daemon import daemon_get
 
 out = {}
 cfg = CameraConfig(source="reachy_mini_sim")
 daemon = ReachyMiniConfig(host="127.0.0.1")  # [robot.reachy_mini] of the test
 try:  # nothing listens yet
-    open_reader("reachy_mini_sim", cfg)
+    open_reader("reachy_mini_sim", cfg, camera_sources(ReachyMiniConfig()))
     out["offline_error"] = ""
 except CameraError as e:
     out["offline_error"] = str(e)
@@ -194,7 +199,7 @@ with rd.daemon("sim"):
         robot.wait_idle(10)
         out["yaw_before"] = settled(0.0)
         t0 = time.monotonic()
-        reader, kind, fps = open_reader("reachy_mini_sim", cfg, daemon)
+        reader, kind, fps = open_reader("reachy_mini_sim", cfg, camera_sources(daemon))
         out["open_s"], out["kind"], out["fps"] = time.monotonic() - t0, kind, fps
         ok, a = reader.read()
         times = []
@@ -218,7 +223,7 @@ with rd.daemon("sim"):
         # the head stays still for longer: the still picture must not count as a frozen feed.
         ccfg = CameraConfig(source="reachy_mini_sim", frozen_s=0.5)
         t0 = time.monotonic()
-        vision, vmsgs = build_vision(ccfg, VisionConfig(), wait_s=15.0, reachy=daemon)
+        vision, vmsgs = build_vision(ccfg, VisionConfig(), wait_s=15.0, named=camera_sources(daemon))
         out["vision_first_s"], out["vision_messages"] = time.monotonic() - t0, vmsgs
         try:
             time.sleep(1.5)

@@ -3,7 +3,7 @@
 The command runs as a subprocess (``python -m agent doctor --json``) inside a private network
 namespace (tests/reachy_daemon.py) where Pollen's ``reachy-mini-daemon --mockup-sim`` runs,
 and once with no daemon there. The version rules (a patch release apart is a warning, another
-major.minor a failure, no SDK a failure) are checked with :func:`agent.doctor.check_reachy`
+major.minor a failure, no SDK a failure) are checked with :func:`hardware.reachy_mini.doctor.check_reachy`
 against a small stand-in that answers the daemon's two status GETs on 127.0.0.1 (not Pollen's
 daemon: no mDNS); the installed SDK's version is passed in.
 """
@@ -21,15 +21,15 @@ from pathlib import Path
 import pytest
 
 from agent.config import load_config
-from agent.doctor import check_reachy
-from hardware.reachy_mini import sdk_version
+from hardware.reachy_mini.daemon import sdk_version
+from hardware.reachy_mini.doctor import check_reachy
 from tests.emu_hub import COMMIT, HubServer
 from tests.reachy_daemon import netns_problem, run_in_netns
 from tests.test_reachy_emotions import CACHE_DIR, DATASET, _dataset, _env, _pull
 
 REPO = Path(__file__).resolve().parents[1]
 REACHY = {"reachy-daemon", "reachy-version", "reachy-motors", "reachy-emotions"}
-OTHERS = {"packages", "config", "models", "memory", "audio", "serial", "camera", "gpu", "service"}
+OTHERS = {"packages", "config", "models", "memory", "audio", "serial", "camera", "gpu", "jetpack", "service"}
 
 DOCTOR_IN_NETNS = """
 import json, os, subprocess, sys, urllib.request
@@ -197,7 +197,8 @@ def test_versions_motors_and_a_local_copy(tmp_path: Path) -> None:
     def check(version: str, sdk: str | None, **status: object) -> dict:
         with _status_server({**_status(version), **status}, mode="gravity_compensation") as port:
             extra = f'host = "127.0.0.1"\nport = {port}\nemotions_dir = "{emotions}"\n'
-            return _by_name(check_reachy(load_config(_config(tmp_path, extra)), sdk=lambda: sdk))
+            cfg = _config(tmp_path, extra)
+            return _by_name(check_reachy(load_config(cfg).robot, str(cfg), sdk=lambda: sdk))
 
     same = check("1.13.0", "1.13.0")
     assert same["reachy-daemon"].ok and same["reachy-daemon"].detail.endswith("(1.13.0): running, robot")
@@ -232,7 +233,7 @@ def test_missing_local_copy_and_other_bodies(tmp_path: Path) -> None:
     with _status_server(_status("1.13.0")) as port:
         extra = f'host = "127.0.0.1"\nport = {port}\nemotions_dir = "{gone}"\n'
         cfg = _config(tmp_path, extra)
-        checks = _by_name(check_reachy(load_config(cfg), sdk=lambda: "1.13.0"))
+        checks = _by_name(check_reachy(load_config(cfg).robot, str(cfg), sdk=lambda: "1.13.0"))
     assert checks["reachy-motors"].ok
     emotions = checks["reachy-emotions"]
     assert (
@@ -244,4 +245,4 @@ def test_missing_local_copy_and_other_bodies(tmp_path: Path) -> None:
 
     other = tmp_path / "sim.toml"
     other.write_text("")
-    assert check_reachy(load_config(other)) == []
+    assert check_reachy(load_config(other).robot) == []

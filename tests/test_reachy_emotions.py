@@ -3,7 +3,7 @@
 The dataset is served by the local hub emulator (tests/emu_hub.py, ``HF_ENDPOINT``) from a folder
 of recorded moves written here in Pollen's format; every command runs as a subprocess with
 ``HF_HOME`` in ``tmp_path``, as in tests/test_models_pull.py. What the robot loads is checked
-with :func:`hardware.pollen_moves.load_emotions` in a fresh, offline process (as ``run`` does).
+with :func:`hardware.reachy_mini.moves.load_emotions` in a fresh, offline process (as ``run`` does).
 """
 
 from __future__ import annotations
@@ -102,7 +102,7 @@ def _closed_port() -> str:
 
 LOAD = """
 import json, sys
-from hardware.pollen_moves import load_emotions
+from hardware.reachy_mini.moves import load_emotions
 emotions, messages = load_emotions(sys.argv[1])
 print(json.dumps({
     "moves": {n: {"duration_ms": a.duration_ms, "t_ms": [k.t_ms for k in a.keyframes],

@@ -22,13 +22,22 @@ from reachy_mini_dances_library.dance_move import DanceMove
 
 from agent.pipeline.posture import Postures
 from agent.skills import SkillContext, load_registry
-from hardware.animation import linear_move, load_animation
+from hardware.animation import AnimationError, linear_move, load_animation
 from hardware.config import REACHY_JOINTS, ReachyMiniConfig, RobotConfig
-from hardware.pollen_moves import DanceGesture, load_dances, load_emotions, load_moves, recorded_move
-from hardware.reachy_mini import ReachyMiniDriver, same_release, sleep_pose
-from hardware.reachy_pose import from_sdk, to_sdk
+from hardware.reachy_mini.daemon import same_release
+from hardware.reachy_mini.driver import ReachyMiniDriver, sleep_pose
+from hardware.reachy_mini.moves import (
+    RECORDED_MOVE,
+    RETURN_MS,
+    DanceGesture,
+    load_dances,
+    load_emotions,
+    load_moves,
+    recorded_move,
+)
+from hardware.reachy_mini.pose import from_sdk, to_sdk
 from hardware.robot import Robot
-from hardware.sim import SimulatedDriver
+from hardware.servos.sim import SimulatedDriver
 from hardware.speech_motion import speak_along
 
 POSES = [
@@ -95,8 +104,17 @@ def test_recorded_moves_load_like_animations_and_errors_name_the_file(tmp_path):
     )
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "nested.json").write_text(json.dumps(good))
-    anim = load_animation(tmp_path / "mine.json")
+    anim = load_animation(tmp_path / "mine.json", RECORDED_MOVE)
     assert anim.name == "mine" and anim.joints == {*REACHY_JOINTS} - {"body_yaw"}
+    neither = tmp_path / "elsewhere" / "neither.json"
+    neither.parent.mkdir()
+    neither.write_text(json.dumps({"frames": []}))
+    with pytest.raises(
+        AnimationError, match="'keyframes' list \\(or a recorded move's 'set_target_data'\\)$"
+    ):
+        load_animation(neither, RECORDED_MOVE)
+    with pytest.raises(AnimationError, match="'keyframes' list$"):  # only keyframes were asked for
+        load_animation(tmp_path / "mine.json")
     moves, errors = load_moves(tmp_path)
     assert sorted(moves) == ["mine", "nested"]
     assert len(errors) == 1 and "short.json" in errors[0] and "same length" in errors[0]
@@ -107,7 +125,11 @@ def test_every_dance_is_a_gesture_that_follows_pollens_dance():
     assert sorted(dances) == sorted(AVAILABLE_MOVES) and len(dances) == 20 and messages == []
     for name, g in dances.items():
         ref = DanceMove(name)
-        assert g.duration_ms == pytest.approx(ref.duration * 1000.0)
+        assert g.duration_ms == pytest.approx(ref.duration * 1000.0 + RETURN_MS)
+        # It ends where it started (Pollen's dances end away from neutral).
+        start = {j: 0.0 for j in REACHY_JOINTS} | {"right_antenna": -10.0, "left_antenna": 10.0}
+        end = g.evaluate(g.duration_ms, start)
+        assert all(end[j] == pytest.approx(start[j], abs=1e-6) for j in end), (name, end)
         t = ref.duration * 0.6  # past the blend-in
         head, antennas, body = ref.evaluate(t)
         want = from_sdk(head, antennas, body)
@@ -250,8 +272,10 @@ def test_postures_blend_in_and_out_and_queue_or_replace():
     assert robot.playing == "a" and robot.wait_idle(5)
     assert robot.positions()["head_yaw"] == pytest.approx(-20.0)
     robot.play(a)
-    robot.play(b)  # replaces a at once
-    assert robot.playing == "b"
+    robot.play(b)  # waits for a: gestures run one after another
+    assert robot.playing == "a" and robot.queued == ["b"]
+    robot.play(a, queue=False)  # the user asked: cuts b and what waits
+    assert robot.playing == "a" and robot.queued == []
     robot.close()
     assert robot.loop_stats()["rate_hz"] > 0
 

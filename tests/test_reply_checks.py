@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from agent.bench.accuracy import _turn_rows
-from agent.bench.reply_checks import answers_chat, carries_result, repeats, reply_check, spoken_words
 from agent.config import LLMConfig
 from agent.conversation.history import repeats_previous_reply, said_in, same_words, without_say
 from agent.conversation.prompt import CHAT_EXAMPLE, Prompter
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult, Transcript
 from agent.skills import load_registry
+from tools.bench.accuracy import _turn_rows
+from tools.bench.reply_checks import answers_chat, carries_result, repeats, reply_check, spoken_words
 
 TIME = "It is 06:49 on Tuesday 01 December 2026."
 TIMER_DONE = "Time is up: the timer for 10 seconds is done."
@@ -97,6 +97,7 @@ def test_turn_rows_check_every_turn_against_the_one_before():
     assert rows[1]["reply_why"] == "repeats the previous reply" and last == rows[1]["reply"]
 
 
+@pytest.mark.small_model
 def test_a_data_call_not_run_is_owed_no_words_but_a_failure_owes_its_reason():
     """``bench --accuracy``'s one conversation: "can you dance for me?" had the model write
     ``get_time`` first; it was not run, and the reply "Here I go!" was failed for not saying
@@ -127,6 +128,7 @@ def test_a_data_call_not_run_is_owed_no_words_but_a_failure_owes_its_reason():
     assert rows[1]["reply_why"] == "does not carry the result of describe_scene"
 
 
+@pytest.mark.small_model
 def test_without_say_keeps_the_call_and_its_exact_prefix():
     raw = '{ "call": {"tool": "none"}, "say": "It is \\"fine\\" now."}'
     assert without_say(raw) == '{ "call": {"tool": "none"}}'
@@ -168,9 +170,10 @@ class TemplateModel:
         return "\n".join(f"{m['role']}: {m['content']}" for m in messages)
 
 
+@pytest.mark.small_model
 def test_grammar_prompt_shows_earlier_replies_without_their_words():
     registry = load_registry([], entry_points=False)
-    prompter = Prompter(TemplateModel(), registry, LLMConfig(), "grammar")
+    prompter = Prompter(TemplateModel(), registry, LLMConfig(), "grammar", hide_earlier_speech=True)
     history = [
         {"role": "user", "content": "What time is it?"},
         {
@@ -194,8 +197,9 @@ def test_grammar_prompt_shows_earlier_replies_without_their_words():
     assert CHAT_EXAMPLE in prompter.system_prompt()
 
 
+@pytest.mark.small_model
 def test_a_data_reply_ends_with_its_data():
-    from agent.bench.reply_checks import tail_after_data
+    from tools.bench.reply_checks import tail_after_data
 
     result = "It is 22:49 on Tuesday 1 December."
     assert tail_after_data("It is 22:49 on Tuesday 1 December.", [result]) == ""
@@ -209,8 +213,9 @@ def test_a_data_reply_ends_with_its_data():
     assert reply_check("Sure, it is 22:49.", "", [("get_time", result)]) == (True, "")
 
 
+@pytest.mark.small_model
 def test_no_sentence_of_the_system_prompts_example_reaches_a_reply():
-    from agent.bench.reply_checks import copies_example
+    from tools.bench.reply_checks import copies_example
 
     assert copies_example("It is 22:49. It needs to recharge.")
     assert copies_example("Why did the robot go on holiday? Because.")
@@ -221,9 +226,10 @@ def test_no_sentence_of_the_system_prompts_example_reaches_a_reply():
     )
 
 
+@pytest.mark.small_model
 def test_a_data_tail_stream_stops_after_the_data_sentence():
     from agent.control import StopSignal
-    from agent.conversation.results import DataTail
+    from agent.conversation.small.readback import DataTail
 
     out: list[str] = []
     stop = StopSignal()
@@ -255,6 +261,7 @@ def test_a_data_tail_stream_stops_after_the_data_sentence():
     assert "".join(out) == "Sure! It is 9:41." and not tail.closed
 
 
+@pytest.mark.small_model
 def test_a_background_result_in_words_ends_its_reply_once_half_of_it_is_said():
     """A timer the model labelled at length is not exact data, and still ends its reply.
 
@@ -262,7 +269,7 @@ def test_a_background_result_in_words_ends_its_reply_once_half_of_it_is_said():
     one shared word ("time") does not say such a result.
     """
     from agent.control import StopSignal
-    from agent.conversation.results import DataTail, carries_data, exact_data, tail_after_data
+    from agent.conversation.small.readback import DataTail, carries_data, exact_data, tail_after_data
     from agent.state.timers import done_message
 
     done = done_message("pasta for the dinner with my friends tonight timer", 600)
@@ -278,6 +285,7 @@ def test_a_background_result_in_words_ends_its_reply_once_half_of_it_is_said():
     assert tail_after_data(f"{done} You can go.", [done], carries_data) == "You can go."
 
 
+@pytest.mark.small_model
 @pytest.mark.parametrize(
     ("said", "calls", "ok"),
     [
@@ -311,10 +319,10 @@ def test_a_background_result_in_words_ends_its_reply_once_half_of_it_is_said():
     ],
 )
 def test_arguments_follow_the_words(said, calls, ok):
-    from agent.bench.reply_checks import arguments_fit
     from agent.skills import SkillRegistry
     from skills.motion import look, nod, wave
     from skills.timer import set_timer
+    from tools.bench.reply_checks import arguments_fit
 
     reg = SkillRegistry()
     for fn in (look, nod, wave, set_timer):
@@ -324,8 +332,9 @@ def test_arguments_follow_the_words(said, calls, ok):
     assert fit is ok, why
 
 
+@pytest.mark.small_model
 def test_only_exact_data_ends_a_reply():
-    from agent.conversation.results import exact_data
+    from agent.conversation.small.readback import exact_data
 
     assert exact_data("It is 22:49 on Tuesday 1 December.") and exact_data({"seconds": 10})
     assert not exact_data("A man holds a red mug. He smiles.")
@@ -370,8 +379,9 @@ def test_a_dict_result_is_said_by_its_description_or_summary():
     )
 
 
+@pytest.mark.small_model
 def test_a_data_round_starts_with_its_data_and_a_short_sentence_is_said_whole():
-    from agent.conversation.results import DataHead, carries_data, short_sentence
+    from agent.conversation.small.readback import DataHead, carries_data, short_sentence
 
     estop = "Emergency stop: my motors are off until someone clears it."
     assert short_sentence(estop) and not short_sentence("A man holds a red mug. " * 3)
@@ -394,10 +404,11 @@ def test_a_data_round_starts_with_its_data_and_a_short_sentence_is_said_whole():
     assert out == [] and head.kept(wrong) == ""
 
 
+@pytest.mark.small_model
 def test_exact_data_is_said_by_all_its_numbers_and_a_background_result_whole():
     """A new user's custom battery skill: "I'm sorry, I only have 2 hours left." left out 73 %;
     a timer's turn said "I'm done. I'll play 10 seconds of your game." for its result."""
-    from agent.conversation.results import carries_data
+    from agent.conversation.small.readback import carries_data
 
     battery = "My battery is at 73 percent, about 2 hours left."
     assert not carries_data("I'm sorry, I only have 2 hours left.", battery)
@@ -409,6 +420,7 @@ def test_exact_data_is_said_by_all_its_numbers_and_a_background_result_whole():
     assert carries_data("It is 10:41.", "It is 10:41 on Saturday 5 December.")  # a clock: its time
 
 
+@pytest.mark.small_model
 @pytest.mark.parametrize(
     ("result", "expected"),
     [
@@ -423,6 +435,6 @@ def test_exact_data_is_said_by_all_its_numbers_and_a_background_result_whole():
     ],
 )
 def test_a_result_said_as_written_is_a_short_whole_sentence(result, expected):
-    from agent.conversation.results import said_as_written
+    from agent.conversation.small.readback import said_as_written
 
     assert said_as_written(result) is expected

@@ -8,10 +8,12 @@ from datetime import datetime
 import numpy as np
 import pytest
 
-from agent.bench.reply_checks import carries_result, reply_check, tail_after_data
 from agent.conversation.results import carries_reason
-from agent.conversation.toolgrammar import ACKNOWLEDGEMENTS
+from agent.conversation.small.acks import ACKNOWLEDGEMENTS
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
+from tools.bench.reply_checks import carries_result, reply_check, tail_after_data
+
+pytestmark = pytest.mark.small_model
 
 
 @pytest.fixture(scope="module")
@@ -386,7 +388,7 @@ def test_the_example_guard_holds_back_a_copy_whatever_its_case():
 
 def test_a_reply_after_get_time_ends_with_the_time(agent):
     """Nothing after the data: "It is 22:49 on Tuesday 1 December. It needs to recharge." was heard."""
-    from agent.bench.reply_checks import copies_example
+    from tools.bench.reply_checks import copies_example
 
     agent.core.conversation.history.clear()
     joke = _reply(agent.text("Tell me a short joke."))

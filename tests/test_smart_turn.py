@@ -94,8 +94,20 @@ def test_missing_model_file_raises_clear_error(tmp_path):
 
 def test_missing_package_raises_install_hint(monkeypatch):
     monkeypatch.setattr(st, "find_smart_turn_model", lambda: None)
-    with pytest.raises(EndOfTurnModelMissing, match=r"pip install --no-deps 'pipecat-ai>=1\.14\.0'"):
+    with pytest.raises(EndOfTurnModelMissing, match=r"launch/setup\.sh run .*pipecat-ai 1\.14\.0 wheel") as e:
         SmartTurn()
+    assert str(st.UNPACKED) in str(e.value) and "smart_turn_model" in str(e.value)
+
+
+def test_the_file_set_up_unpacked_is_found_without_pipecat(monkeypatch, tmp_path):
+    """Set-up unpacks only the model (launch/setup.sh): no pipecat package needs to be installed."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "pipecat" else real(name))
+    assert find_smart_turn_model(tmp_path) is None
+    onnx = tmp_path / "data" / "smart-turn-v3.2-cpu.onnx"
+    onnx.parent.mkdir()
+    onnx.write_bytes(b"model")
+    assert find_smart_turn_model(tmp_path) == onnx
 
 
 def test_not_an_onnx_file_raises(tmp_path):

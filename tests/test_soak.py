@@ -1,4 +1,4 @@
-"""A short soak: 50 turns of ``bolt-agent run`` through the real harness (:mod:`agent.bench.soak`).
+"""A short soak: 50 turns of ``bolt-agent run`` through the real harness (:mod:`tools.bench.soak`).
 
 Real models, a real PulseAudio server with null sinks (skipped with the reason where it is
 not installed), commands synthesized with the product's piper voice, typed turns through the
@@ -21,16 +21,16 @@ import time
 import pytest
 from pulse import missing
 
-from agent.bench.procstat import read_sample
-from agent.bench.soak import Soak, SoakOptions, SoakRun, run_soak, soak_config
-from agent.bench.soak_child import Child, read_pending_timers
-from agent.bench.soak_report import build_report, format_summary, summarize, write_report
-from agent.bench.soak_set import Command, SoakSet, build_soak_set, camera_frames, load_commands
 from agent.config import DEFAULT_CONFIG, load_config
 from agent.models import resolve_model
 from agent.state.keep import state_path
 from agent.state.store import StateStore
 from agent.state.timers import TimerBook
+from tools.bench.procstat import read_sample
+from tools.bench.soak import Soak, SoakOptions, SoakRun, run_soak, soak_config
+from tools.bench.soak_child import Child, read_pending_timers
+from tools.bench.soak_report import build_report, format_summary, summarize, write_report
+from tools.bench.soak_set import Command, SoakSet, build_soak_set, camera_frames, load_commands
 
 pytestmark = pytest.mark.audio
 
@@ -242,7 +242,7 @@ def test_summary_says_where_a_slower_end_went():
 def test_a_process_sample_reads_cpu_time_and_mappings():
     import os
 
-    from agent.bench.procstat import read_sample
+    from tools.bench.procstat import read_sample
 
     sum(i * i for i in range(300_000))  # some CPU time of our own
     sample = read_sample(os.getpid(), 0.0)

@@ -18,17 +18,16 @@ import time
 import pytest
 from rig import AgentRig
 
+from agent.conversation.small.acks import ACKNOWLEDGEMENTS, Acknowledgements
+from agent.conversation.small.toolprior import tools_left
 from agent.conversation.toolgrammar import (
-    ACKNOWLEDGEMENTS,
     NO_TOOL,
-    Acknowledgements,
     CallStreamer,
     ToolNameSpotter,
     as_grammar_messages,
     parse_reply,
     reply_schema,
 )
-from agent.conversation.toolprior import tools_left
 from agent.engines.grammar import gbnf_from_schema
 from agent.events import (
     BackgroundDone,
@@ -42,6 +41,8 @@ from agent.events import (
 )
 from agent.skills import build_skill, load_registry, new_skill_file, skill
 from hardware.animation import linear_move
+
+pytestmark = pytest.mark.small_model
 
 MOTION = ("wave", "nod", "dance", "look", "look_at", "play_animation")
 DATA = ("get_time", "describe_scene", "emergency_stop", "stop")  # stop says its result as written
@@ -186,7 +187,7 @@ NEGATED = [
 @pytest.mark.parametrize("text,bonuses,refused", NEGATED, ids=[t for t, _, _ in NEGATED])
 def test_a_negated_movement_gets_no_bonus_and_its_call_is_refused(text, bonuses, refused):
     """A new user's chat: "stop waving" called stop and then wave, "don't wave" called wave."""
-    from agent.conversation.toolprior import said_not_to, tool_prior
+    from agent.conversation.small.toolprior import said_not_to, tool_prior
 
     skills = list(load_registry([], entry_points=False).skills.values())
     assert tool_prior(text, skills, set(), 6.0) == bonuses
@@ -211,7 +212,7 @@ ASKED_ABOUT = [
 @pytest.mark.parametrize("text,bonuses", ASKED_ABOUT, ids=[t for t, _ in ASKED_ABOUT])
 def test_a_tool_asked_about_gets_no_bonus(text, bonuses):
     """A new user's "what does the emergency stop do?" latched the emergency stop (its keyword)."""
-    from agent.conversation.toolprior import said_not_to, tool_prior
+    from agent.conversation.small.toolprior import said_not_to, tool_prior
 
     skills = list(load_registry([], entry_points=False).skills.values())
     prior = tool_prior(text, skills, set(), 6.0)
@@ -296,9 +297,11 @@ def test_a_question_during_a_long_animation_is_answered_while_it_runs(agent):
     try:
         evs, stamped = _run(agent, agent.text, "Dance for me.")
         started = evs.of(Transcript)[-1].turn_id
-        # A slow gesture (8 s), as a skill leaves one running: it returns at once.
+        # A slow gesture (8 s), as a skill leaves one running: it returns at once. It cuts the
+        # dance (queue=False: gestures otherwise wait for the one running, issue 48).
         robot.play(
-            linear_move("long_turn", {"head_yaw": robot.positions()["head_yaw"]}, {"head_yaw": 40.0}, 8000)
+            linear_move("long_turn", {"head_yaw": robot.positions()["head_yaw"]}, {"head_yaw": 40.0}, 8000),
+            queue=False,
         )
         agent.core.conversation.history.clear()
         asked = agent.text("What time is it?")
@@ -409,7 +412,7 @@ def test_a_result_read_back_by_the_model_is_its_draft(agent):
 def test_a_tool_round_stops_the_moment_its_call_is_complete(agent):
     """Nothing but closing braces can follow a call: they are written here, not generated."""
     from agent.conversation.rounds import RoundIO, RoundPlan
-    from agent.conversation.toolprior import tool_prior
+    from agent.conversation.small.toolprior import tool_prior
     from agent.engines import Generation
 
     conv = agent.core.conversation
@@ -473,7 +476,7 @@ FOLLOW_ON = [
 
 @pytest.mark.parametrize("text,earlier,bonuses", FOLLOW_ON, ids=[f"{t} after {e}" for t, e, _ in FOLLOW_ON])
 def test_words_that_name_only_a_side_go_on_the_last_call(text, earlier, bonuses):
-    from agent.conversation.toolprior import follow_on
+    from agent.conversation.small.toolprior import follow_on
 
     skills = list(load_registry([], entry_points=False).skills.values())
     assert follow_on(text, skills, earlier, 6.0) == bonuses

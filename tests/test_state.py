@@ -302,7 +302,7 @@ def test_a_timer_cancelled_before_its_wait_began_never_fires():
     waiting = book.start("timer", 5.0)
     threading.Timer(0.1, book.cancel).start()
     assert book.run(waiting, threading.Event()) is None
-    assert book._over == set()  # noqa: SLF001 - the memory a long run would grow
+    assert book._over == set()  # the memory a long run would grow
 
 
 def test_of_several_timers_the_one_named_or_of_the_length_said_is_cancelled(tmp_path, robot):

@@ -17,8 +17,9 @@ import pytest
 from test_state import open_store
 from waiting import wait_until
 
-from agent.conversation.argprior import length_unsaid, said_label, says_a_duration
 from agent.conversation.background import BackgroundCalls
+from agent.conversation.small.argprior import length_unsaid, said_label
+from agent.conversation.small.quantities import spoken_durations
 from agent.skills import SkillContext, ToolOutcome, load_registry, skill
 from agent.skills.registry import SkillRegistry
 from agent.state import TimerBook
@@ -101,7 +102,7 @@ def test_several_lengths_in_one_sentence_are_no_missing_length():
     """ "set a timer for 3 seconds and another one for 6 seconds" was refused "For how long?"."""
     schema = load_registry([], True, ["set_timer"], entry_points=False).skills["set_timer"].parameters
     text = "set a timer for 3 seconds and another one for 6 seconds"
-    assert says_a_duration(text) and length_unsaid(text, schema) is None
+    assert spoken_durations(text) and length_unsaid(text, schema) is None
     assert length_unsaid("set a timer", schema) == "seconds"
 
 

@@ -39,11 +39,8 @@ BOLT_CASES = [c for c in CASES if c.fmt == "bolt"]
 
 
 @pytest.fixture(scope="session")
-def gemma(fixtures_dir):
-    path = fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf"
-    if not path.is_file():
-        pytest.skip(f"{path} not found")
-    return llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+def gemma(gemma4_vocab):
+    return llama_cpp.Llama(model_path=str(gemma4_vocab), vocab_only=True, verbose=False)
 
 
 def tokenize(llm, text: str) -> list[int]:

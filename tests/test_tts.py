@@ -238,7 +238,7 @@ def test_bad_settings_raise_tts_error(voice_path: Path, kwargs: dict) -> None:
 
 MEMORY_SCRIPT = """
 import os, random, sys, time
-from agent.bench.procstat import read_sample
+from tools.bench.procstat import read_sample
 from agent.speech.tts import PiperTTS
 
 tts = PiperTTS(sys.argv[1])

@@ -94,11 +94,12 @@ WAVE_THEN_STOP = (
 )
 
 
+@pytest.mark.small_model
 @pytest.mark.parametrize("text", ["Don't wave.", "Stop waving!", "Please do not ever wave."])
 def test_a_movement_the_user_said_not_to_do_is_not_run_and_the_robot_says_so(model, ctx, text):
     """SmolLM2-135M called ``wave`` for "don't wave" and after ``stop`` for "stop waving" (a new
-    user's chat); whatever the model writes, a movement the words only negate does not run."""
-    _, res, events = run(model, ctx, WAVE_THEN_STOP, text=text, max_tool_rounds=2)
+    user's chat); in the small profile, a movement the words only negate does not run."""
+    _, res, events = run(model, ctx, WAVE_THEN_STOP, text=text, max_tool_rounds=2, profile="small")
     by_name = {name: o for name, _, o in res.calls}
     assert not by_name["wave"].ok and by_name["wave"].raised == "I won't wave, as you asked"
     assert "not run: the user asked not to" in by_name["wave"].result
@@ -106,14 +107,15 @@ def test_a_movement_the_user_said_not_to_do_is_not_run_and_the_robot_says_so(mod
     assert [e.tool for e in events if isinstance(e, ToolResult)] == ["wave", "stop"]
 
 
+@pytest.mark.small_model
 def test_a_movement_named_apart_from_the_negation_runs(model, ctx):
-    _, res, _ = run(model, ctx, WAVE_THEN_STOP, text="Don't nod, wave.", max_tool_rounds=2)
+    _, res, _ = run(model, ctx, WAVE_THEN_STOP, text="Don't nod, wave.", max_tool_rounds=2, profile="small")
     assert [(name, o.ok) for name, _, o in res.calls] == [("wave", True), ("stop", True)]
 
 
 def test_a_background_result_in_words_ends_its_turns_reply(model, ctx):
-    """A new user's chat: a timer's turn said "Time is up: ... is done. You can continue to play a
-    game of pasta.": a finished call's result is all its turn is for, exact data or not."""
+    """A timer's result is written for people (``as_written``): said as written, with no model
+    round (a model round once added "You can continue to play a game of pasta.")."""
     from agent.events import BackgroundDone
     from agent.state.timers import done_message
 

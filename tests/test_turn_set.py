@@ -1,4 +1,4 @@
-"""The turn-taking set (agent/bench/turn_set.py) and ``bench --turns`` (agent/bench/turns.py):
+"""The turn-taking set (tools/bench/turn_set.py) and ``bench --turns`` (tools/bench/turns.py):
 real piper and espeak-ng voices, the real pipeline and models, a sample of the set."""
 
 from __future__ import annotations
@@ -8,11 +8,11 @@ import shutil
 import numpy as np
 import pytest
 
-from agent.bench.turn_set import FILLERS, PAUSED, PLAIN, VOICES, build_set, cases, read_wav
-from agent.bench.turns import FileTurns, format_turns, run_turns, score
 from agent.config import load_config
 from agent.events import PauseVerdict
 from agent.models import resolve_model
+from tools.bench.turn_set import FILLERS, PAUSED, PLAIN, VOICES, build_set, cases, read_wav
+from tools.bench.turns import FileTurns, format_turns, run_turns, score
 
 needs_espeak = pytest.mark.skipif(
     shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (launch/setup.sh test installs it)"

@@ -10,13 +10,15 @@ import pytest
 from waiting import wait_until
 
 from agent.skills import SkillContext, load_registry
-from hardware.camera import Camera, CameraError, open_reader, parse_source, read_image
+from hardware.camera.base import CameraError
+from hardware.camera.capture import Camera
+from hardware.camera.sources import open_reader, parse_source, read_image
 from hardware.config import CameraConfig, VisionConfig
 from hardware.joints import Joint
+from hardware.perception.scene import OpenCVDescriber, face_distance_m, summarize
+from hardware.perception.watcher import SceneChange, Vision, build_vision
 from hardware.robot import Robot
-from hardware.scene import OpenCVDescriber, face_distance_m, summarize
-from hardware.sim import SimulatedDriver
-from hardware.vision import SceneChange, Vision, build_vision
+from hardware.servos.sim import SimulatedDriver
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +53,7 @@ def test_no_people_in_horses(fixtures_dir, describer):
 def test_pinhole_distance_and_summary_wording():
     # 640 px wide, 62.2 deg: f = 320 / tan(31.1 deg) = 530 px; 0.16 m face seen 56.5 px wide -> 1.5 m
     assert face_distance_m(56.5, 640, 62.2, 0.16) == pytest.approx(1.5, abs=0.01)
-    from hardware.scene import Detection
+    from hardware.perception.scene import Detection
 
     people = (
         Detection("face", (300, 100, 57, 57), 0.5, 0.3, "centre", 1.5),

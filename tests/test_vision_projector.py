@@ -142,12 +142,9 @@ def test_a_folder_it_cannot_write_raises_oserror_and_build_says_so(combined, tmp
         loadable_projector(combined)
 
 
-def test_llama_cpp_loads_the_small_copy_with_only_its_vision_encoder(combined, vision_src, fixtures_dir):
-    vocab = fixtures_dir / "gguf" / "ggml-vocab-gemma-4.gguf"
-    if not vocab.is_file():
-        pytest.skip(f"{vocab} not found (the Gemma 4 vocabulary fixture)")
+def test_llama_cpp_loads_the_small_copy_with_only_its_vision_encoder(combined, vision_src, gemma4_vocab):
     copy, _ = agent_copy(combined)
-    model = tiny_gemma4(vocab)
+    model = tiny_gemma4(gemma4_vocab)
     rep = measure_mtmd(model, copy, [(512, 288)], flash_attn=True)
     ref = measure_mtmd(model, vision_src, [(512, 288)], flash_attn=True)
     print(f"small copy: {rep.model_size:.3f} MiB, compute {rep.compute}, frames {rep.frames}")

@@ -21,13 +21,13 @@ import pytest
 from rig import AgentRig
 from vision_models import idefics3_projector, smollm2_vision_model
 
-from agent.bench.latency import EventLog
 from agent.config import load_config
 from agent.events import Error, Notice, Reply, SceneDescribed, ToolCall, ToolResult
 from agent.pipeline import Bus, build_core
 from agent.vision.describer import DescribeError, bound, clean, frame_jpeg, native_image_size
 from agent.vision.narrator import change, thumbnail
-from hardware.camera import read_image
+from hardware.camera.sources import read_image
+from tools.bench.latency import EventLog
 
 
 def words(text: str) -> int:
@@ -170,10 +170,10 @@ class SlowVision(BaseHTTPRequestHandler):
     def log_message(self, *args):  # keep test output clean
         pass
 
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):  # http.server's naming
         self.send_error(404)
 
-    def do_POST(self):  # noqa: N802
+    def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         parts = body["messages"][-1]["content"]
         SlowVision.images += [p["image_url"]["url"] for p in parts if p.get("type") == "image_url"]

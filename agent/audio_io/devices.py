@@ -71,12 +71,12 @@ class SoundDeviceBackend:
         """Default input or output device index (-1 when there is none)."""
         try:
             dev = self.sd.default.device[0 if kind == "input" else 1]
-        except Exception:  # noqa: BLE001 - PortAudio reports "no default" in several ways
+        except Exception:  # PortAudio reports "no default" in several ways
             return -1
         if dev is None or int(dev) < 0:
             try:
                 return int(self.sd.query_devices(kind=kind)["index"])
-            except Exception:  # noqa: BLE001
+            except Exception:  # no device of that kind, in the same several ways
                 return -1
         return int(dev)
 

@@ -84,7 +84,7 @@ class MicStream:
                     callback=self._callback,
                 )
                 stream.start()
-            except Exception as e:  # noqa: BLE001 - PortAudioError and ValueError both mean "refused"
+            except Exception as e:  # PortAudioError and ValueError both mean "refused"
                 errors.append(f"{rate} Hz: {e}")
                 continue
             self._stream, self.rate, self.channels, self.name = stream, rate, channels, str(dev["name"])
@@ -134,5 +134,5 @@ class MicStream:
         try:
             stream.abort()
             stream.close()
-        except Exception as e:  # noqa: BLE001 - closing a lost device fails in many ways
+        except Exception as e:  # closing a lost device fails in many ways
             log.info("closing input stream: %s", e)

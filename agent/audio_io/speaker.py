@@ -127,7 +127,7 @@ class Speaker:
                     callback=self._callback,
                 )
                 stream.start()
-            except Exception as e:  # noqa: BLE001 - PortAudioError, ValueError: refused
+            except Exception as e:  # PortAudioError, ValueError: refused
                 errors.append(f"{r} Hz: {e}")
                 continue
             self._stream = stream
@@ -215,7 +215,7 @@ class Speaker:
         try:
             stream.abort()
             stream.close()
-        except Exception as e:  # noqa: BLE001 - closing a lost device fails in many ways
+        except Exception as e:  # closing a lost device fails in many ways
             log.info("closing output stream: %s", e)
 
 

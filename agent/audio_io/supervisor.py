@@ -108,7 +108,7 @@ class Devices:
         try:
             self.backend.reinit()
             self.open()
-        except Exception as e:  # noqa: BLE001 - DeviceError, PortAudioError: the server is still gone
+        except Exception as e:  # DeviceError, PortAudioError: the server is still gone
             self.mic.close()
             self._backoff = min(self._backoff * 2, self.cfg.backoff_max_s)
             self._next_try = time.perf_counter() + self._backoff

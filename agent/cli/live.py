@@ -1,15 +1,12 @@
-"""``bolt-agent run`` (live conversation) and ``bolt-agent bench`` (latency benchmark).
+"""``bolt-agent run``: the live conversation.
 
 Added to the ``bolt-agent`` app by :mod:`agent.cli.main`. ``run`` checks the input device before
 loading any model (a wrong device name fails in a second with the list of devices), then
 loads and warms every model, opens the devices and listens until Ctrl-C or SIGTERM.
-``bench`` only parses options; the work is in :mod:`agent.bench.latency`, :mod:`agent.bench.accuracy`
-and the other :mod:`agent.bench` modules (``--peer``: :mod:`agent.bench.peer`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -23,7 +20,6 @@ from agent.cli.common import (
     VerboseOpt,
     build_agent,
     echo_error,
-    fixtures_root,
     load_or_exit,
     setup_logging,
 )
@@ -152,154 +148,3 @@ def _listen(
         notify("STOPPING=1\nSTATUS=stopping: parking the robot")
         pipeline.close()
         core.close()
-
-
-def bench(
-    config: ConfigOpt = None,
-    fixtures: Annotated[
-        Optional[Path],
-        typer.Option(help="folder of command WAVs with manifest.json (default: $BOLT_FIXTURES/commands)"),
-    ] = None,
-    runs: Annotated[int, typer.Option(min=1, help="passes over the fixtures")] = 1,
-    limit: Annotated[int, typer.Option(min=0, help="use at most this many fixtures (0 = all)")] = 0,
-    json_out: JsonOpt = False,
-    verbose: VerboseOpt = False,
-    accuracy: Annotated[
-        bool,
-        typer.Option(
-            "--accuracy",
-            help="measure tool-call accuracy and reply checks on the spoken "
-            "commands (with and without ASR biasing, and as one conversation) instead of latency",
-        ),
-    ] = False,
-    vision: Annotated[
-        bool,
-        typer.Option(
-            "--vision",
-            help='time the vision-language model ([vision] describer = "vlm"): describe time per '
-            'frame, and voice-to-voice of a spoken "what do you see" (what_see.wav in the fixtures)',
-        ),
-    ] = False,
-    frames: Annotated[int, typer.Option(min=1, help="--vision: descriptions timed")] = 5,
-    turns: Annotated[
-        bool,
-        typer.Option(
-            "--turns",
-            help="play the turn-taking set (paused sentences, hesitations, plain commands in "
-            "piper and espeak-ng voices; synthesized once into ~/.cache/bolt-agent/turn-set, or "
-            "--fixtures DIR) and report the share kept whole, fillers answered and the extra "
-            "wait of each end-of-turn rule",
-        ),
-    ] = False,
-    realtime: Annotated[
-        bool,
-        typer.Option(
-            "--realtime",
-            help="--turns: play each file in real time to a real-time speaker (replies may start "
-            "while the user goes on), instead of as fast as possible",
-        ),
-    ] = False,
-    peer: Annotated[
-        bool,
-        typer.Option(
-            "--peer",
-            help="time the peer framework (pipecat 1.14 with its default Silero VAD + Smart Turn "
-            "v3.2) on the same models and WAVs, in real time, in its own environment "
-            "(~/.cache/bolt-agent/peer-venv, made from PyPI on first use); needs llama-server",
-        ),
-    ] = False,
-    ours: Annotated[
-        Optional[Path],
-        typer.Option(help="--peer: our figures (the JSON of `bolt-agent bench --json`) beside the peer's"),
-    ] = None,
-) -> None:
-    """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
-
-    Latency includes the floor (the unavoidable work at the model's measured raw speeds) and
-    voice-to-voice over it. With ``--accuracy``: the fraction of spoken commands whose tool
-    calls match the manifest, and of replies that fit (data passed on, no copy of the
-    previous reply, chat answered). With ``--vision``: describe time per frame and the
-    voice-to-voice time of a "what do you see" turn (first audio and the answer). With
-    ``--turns``: turn-taking on paused sentences, hesitations and plain commands. With
-    ``--peer``: the peer framework's voice-to-voice on the same WAVs, beside ours (``--ours``).
-    """
-    from agent.bench.accuracy import format_accuracy, run_accuracy
-    from agent.bench.latency import format_report, run_bench
-
-    setup_logging(verbose)
-    cfg = load_or_exit(config)
-    if turns:
-        _bench_turns(cfg, fixtures, json_out, realtime)
-        return
-    folder = fixtures
-    if folder is None:
-        root = fixtures_root()
-        folder = root / "commands" if root else None
-    if vision:
-        _bench_vision(cfg, folder, frames, runs, json_out)
-        return
-    if folder is None or not folder.is_dir():
-        typer.echo("error: no fixtures folder; pass --fixtures DIR (a folder of WAV commands)", err=True)
-        raise typer.Exit(2)
-    if peer:
-        _bench_peer(cfg, folder, limit, runs, ours, json_out)
-        return
-    if accuracy and not (folder / "manifest.json").is_file():
-        typer.echo(f"error: {folder} has no manifest.json (file, text, expect_any per command)", err=True)
-        raise typer.Exit(2)
-    report: dict[str, Any] | None = None
-    with Stopper() as stopper:  # a signal parks the robot, also while the models load; no report then
-        if accuracy:
-            report = run_accuracy(cfg, folder, stopper)
-        else:
-            report = run_bench(cfg, folder, runs=runs, limit=limit, stopper=stopper)
-    if report is not None:
-        text = format_accuracy(report) if accuracy else format_report(report)
-        typer.echo(json.dumps(report) if json_out else text)
-
-
-def _bench_turns(cfg: Any, folder: Optional[Path], json_out: bool, realtime: bool = False) -> None:
-    """``bench --turns``: the turn-taking set through the pipeline."""
-    from agent.bench.turns import format_turns, run_turns
-
-    report = None  # stays None when a signal stopped the run
-    with Stopper() as stopper:
-        try:
-            report = run_turns(cfg, folder, stopper, realtime=realtime)
-        except RuntimeError as e:  # a synthesizer failed: nothing to measure
-            typer.echo(f"error: cannot synthesize the turn-taking set: {e}", err=True)
-            raise typer.Exit(2) from None
-    if report is not None:
-        typer.echo(json.dumps(report) if json_out else format_turns(report))
-
-
-def _bench_peer(cfg: Any, folder: Path, limit: int, runs: int, ours: Optional[Path], json_out: bool) -> None:
-    """``bench --peer``: pipecat on the same WAVs (:mod:`agent.bench.peer`), with ours beside it."""
-    from agent.bench.peer import PeerError, format_peer, load_ours, peer_report, run_peer
-    from agent.models import ModelNotFoundError
-
-    try:
-        mine = load_ours(ours) if ours is not None else None  # a bad file fails before the long run
-        raw = run_peer(cfg, folder, limit, runs, note=lambda s: typer.echo(s, err=True))
-    except (PeerError, ModelNotFoundError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    report = peer_report(raw, mine)
-    typer.echo(json.dumps(report) if json_out else format_peer(report))
-
-
-def _bench_vision(cfg: Any, folder: Optional[Path], frames: int, runs: int, json_out: bool) -> None:
-    """``bench --vision``: the question is ``what_see.wav`` in the commands folder, when there is one."""
-    from agent.bench.vision import VisionBenchError, format_vision, run_vision_bench
-
-    question = folder / "what_see.wav" if folder is not None else None
-    if question is not None and not question.is_file():
-        question = None
-    if question is None:
-        typer.echo("note: no what_see.wav in the fixtures folder; timing descriptions only", err=True)
-    try:
-        report = run_vision_bench(cfg, question, frames=frames, runs=runs)
-    except VisionBenchError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
-    typer.echo(json.dumps(report) if json_out else format_vision(report))

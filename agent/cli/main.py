@@ -1,11 +1,13 @@
 """``bolt-agent`` command line: the Typer app, assembled from the command modules of this package.
 
 Commands: ``demo`` (the main job, no arguments), ``listen FILE...``, ``chat``, ``skills
-list|new`` (:mod:`~agent.cli.talk`, :mod:`~agent.cli.skills`); ``run`` and ``bench``
-(:mod:`~agent.cli.live`); ``see``, ``animate`` and ``motion-bench`` (:mod:`~agent.cli.body`); ``budget``
-(:mod:`~agent.cli.budget`); ``soak`` (:mod:`~agent.cli.soak`); ``state show|clear``
-(:mod:`~agent.cli.state`); ``models pull`` and ``doctor``
-(:mod:`~agent.cli.ops`). The app is built here by plain imports: a command module never imports this one.
+list|new`` (:mod:`~agent.cli.talk`, :mod:`~agent.cli.skills`); ``run`` (:mod:`~agent.cli.live`);
+``see`` and ``animate`` (:mod:`~agent.cli.see_and_animate`); ``budget`` (:mod:`~agent.cli.budget`);
+``state show|clear`` (:mod:`~agent.cli.state`); ``models pull`` and ``doctor``
+(:mod:`~agent.cli.ops`); ``estop clear|status|on`` (:mod:`~agent.cli.estop`); ``bench``, ``soak``,
+``motion-bench`` and ``look-bench``, development tools started from a checkout's ``tools/bench``
+(:mod:`~agent.cli.devtools`). The app is built here by plain
+imports: a command module never imports this one.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from typing import Annotated, Any
 
 import typer
 
-from agent.cli import body, budget, live, ops, soak, talk
+from agent.cli import budget, estop, live, ops, see_and_animate, talk
+from agent.cli.devtools import add_tools
 from agent.cli.helptext import tidy
 from agent.cli.skills import skills_app
 from agent.cli.state import state_app
@@ -70,15 +73,14 @@ app.command()(talk.listen)
 app.command()(talk.chat)
 app.add_typer(skills_app, name="skills")
 app.command("run")(live.run)
-app.command("bench")(live.bench)
-app.command("soak")(soak.soak)
-app.command("see")(body.see)
-app.command("animate")(body.animate)
-app.command("motion-bench")(body.motion_bench)
+app.command("see")(see_and_animate.see)
+app.command("animate")(see_and_animate.animate)
 app.command("budget")(budget.budget)
 app.add_typer(ops.models_app, name="models")
 app.add_typer(state_app, name="state")
 app.command("doctor")(ops.doctor)
+app.command("estop")(estop.estop)
+add_tools(app)
 
 
 OPTIONAL_VALUE = ("--console",)

@@ -13,6 +13,7 @@ import json
 import logging
 import sys
 import threading
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from agent.events import (
@@ -227,64 +228,94 @@ class EventPrinter:
 
     def _text(self, ev: Event) -> str | None:
         """The text-mode line of ``ev``, or None when people need not see it."""
+        if isinstance(ev, (Utterance, Spoken, PlaybackStarted)):
+            return None  # per-sentence detail: JSON mode only
+        if isinstance(ev, (RobotCommand, Timing, RobotParked)):
+            return self._robot_text(ev)
+        if isinstance(ev, (PauseVerdict, HistoryCut, ContextTidied)):
+            return _verbose_line(ev) if self.verbose else None
+        line = next((f for cls, f in LINES.items() if isinstance(ev, cls)), None)
+        return line(ev) if line is not None else f"  {ev.name.replace('_', ' ')}: {_plain(ev.to_json())}"
+
+    def _robot_text(self, ev: RobotCommand | Timing | RobotParked) -> str | None:
+        """Joint commands are gathered into the turn's ``robot moved`` line, printed with its timing."""
         if isinstance(ev, RobotCommand):
             moved = self._robot.setdefault(ev.turn_id, {})
             lo, hi, n = moved.get(ev.joint, (ev.deg, ev.deg, 0))
             moved[ev.joint] = (min(lo, ev.deg), max(hi, ev.deg), n + 1)
             return None
-        if isinstance(ev, (Utterance, Spoken, PlaybackStarted)):
-            return None  # per-sentence detail: JSON mode only
-        if isinstance(ev, Ready):
-            return f"ready (models loaded and warmed in {ev.load_ms / 1000:.1f} s)"
-        if isinstance(ev, InputStarted):
-            return f"\n>>> playing {ev.source}"
-        if isinstance(ev, PauseVerdict):
-            return pause_line(ev) if self.verbose else None
-        if isinstance(ev, Transcript):
-            return f"[turn {ev.turn_id}] you said: {ev.text}"
-        if isinstance(ev, TurnDropped):
-            if ev.continued:
-                return f"  [turn {ev.turn_id}] you went on with the same sentence: it is answered whole"
-            return f"  [turn {ev.turn_id}] you went on: the reply prepared for this is dropped"
-        if isinstance(ev, ToolCall):
-            return f"  tool call  {ev.tool}({json.dumps(ev.arguments)})"
-        if isinstance(ev, ToolResult):
-            return f"  tool {'result' if ev.ok else 'ERROR '} {ev.tool}: {_value(ev.result)}"
-        if isinstance(ev, Reply):
-            return f"  robot says: {ev.text or '(nothing)'}" + (
-                f"\n  reply audio: {ev.audio}" if ev.audio else ""
-            )
         if isinstance(ev, Timing):
             return "\n".join([*self._moves(ev.turn_id), timing_line(ev)])
-        if isinstance(ev, BargeIn):
-            why = BARGE_IN_REASONS.get(ev.reason, ev.reason)
-            return f"  [turn {ev.turn_id}] interrupted ({why}); speaker silent in {ev.stop_ms:.0f} ms"
-        if isinstance(ev, HistoryCut):
-            return f'  the robot remembers saying only: "{ev.kept}"' if self.verbose else None
-        if isinstance(ev, ContextTidied):
-            if not self.verbose or not (ev.dropped or ev.evaluated):
-                return None
-            left = "" if ev.complete else " (stopped: the rest when the floor is free again)"
-            return (
-                f"  between turns: {ev.dropped} old turns compacted, {ev.evaluated} prompt tokens"
-                f" read ahead in {ev.took_ms / 1000:.1f} s{left}"
-            )
-        if isinstance(ev, BackgroundDone):
-            return (
-                f"[turn {ev.turn_id}] background {ev.tool} {'finished' if ev.ok else 'FAILED'}: {ev.result}"
-            )
-        if isinstance(ev, DeviceState):
-            return f"{ev.kind} device {ev.device}: {ev.message or ev.state}"
-        if isinstance(ev, SceneDescribed):
-            return f"  the robot sees ({ev.trigger}, {ev.took_ms / 1000:.1f} s): {ev.text}"
-        if isinstance(ev, RobotParked):  # the last turn's gesture went on after its timing line
-            return "\n".join(
-                [*self._moves(None), f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}"]
-            )
-        if isinstance(ev, Notice):
-            return f"note: {ev.message}"
-        if isinstance(ev, Skipped):
-            return f"  skipped: {ev.reason}"
-        if isinstance(ev, Error):
-            return f"  problem: {ev.message}"
-        return f"  {ev.name.replace('_', ' ')}: {_plain(ev.to_json())}"
+        # The last turn's gesture went on after its timing line.
+        return "\n".join([*self._moves(None), parked_line(ev)])
+
+
+def _verbose_line(ev: PauseVerdict | HistoryCut | ContextTidied) -> str | None:
+    """The lines only ``--verbose`` shows: turn-taking verdicts, what a barge-in kept, tidying."""
+    if isinstance(ev, PauseVerdict):
+        return pause_line(ev)
+    if isinstance(ev, HistoryCut):
+        return f'  the robot remembers saying only: "{ev.kept}"'
+    if not (ev.dropped or ev.evaluated):
+        return None
+    left = "" if ev.complete else " (stopped: the rest when the floor is free again)"
+    return (
+        f"  between turns: {ev.dropped} old turns compacted, {ev.evaluated} prompt tokens"
+        f" read ahead in {ev.took_ms / 1000:.1f} s{left}"
+    )
+
+
+def _dropped_line(ev: TurnDropped) -> str:
+    if ev.continued:
+        return f"  [turn {ev.turn_id}] you went on with the same sentence: it is answered whole"
+    return f"  [turn {ev.turn_id}] you went on: the reply prepared for this is dropped"
+
+
+def _reply_line(ev: Reply) -> str:
+    return f"  robot says: {ev.text or '(nothing)'}" + (f"\n  reply audio: {ev.audio}" if ev.audio else "")
+
+
+def _barge_in_line(ev: BargeIn) -> str:
+    why = BARGE_IN_REASONS.get(ev.reason, ev.reason)
+    return f"  [turn {ev.turn_id}] interrupted ({why}); speaker silent in {ev.stop_ms:.0f} ms"
+
+
+def _background_line(ev: BackgroundDone) -> str:
+    return f"[turn {ev.turn_id}] background {ev.tool} {'finished' if ev.ok else 'FAILED'}: {ev.result}"
+
+
+LINES: dict[type[Any], Callable[[Any], str]] = {
+    Ready: lambda ev: (
+        f"ready (models loaded and warmed in {ev.load_ms / 1000:.1f} s"
+        + (f"; model profile {ev.profile}, {ev.tool_format} tool calls)" if ev.profile else ")")
+    ),
+    InputStarted: lambda ev: f"\n>>> playing {ev.source}",
+    Transcript: lambda ev: f"[turn {ev.turn_id}] you said: {ev.text}",
+    TurnDropped: _dropped_line,
+    ToolCall: lambda ev: f"  tool call  {ev.tool}({json.dumps(ev.arguments)})",
+    ToolResult: lambda ev: f"  tool {'result' if ev.ok else 'ERROR '} {ev.tool}: {_value(ev.result)}",
+    Reply: _reply_line,
+    BargeIn: _barge_in_line,
+    BackgroundDone: _background_line,
+    DeviceState: lambda ev: f"{ev.kind} device {ev.device}: {ev.message or ev.state}",
+    SceneDescribed: lambda ev: f"  the robot sees ({ev.trigger}, {ev.took_ms / 1000:.1f} s): {ev.text}",
+    Notice: lambda ev: f"note: {ev.message}",
+    Skipped: lambda ev: f"  skipped: {ev.reason}",
+    Error: lambda ev: f"  problem: {ev.message}",
+}
+"""Events whose text-mode line depends on the event alone, by type (any other event: its fields)."""
+
+
+PARKED_POSES = {
+    "neutral": "at neutral",
+    "sleep": "in its sleep pose",
+    "held": "where it stood (it did not move)",
+    "elsewhere": "short of its rest pose",
+}
+
+
+def parked_line(ev: RobotParked) -> str:
+    """``robot parked in its sleep pose, motors off (read back from the robot)``: what the body reported."""
+    where = PARKED_POSES.get(ev.pose, ev.pose)
+    motors = "motors ON" if ev.torque else "motors off"
+    return f"robot parked {where}, {motors}" + (" (read back from the robot)" if ev.read_back else "")

@@ -16,7 +16,7 @@ One module per group of sections, all re-exported here:
 * :mod:`~agent.config.llm` — ``[llm]`` with ``[llm.server]`` and ``[llm.openai]``;
 * :mod:`~agent.config.live` — ``[audio]``, ``[live]``;
 * :mod:`~agent.config.app` — ``[agent]``, ``[skills]``, ``[console]``, ``[state]``;
-* :mod:`~agent.config.vision` — ``[vision]``'s describer and ``[vision.vlm]``;
+* :mod:`~agent.config.vlm` — ``[vision]``'s describer and ``[vision.vlm]``;
 * ``hardware/config.py`` — ``[robot]``, ``[camera]``, ``[vision]``'s OpenCV layer, beside the code that uses
   them (``hardware/`` imports nothing from ``agent/``).
 
@@ -35,7 +35,7 @@ from agent.config.app import AgentConfig, ConsoleConfig, SkillsConfig, StateConf
 from agent.config.live import AudioConfig, LiveConfig
 from agent.config.llm import DEFAULT_SYSTEM_PROMPT, LlamaServerConfig, LLMConfig, OpenAIConfig
 from agent.config.speech import ASRConfig, TTSConfig, TurnConfig, VADConfig
-from agent.config.vision import AgentVisionConfig, VlmConfig
+from agent.config.vlm import AgentVisionConfig, VlmConfig
 from hardware.config import (
     CameraConfig,
     DriverConfig,

@@ -112,10 +112,11 @@ class OpenAIConfig(StrictModel):
     tool_choice: Literal["auto", "required"] = Field(
         "auto", description='chat api: "required" makes the server hold the model to a tool call'
     )
-    llama_cpp_extensions: bool = Field(
-        True,
-        description="send llama.cpp's extra fields (grammar, cache_prompt, reasoning budget); "
-        "turn off for servers that reject unknown fields",
+    llama_cpp_extensions: bool | Literal["auto"] = Field(
+        "auto",
+        description="send llama.cpp's extra fields (grammar, cache_prompt, reasoning budget): true, "
+        "false (OpenAI, vLLM, Ollama, NIM take only OpenAI's fields), or auto: only when the server "
+        "answers GET /props as llama-server does",
     )
     request_timeout_s: float = Field(60.0, gt=0, le=3600, description="no byte from the server this long, s")
 
@@ -199,27 +200,34 @@ class LLMConfig(StrictModel):
         6.0,
         ge=0.0,
         le=20.0,
-        description="grammar mode: logit bonus for tools whose name or keywords the user said; 0 = off",
+        description="small profile, grammar mode: logit bonus for tools whose name or keywords the "
+        "user said; 0 = off",
     )
     copy_prior_bonus: float = Field(
         3.0,
         ge=0.0,
         le=20.0,
-        description="grammar mode: logit bonus for tokens that continue a tool result the reply is "
-        "reading back (agent.engines.priors); 0 = off",
+        description="small profile, grammar mode: logit bonus for tokens that continue a tool result "
+        "the reply is reading back (agent.engines.priors); 0 = off",
     )
     repeat_guard_penalty: float = Field(
         8.0,
         ge=0.0,
         le=50.0,
-        description="grammar mode: logit penalty on the token that would go on repeating the previous "
-        "reply word for word (agent.engines.priors); 0 = off",
+        description="small profile, grammar mode: logit penalty on the token that would go on "
+        "repeating the previous reply word for word (agent.engines.priors); 0 = off",
     )
     seed: int = 1234
     system_prompt: str = Field(
         DEFAULT_SYSTEM_PROMPT, description="{name} is replaced by [agent] name when the config is loaded"
     )
     tool_format: Literal["auto", "grammar", "bolt", "hermes", "llama3"] = "auto"
+    profile: Literal["auto", "plain", "small"] = Field(
+        "auto",
+        description="plain: offer the tools, run the calls the model wrote, let it speak (capable "
+        "models); small: add the rules that carry a tiny model (tool and argument priors, data "
+        "read-back); auto: small only for a model under 1 GiB in grammar mode",
+    )
     reasoning: Literal["off", "on", "tools"] = Field(
         "off", description="think before answering: never, always, or only in rounds that offer tools"
     )

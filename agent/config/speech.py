@@ -87,7 +87,7 @@ class TurnConfig(StrictModel):
         "finish a sentence ('and then wave', 'to the right'), continues that turn: its reply is cut and "
         "the whole sentence is answered, ms; 0 = every utterance is a turn of its own",
     )
-    smart_turn_model: str = Field("", description="Smart Turn ONNX path; empty = the one in pipecat-ai")
+    smart_turn_model: str = Field("", description="Smart Turn ONNX path; empty = the one from pipecat-ai")
     smart_turn_threshold: float = Field(
         0.5, ge=0.0, le=1.0, description="complete when p > this (pipecat: 0.5)"
     )

@@ -101,7 +101,7 @@ def _cookie(headers: Headers) -> str | None:
     jar: SimpleCookie = SimpleCookie()
     try:
         jar.load(raw)
-    except Exception:  # noqa: BLE001 - a malformed cookie header is simply no cookie
+    except Exception:  # a malformed cookie header is simply no cookie
         return None
     morsel = jar.get(COOKIE)
     return morsel.value if morsel is not None else None
@@ -245,6 +245,18 @@ def build_app(console: ConsoleView, access: Access, limiter: RateLimiter) -> ASG
         access: This server's token policy.
         limiter: This server's control rate limit.
     """
+    routes = [
+        *_page_routes(access),
+        *_feed_routes(console),
+        *_control_routes(console),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    return Guard(app, access, limiter)
+
+
+def _page_routes(access: Access) -> list[Route]:
+    """The page and its login (the token form, and the cookie it sets)."""
 
     async def page(request: Request) -> Response:
         return FileResponse(STATIC / "index.html", headers={"Cache-Control": "no-store"})
@@ -268,11 +280,21 @@ def build_app(console: ConsoleView, access: Access, limiter: RateLimiter) -> ASG
             resp.set_cookie(COOKIE, access.token, httponly=True, samesite="strict", path="/")
         return resp
 
+    return [
+        Route("/", page, methods=["GET"]),
+        Route("/login", login_form, methods=["GET"]),
+        Route("/login", login, methods=["POST"]),
+    ]
+
+
+def _feed_routes(console: ConsoleView) -> list[Route]:
+    """What the page shows: the event stream (SSE), the state snapshot, the newest camera frame."""
+
     async def events(request: Request) -> Response:
         hub = console.hub
         client = hub.connect(asyncio.get_running_loop(), first=(console.info_message(),))
 
-        async def stream():  # noqa: ANN202 - an async generator of SSE text
+        async def stream():  # an async generator of SSE text
             try:
                 yield "retry: 1000\n\n"
                 while not hub.closed and not client.closed:
@@ -296,7 +318,17 @@ def build_app(console: ConsoleView, access: Access, limiter: RateLimiter) -> ASG
             return JSONResponse({"error": "no camera frame"}, 404)
         return Response(jpeg, media_type="image/jpeg", headers={"Cache-Control": "no-store"})
 
-    def control(name: str, field: str | None):  # noqa: ANN202 - a Starlette endpoint
+    return [
+        Route("/api/events", events, methods=["GET"]),
+        Route("/api/state", state, methods=["GET"]),
+        Route("/api/frame.jpg", frame, methods=["GET"]),
+    ]
+
+
+def _control_routes(console: ConsoleView) -> list[Route]:
+    """The controls: say, mute, animate, e-stop and its clearing (JSON in, JSON out)."""
+
+    def control(name: str, field: str | None):  # a Starlette endpoint
         async def endpoint(request: Request) -> Response:
             try:
                 data = await _json_body(request)
@@ -312,19 +344,10 @@ def build_app(console: ConsoleView, access: Access, limiter: RateLimiter) -> ASG
 
         return endpoint
 
-    routes = [
-        Route("/", page, methods=["GET"]),
-        Route("/login", login_form, methods=["GET"]),
-        Route("/login", login, methods=["POST"]),
-        Route("/api/events", events, methods=["GET"]),
-        Route("/api/state", state, methods=["GET"]),
-        Route("/api/frame.jpg", frame, methods=["GET"]),
+    return [
         Route("/api/say", control("say", "text"), methods=["POST"]),
         Route("/api/mute", control("mute", "muted"), methods=["POST"]),
         Route("/api/animate", control("animate", "name"), methods=["POST"]),
         Route("/api/estop", control("estop", None), methods=["POST"]),
         Route("/api/clear", control("clear", None), methods=["POST"]),
-        Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
-    return Guard(app, access, limiter)

@@ -32,8 +32,8 @@ from typing import Any
 from agent.console import snapshot
 from agent.console.hub import Hub, dumps
 from agent.events import BackgroundDone, Event, RobotCommand, RobotParked, ToolCall, ToolResult
+from hardware.perception.watcher import Vision
 from hardware.robot import Robot
-from hardware.vision import Vision
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +72,7 @@ class ConsoleFeed:
         """Forward one message; never raises."""
         try:
             self._forward(ev)
-        except Exception:  # noqa: BLE001 - the console must never stop a pipeline stage
+        except Exception:  # the console must never stop a pipeline stage
             self._failures += 1
             if self._failures in (1, 10, 100) or self._failures % 1000 == 0:
                 log.exception("console feed failed (%d times)", self._failures)
@@ -147,7 +147,7 @@ class StateTicker:
         while not self._stop.wait(self.period):
             try:
                 self.tick()
-            except Exception:  # noqa: BLE001 - a snapshot bug must not end the console
+            except Exception:  # a snapshot bug must not end the console
                 log.exception("console state snapshot failed")
 
     def close(self) -> None:

@@ -90,7 +90,7 @@ class ConsoleServer:
     def _run(self) -> None:
         try:
             self.server.run(sockets=[self.sock])
-        except BaseException as e:  # noqa: BLE001 - reported by start(); SystemExit included
+        except BaseException as e:  # reported by start(); SystemExit included
             self.error = e
 
     def start(self, timeout: float = 10.0) -> None:

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from agent.config import Config
 from hardware.config import REACHY_MINI
-from hardware.reachy_pose import HEAD_POSITION
+from hardware.perception.watcher import Vision
+from hardware.reachy_mini.pose import HEAD_POSITION
 from hardware.robot import Robot
-from hardware.vision import Vision
 
 if TYPE_CHECKING:
     from agent.memplan import BudgetVerdict
@@ -66,7 +66,7 @@ def joint_units(cfg: Config) -> dict[str, str]:
     """The unit of each configured joint's positions: ``"mm"`` or ``"deg"``.
 
     A Reachy Mini's head translations (``head_x/y/z`` on the ``reachy_mini`` driver) are
-    millimetres (:mod:`hardware.reachy_pose`); every other joint is in degrees.
+    millimetres (:mod:`hardware.reachy_mini.pose`); every other joint is in degrees.
     """
     robot = cfg.robot
     return {

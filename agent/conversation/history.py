@@ -18,13 +18,24 @@ _SAY_FIELD = re.compile(r'\s*,\s*"say"\s*:\s*"(?:[^"\\]|\\.)*(?:"|$)')
 
 
 def assistant_message(say: str, calls: list[dict[str, Any]], raw: str = "") -> dict[str, Any]:
-    """The assistant message of one round: its speech, its tool calls, and the raw text in grammar mode."""
+    """The assistant message of one round: its speech, its tool calls, and the raw text in grammar mode.
+
+    Args:
+        say: What the round said.
+        calls: ``{"name", "arguments"}`` dicts, each with the ``id`` its ``tool`` message names.
+        raw: The generated text (grammar mode: rendered as is, so the KV cache reuses it).
+    """
     msg: dict[str, Any] = {"role": "assistant", "content": say}
     if raw:
         msg["raw"] = raw
     if calls:
         msg["tool_calls"] = [
-            {"type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls
+            {
+                **({"id": c["id"]} if c.get("id") else {}),
+                "type": "function",
+                "function": {"name": c["name"], "arguments": c["arguments"]},
+            }
+            for c in calls
         ]
     return msg
 

@@ -6,14 +6,13 @@ plan into one :class:`~agent.engines.request.Decoding` for the engine and parses
 back.
 
 * :class:`GrammarRounds` — for models without a tool format (the embedded SmolLM2): the
-  reply is JSON held to a grammar built from the skills' schemas (:mod:`agent.conversation.toolgrammar`),
-  tools already called this turn left out; a movement's acknowledgement is spoken as soon as
-  its tool name is written, the call is handed out as soon as its JSON object is complete,
-  a reply without a call streams its ``say`` to speech as it is written. The request carries
-  the tool prior (the bonuses of :mod:`agent.conversation.toolprior`), the openings the grammar
-  forces after each tool name (:func:`forced_openings`, for jump-forward decoding), the tool
-  results a reply reads back (copy prior and drafting) and the previous replies it must not
-  repeat (repeat guard).
+  reply is JSON held to a grammar built from the skills' schemas
+  (:mod:`agent.conversation.toolgrammar`); what the plan says when a tool's name is written
+  (its ``ack``, else the skill's preamble) is spoken then, the call is handed out as soon as its
+  JSON object is complete, a reply without a call streams its ``say`` to speech as it is
+  written. The request carries the openings the grammar forces after each tool name
+  (:func:`forced_openings`, for jump-forward decoding) and what the plan adds (the small-model
+  profile's tool prior, copy prior, drafting and repeat guard).
 * :class:`NativeRounds` — Bolt / Gemma 4 and Hermes markup, parsed by the streaming parsers
   of :mod:`agent.toolparse` (markup and thinking never reach speech), with the thinking budget.
 
@@ -33,12 +32,12 @@ from agent.control import StopSignal
 from agent.conversation.prompt import Prompt
 from agent.conversation.toolgrammar import (
     NO_TOOL,
-    Acknowledgements,
     CallStreamer,
     SayStreamer,
     ToolNameSpotter,
     parse_reply,
     reply_schema,
+    written_parameters,
 )
 from agent.engines import ChatEngine, Decoding, Generation, Thinking
 from agent.engines.grammar import gbnf_from_schema
@@ -57,33 +56,30 @@ whole opening of a speech-only round, and forced at once when a tool round write
 
 @dataclass(frozen=True)
 class RoundPlan:
-    """What one round of a turn may do (decided by the turn loop).
+    """What one round of a turn may do (decided by the turn loop and its profile's rules).
 
     Attributes:
         allow_tools: Offer tools (else speech only).
-        bonuses: Tool prior: tool name → logit bonus where the name is written (grammar mode).
-        done: Tools left out of the grammar (called earlier this turn, or not wanted now).
-        said: What earlier rounds of the turn said (not offered again as an acknowledgement).
+        think: Reason first (native formats; the prompt was rendered with the block open).
         temperature: Sampling temperature (None: the configured one; 0: greedy).
-        copy_from: Tool results this round reads back (copy prior, drafting).
+        bonuses: Tool prior: tool name → logit bonus where the name is written (grammar mode).
+        done: Tools left out of the grammar (grammar mode: not wanted now).
+        copy_from: Tool results this round reads back (copy prior, drafting; grammar mode).
         avoid: Earlier replies this round must not repeat word for word (repeat guard).
         examples: Example replies of the system prompt, never to be copied (repeat guard).
-        think: Reason first (native formats; the prompt was rendered with the block open).
-        no_ack: Tools whose call gets no acknowledgement: they cannot work now (the robot's
-            emergency stop is latched, or the words say no length a skill needs), and the
-            reason their call fails is said instead ("For how long?").
+        ack: What the robot says the moment the model writes a skill's name (grammar mode), ""
+            for nothing; None says the skill's own ``preamble``.
     """
 
     allow_tools: bool = True
+    think: bool = False
+    temperature: float | None = None
     bonuses: Mapping[str, float] = field(default_factory=dict)
     done: frozenset[str] = frozenset()
-    said: frozenset[str] = frozenset()
-    temperature: float | None = None
     copy_from: tuple[str, ...] = ()
     avoid: tuple[str, ...] = ()
-    think: bool = False
     examples: tuple[str, ...] = ()
-    no_ack: frozenset[str] = frozenset()
+    ack: Callable[[Skill], str] | None = None
 
 
 @dataclass(frozen=True)
@@ -116,16 +112,20 @@ class GrammarRounds:
         model: The chat model.
         registry: Skills (the grammar's tool names and argument schemas).
         cfg: ``[llm]`` (the priors' bonus and penalty).
+        read_from_words: Each skill's ``from_words`` parameters are left out of the grammar
+            (the small-model profile reads them from the user's words).
     """
 
-    def __init__(self, model: ChatEngine, registry: SkillRegistry, cfg: LLMConfig) -> None:
+    def __init__(
+        self, model: ChatEngine, registry: SkillRegistry, cfg: LLMConfig, read_from_words: bool = False
+    ) -> None:
         self.model, self.registry, self.cfg = model, registry, cfg
-        self.acks = Acknowledgements()
+        self.read_from_words = read_from_words
 
     def grammar(self, allow_tools: bool, exclude: frozenset[str] = frozenset()) -> str:
         """GBNF of a round's reply; tools in ``exclude`` are left out."""
         skills = [s for s in self.registry.skills.values() if s.name not in exclude]
-        return gbnf_from_schema(reply_schema(skills, allow_tools and bool(skills)))
+        return gbnf_from_schema(reply_schema(skills, allow_tools and bool(skills), self.read_from_words))
 
     def request(self, prompt: Prompt, plan: RoundPlan) -> Decoding:
         """The round's request to the engine: grammar, forced openings, priors, drafting.
@@ -145,7 +145,7 @@ class GrammarRounds:
             template_vars=prompt.template_vars,
             grammar=self.grammar(plan.allow_tools, plan.done),
             prefix=REPLY_OPENING if plan.allow_tools else REPLY_OPENING + SAY_OPENING,
-            forced=forced_openings(offered) if plan.allow_tools else (),
+            forced=forced_openings(offered, self.read_from_words) if plan.allow_tools else (),
             tool_bonuses=dict(plan.bonuses) if plan.allow_tools else {},
             tool_names=(*(s.name for s in offered), NO_TOOL),
             copy_from=as_written if cfg.copy_prior_bonus else (),
@@ -157,6 +157,24 @@ class GrammarRounds:
             # The result a reply reads back is also its draft (greedy rounds: the engine checks).
             draft=bool(as_written and cfg.copy_prior_bonus),
         )
+
+    def _acknowledge(self, names: ToolNameSpotter, text: str, plan: RoundPlan, io: RoundIO) -> str:
+        """Once the tool's name is written: say what the plan says then (``ack``, else the preamble).
+
+        Returns:
+            What was said ("" for nothing, or while the name is not whole yet).
+        """
+        skill = self.registry.skills.get(names.feed(text) or "")
+        if skill is None:
+            return ""
+        # A slow look-up says its preamble while it runs (the small profile: a movement its
+        # acknowledgement while it starts).
+        ack = plan.ack(skill) if plan.ack is not None else skill.preamble
+        if ack and io.on_text:
+            io.on_text(ack)
+        if ack and io.on_utterance:
+            io.on_utterance()
+        return ack
 
     def run(self, prompt: Prompt, gen: Generation, plan: RoundPlan, io: RoundIO) -> RoundOutput:
         """Generate one round; the ``say`` text streams to ``io.on_text`` while it is written.
@@ -185,16 +203,7 @@ class GrammarRounds:
         )
         for piece in self.model.stream(self.request(prompt, plan), gen, stop):
             if plan.allow_tools and names.name is None:
-                name = names.feed(gen.text)
-                skill = self.registry.skills.get(name or "")
-                # A movement: say so while it starts; a slow look-up: its preamble while it runs.
-                # (Not "Sure!" before "My emergency stop is on, so I cannot move": a new user's chat.)
-                if skill is not None and (not skill.follow_up or skill.preamble) and name not in plan.no_ack:
-                    ack = skill.preamble or self.acks.next(plan.said)
-                    if io.on_text:
-                        io.on_text(ack)
-                    if io.on_utterance:
-                        io.on_utterance()
+                ack = self._acknowledge(names, gen.text, plan, io) or ack
             if not spotter.done:
                 call = spotter.feed(piece)
                 if call is not None and io.on_call is not None:
@@ -224,7 +233,7 @@ class GrammarRounds:
         return say, calls, problem
 
 
-def forced_openings(skills: list[Skill]) -> tuple[str, ...]:
+def forced_openings(skills: list[Skill], read_from_words: bool = False) -> tuple[str, ...]:
     """The openings a tool round's reply takes, up to where the grammar next leaves a choice.
 
     After ``{"call": {"tool": "NAME`` the grammar of :func:`~agent.conversation.toolgrammar.reply_schema`
@@ -239,13 +248,14 @@ def forced_openings(skills: list[Skill]) -> tuple[str, ...]:
 
     Args:
         skills: The tools the round's grammar offers.
+        read_from_words: Parameters read from the user's words are not written (:func:`written_parameters`).
 
     Returns:
         One opening per tool and one for ``none``, each starting with :data:`REPLY_OPENING`.
     """
     tails = {NO_TOOL: SAY_OPENING[len(NO_TOOL) :]}
     for s in skills:
-        params = s.grammar_parameters  # what the model writes (from_words: read from the words)
+        params = written_parameters(s, read_from_words)
         props = params.get("properties", {})
         required = [k for k in props if k in params.get("required", [])]
         tail = '", "arguments": {'
@@ -278,7 +288,9 @@ class NativeRounds:
             prompt: The rendered prompt.
             gen: Receives the round's text and timings (``extra["thinking"]``: the budget's stats).
             plan: What the round may do (``think``, ``temperature``).
-            io: Where speech goes (``on_text``) and what stops the round (``speech_done``).
+            io: Where speech goes (``on_text``) and what stops it: a barge-in (``barge_in``) stops
+                the round at once; the reply cap (``speech_done``) ends the words only, so a call
+                the model writes after them still comes (the round stops at the next words).
 
         Returns:
             ``(speech, calls, problem)``.
@@ -311,19 +323,25 @@ class NativeRounds:
         text: list[str] = []
         calls: list[dict[str, Any]] = []
         problems: list[str] = []
+        # The reply cap ends the words, not the round: a call written after them still runs.
+        halt = StopSignal(*(s for s in (io.barge_in,) if s is not None))
 
         def handle(evs: list[Any]) -> None:
             for ev in evs:
                 if isinstance(ev, TextDelta):
+                    if io.speech_done is not None and io.speech_done.is_set():
+                        halt.set("reply cap")  # more words past the cap: nothing more is wanted
+                        continue
                     text.append(ev.text)
                     if io.on_text:
                         io.on_text(ev.text)
                 elif isinstance(ev, ParsedToolCall):
-                    calls.append({"name": ev.name, "arguments": ev.arguments})
+                    made = {"name": ev.name, "arguments": ev.arguments}
+                    calls.append({**made, "id": ev.id} if ev.id else made)
                 elif isinstance(ev, ToolCallError):
                     problems.append(ev.message)
 
-        for piece in self.model.stream(request, gen, io.speech_done):
+        for piece in self.model.stream(request, gen, halt):
             handle(parser.feed(piece))
         handle(parser.close())
         return "".join(text).strip(), calls, "; ".join(problems)

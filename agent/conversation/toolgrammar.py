@@ -1,27 +1,18 @@
 """Tool calling for models without a native tool format: grammar-constrained JSON.
 
-Small models such as the embedded SmolLM2-135M have no tool-call markup of their own. For
-them the reply is constrained by a llama.cpp grammar built from the registered skills' JSON
-schemas, so the output is always parseable and only names real tools::
+Models with no tool-call markup of their own (the embedded stand-in SmolLM2-135M) reply in JSON
+held to a llama.cpp grammar built from the registered skills' JSON schemas, so the output is
+always parseable and only names real tools::
 
     {"call": {"tool": "wave", "arguments": {"hand": "right"}}, "say": "Hello there!"}
 
-The call comes first so the model decides on an action before it talks (and the tool prior
-below acts on that choice); ``say`` is what the robot speaks, in a reply that calls nothing
-(``"tool": "none"``). A tool reply is the call alone. For a skill declared ``follow_up=False``
-(a movement) the robot says a short acknowledgement ("Sure!", :data:`ACKNOWLEDGEMENTS`) the
-moment the tool's *name* is written (:class:`ToolNameSpotter`), while the model is still
-writing the arguments, and the call runs as soon as its object is complete
-(:class:`CallStreamer`): speech starts a few tokens into the round and the arm moves with it.
-A data skill's result is spoken in the next round. Measured here: with this grammar even the
-135M model picks the right tool for simple commands. The tools are described in the system
-prompt in a compact, signature-like form (the template of such models has no tool slot).
-
-A 135M model still picks tools almost at random from names alone (measured on the command
-fixtures: 4 of 10). :class:`~agent.engines.priors.ToolChoicePrior` adds a logit bonus, only at
-the position where the tool name is written, to tools whose name or declared keywords the user actually said
-(:mod:`agent.conversation.toolprior`); the grammar keeps every choice valid and the model still fills in
-arguments and speech.
+The call comes first so the model decides on an action before it talks; ``say`` is what the
+robot speaks, in a reply that calls nothing (``"tool": "none"``). A tool reply is the call
+alone, and the call runs as soon as its object is complete (:class:`CallStreamer`), while the
+round still streams; :class:`ToolNameSpotter` sees the tool's name as soon as it is written (a
+skill's ``preamble``, and the small-model profile's acknowledgements, are said then). The tools
+are described in the system prompt in a compact, signature-like form (such templates have no
+tool slot). The small-model profile biases the choice of tool (:mod:`agent.conversation.small`).
 """
 
 from __future__ import annotations
@@ -34,15 +25,21 @@ from agent.skills import Skill
 
 NO_TOOL = "none"
 SAY_MAX_CHARS = 160
-ACKNOWLEDGEMENTS = ("Sure!", "Okay!", "All right!", "Of course!", "On it!", "Here I go!")
-"""What the robot says with a call that needs no follow-up. Free text there wandered on
-SmolLM2-135M (measured: "Sure! Here's a little joke about your tool." while waving, "You can't
-do that!" while setting a timer); a short acknowledgement is always right. When the model
-picked one from a grammar enum it cost ~10 more tokens before the first audio, and the choice
-carried no meaning, so the turn loop picks it (:meth:`ToolNameSpotter.feed`)."""
 
 
-def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any]:
+def written_parameters(skill: Skill, read_from_words: bool) -> dict[str, Any]:
+    """The JSON schema of what the model writes for ``skill``.
+
+    With ``read_from_words`` (the small-model profile) the skill's ``from_words`` parameters are
+    left out (:attr:`~agent.skills.Skill.grammar_parameters`): they are read from the user's
+    words. Otherwise every parameter.
+    """
+    return skill.grammar_parameters if read_from_words else skill.parameters
+
+
+def reply_schema(
+    skills: list[Skill], allow_tools: bool = True, read_from_words: bool = False
+) -> dict[str, Any]:
     """JSON schema of one grammar-constrained reply: a tool call, or speech.
 
     ``{"call": {"tool": NAME, "arguments": {...}}}`` calls a skill. For a skill with follow-up
@@ -55,6 +52,7 @@ def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any
     Args:
         skills: Tools the model may call.
         allow_tools: False gives the speech-only variant, used on the last round.
+        read_from_words: Parameters read from the user's words are not written (:func:`written_parameters`).
 
     Returns:
         A JSON schema object for ``LlamaGrammar.from_json_schema``.
@@ -62,7 +60,11 @@ def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any
     say = {"type": "string", "minLength": 2, **({"maxLength": SAY_MAX_CHARS} if SAY_MAX_CHARS else {})}
     variants: list[dict[str, Any]] = []
     for s in skills if allow_tools else []:
-        args = {k: v for k, v in s.grammar_parameters.items() if k in ("type", "properties", "required")}
+        args = {
+            k: v
+            for k, v in written_parameters(s, read_from_words).items()
+            if k in ("type", "properties", "required")
+        }
         args.setdefault("type", "object")
         call = {
             "type": "object",
@@ -88,11 +90,15 @@ def _param_text(name: str, prop: dict[str, Any]) -> str:
     return name
 
 
-def tools_prompt(skills: list[Skill]) -> str:
-    """System-prompt text listing the tools (one compact line each) and the reply format."""
+def tools_prompt(skills: list[Skill], read_from_words: bool = False) -> str:
+    """System-prompt text listing the tools (one compact line each) and the reply format.
+
+    ``read_from_words``: parameters read from the user's words are not listed (:func:`written_parameters`).
+    """
     lines = ["Tools:"]
     for s in skills:
-        params = ", ".join(_param_text(k, v) for k, v in s.grammar_parameters.get("properties", {}).items())
+        props = written_parameters(s, read_from_words).get("properties", {})
+        params = ", ".join(_param_text(k, v) for k, v in props.items())
         lines.append(f"- {s.name}({params}): {s.description}")
     lines.append(f"- {NO_TOOL}: just talk.")
     lines.append(
@@ -211,20 +217,6 @@ class CallStreamer:
         if not self.done:
             return ""
         return "" if "}" in text[self._end + 1 :] else "}"
-
-
-class Acknowledgements:
-    """Picks what the robot says with a movement: :data:`ACKNOWLEDGEMENTS` in turn, skipping what was said."""
-
-    def __init__(self, choices: tuple[str, ...] = ACKNOWLEDGEMENTS) -> None:
-        self.choices = choices
-        self.given = 0
-
-    def next(self, said: frozenset[str] = frozenset()) -> str:
-        """The next acknowledgement not in ``said`` (any, when all were said)."""
-        fresh = [a for a in self.choices if a not in said] or list(self.choices)
-        self.given += 1
-        return fresh[(self.given - 1) % len(fresh)]
 
 
 class ToolNameSpotter:

@@ -140,6 +140,12 @@ def _openai(cfg: LLMConfig, path: Path | None, arbiter: CpuArbiter | None, visio
         raise LLMError(
             '[llm.openai] api = "completions" renders the prompt locally: set [llm] model to the GGUF'
         )
+    extensions = oa.llama_cpp_extensions
+    if extensions == "auto":
+        from agent.engines.remote.http import is_llama_server
+
+        extensions = is_llama_server(oa.url, headers)
+        log.info("model server %s: llama.cpp's extensions %s", oa.url, "on" if extensions else "off")
     return ServerChatModel(
         load_vocab(path, cfg),
         cfg,
@@ -147,7 +153,7 @@ def _openai(cfg: LLMConfig, path: Path | None, arbiter: CpuArbiter | None, visio
         api,
         headers=headers,
         model_name=oa.model_name,
-        extensions=oa.llama_cpp_extensions,
+        extensions=bool(extensions),
         timeout_s=oa.request_timeout_s,
         tool_choice=oa.tool_choice,
         vision=vision.remote,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -75,6 +76,11 @@ class ChatEngine(Protocol):
         has_template: The GGUF carries its own template.
         architecture: ``general.architecture`` ("" when unknown).
         n_ctx: Context length, tokens.
+        model_bytes: Size of the model's GGUF, bytes (0: no local file); ``[llm] profile =
+            "auto"`` reads it (:func:`agent.conversation.policy.choose_profile`).
+        server_tools: The engine sends the messages and tools to a server that renders them and
+            parses the calls itself (an OpenAI-compatible ``chat`` api); the reply's calls come
+            back as structured ``tool_calls``.
         vision: Rounds may carry images (:attr:`~agent.engines.request.Decoding.images`): a
             vision projector is loaded (embedded), passed to the server (``llama-server``), or
             the remote server says it takes images (``openai``). A round with images on an
@@ -85,6 +91,8 @@ class ChatEngine(Protocol):
     has_template: bool
     architecture: str
     n_ctx: int
+    model_bytes: int
+    server_tools: bool
     vision: bool
 
     def render(
@@ -129,8 +137,8 @@ class ChatEngine(Protocol):
         """
         ...
 
-    def warmup(self, prompt: str) -> float:
-        """Evaluate a prompt once; returns ms."""
+    def warmup(self, request: Decoding) -> float:
+        """Evaluate a round's prompt once (two tokens generated); returns ms."""
         ...
 
     def close(self) -> None:
@@ -142,6 +150,8 @@ class Completions:
     """``complete``, ``prefill`` and ``warmup`` in terms of ``stream`` (every engine's base)."""
 
     vision: bool = False
+    server_tools: bool = False
+    model_bytes: int = 0
 
     def stream(self, request: Decoding, gen: Generation, stop: StopSignal | None = None) -> Iterator[str]:
         """Generate one round's text pieces, filling ``gen`` (each engine implements it)."""
@@ -166,12 +176,16 @@ class Completions:
         """
         return 0
 
-    def warmup(self, prompt: str) -> float:
-        """Evaluate a representative prompt once (fills the KV cache, pays first-batch costs); returns ms.
+    def warmup(self, request: Decoding) -> float:
+        """Evaluate a representative round once (fills the KV cache, pays first-batch costs); returns ms.
+
+        Args:
+            request: A round as a turn would send it (its prompt, and its messages and tools for
+                an engine that renders on the server); two tokens are generated.
 
         Raises:
             LLMError: as :meth:`stream`.
         """
         t0 = time.perf_counter()
-        self.complete(Decoding(prompt, max_tokens=2))
+        self.complete(dataclasses.replace(request, max_tokens=2))
         return (time.perf_counter() - t0) * 1000.0

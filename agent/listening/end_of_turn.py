@@ -44,7 +44,7 @@ them): Smart Turn starts ``[turn] smart_turn_ms`` (32 ms) into the pause
 (:meth:`EndOfTurnJudge.hear`), while the CPU would only wait for the transcript started at
 ``early_asr_ms``, so its 50 ms add nothing to the verdict.
 
-Measured again on the turn-taking set of ``bench --turns`` (:mod:`agent.bench.turn_set`: piper and
+Measured again on the turn-taking set of ``bench --turns`` (:mod:`tools.bench.turn_set`: piper and
 espeak-ng voices, pauses inside one sentence), with both signals computed at every pause: a
 Smart Turn veto on the text's "finished" (hold when Smart Turn < 0.5) would have held 7 of 32
 plain commands (5 under 0.2, espeak-ng's flat prosody and piper alike) and only 1 of the 8

@@ -4,9 +4,12 @@ Semantic endpointing asks this after a short silence: a finished turn ends at on
 unfinished one waits for more speech (up to a longer silence). The model is Smart Turn v3.2
 (pipecat-ai/smart-turn, BSD-2-Clause, Daily): a Whisper-based classifier, CPU int8 ONNX of
 8,679,182 bytes, shipped inside the ``pipecat-ai`` wheel (1.14.0) at
-``pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx``. :func:`find_smart_turn_model`
-finds that file through ``importlib.util.find_spec("pipecat")`` without importing pipecat (its
-modules import loguru; its dependencies include numba and aiohttp; we need none of them).
+``pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx``. We need that file, not the
+framework (its modules import loguru; its dependencies include numba and aiohttp): ``launch/setup.sh``
+downloads the wheel and unpacks only the file, with pipecat's licence, into the environment's
+:data:`UNPACKED` folder (``.venv/share/bolt-agent/smart-turn/``, which travels with the
+installation: a system service finds it too). :func:`find_smart_turn_model` looks in an installed
+``pipecat`` package first (through ``importlib.util.find_spec``, without importing it), then there.
 
 Input preparation follows pipecat 1.14.0 exactly
 (``pipecat/audio/turn/smart_turn/local_smart_turn_v3.py``,
@@ -32,7 +35,7 @@ speech start up to the current frame (``base_smart_turn.py``,
 ``BaseSmartTurn._process_speech_segment``), so the short trailing silence the VAD has already
 seen is part of the input; do the same.
 
-Checked here: on the 11 shared fixture clips (10 espeak-ng commands, jfk.flac) these features
+Checked here: on the 11 test data clips (``tests/data``: 10 espeak-ng commands, jfk.flac) these features
 differ from pipecat's ``compute_whisper_log_mel_features`` by at most 1.1e-5 (asserted < 1e-4 in
 ``tests/test_smart_turn.py``) and from transformers 5.24's ``WhisperFeatureExtractor(chunk_length=8)``
 by at most 1.1e-5 (pipecat's own copy: 1.2e-7); the model's probabilities agree to 5 decimals.
@@ -50,6 +53,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,7 +87,13 @@ PACKAGE_DIST = "pipecat-ai"
 """The PyPI distribution that ships the model (import name ``pipecat``), 1.14.0 or later."""
 MODEL_IN_PACKAGE = "audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"
 """Path of the ONNX file inside the ``pipecat`` package folder."""
-INSTALL_HINT = f"pip install --no-deps '{PACKAGE_DIST}>=1.14.0'"
+UNPACKED = Path(sys.prefix) / "share" / "bolt-agent" / "smart-turn"
+"""Where ``launch/setup.sh`` unpacks the model from the wheel, as pipecat's ``smart_turn`` folder is
+laid out (``data/smart-turn-v3.2-cpu.onnx``, ``_whisper_features.py``, pipecat's ``LICENSE``)."""
+INSTALL_HINT = (
+    f"bash launch/setup.sh run (it unpacks the file from the {PACKAGE_DIST} 1.14.0 wheel into "
+    f"{UNPACKED}), or set [turn] smart_turn_model to the file"
+)
 
 _NORM_EPS = 1e-7  # transformers' zero_mean_unit_var_norm, copied by pipecat's _whisper_features.py
 
@@ -92,21 +102,25 @@ class EndOfTurnModelMissing(FileNotFoundError):
     """The Smart Turn ONNX file is absent; the message says what to install or fix."""
 
 
-def find_smart_turn_model() -> Path | None:
-    """Locate the Smart Turn v3.2 ONNX shipped in the ``pipecat-ai`` package, without importing it.
+def find_smart_turn_model(unpacked: Path = UNPACKED) -> Path | None:
+    """Locate the Smart Turn v3.2 ONNX: in an installed ``pipecat`` package, else where set-up unpacked it.
+
+    The package is found without importing it (``importlib.util.find_spec`` runs none of its code).
+
+    Args:
+        unpacked: The folder ``launch/setup.sh`` unpacks the model into (:data:`UNPACKED`).
 
     Returns:
-        Path of ``smart-turn-v3.2-cpu.onnx``, or None when pipecat-ai is not installed or the
-        installed release has no such file (1.14.0 has it).
+        Path of ``smart-turn-v3.2-cpu.onnx``, or None when neither holds it.
     """
     spec = importlib.util.find_spec("pipecat")  # finds the top-level package; runs none of its code
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    for base in spec.submodule_search_locations:
+    bases = list(spec.submodule_search_locations or []) if spec is not None else []
+    for base in bases:
         path = Path(base) / MODEL_IN_PACKAGE
         if path.is_file():
             return path
-    return None
+    path = unpacked / "data" / Path(MODEL_IN_PACKAGE).name
+    return path if path.is_file() else None
 
 
 @functools.lru_cache(maxsize=1)
@@ -168,8 +182,8 @@ class SmartTurn:
         threads: onnxruntime intra-op threads (pipecat's ``cpu_count``, default 1).
 
     Raises:
-        EndOfTurnModelMissing: the file does not exist (or, with ``model_path=None``,
-            pipecat-ai >= 1.14.0 is not installed); the message names the install command.
+        EndOfTurnModelMissing: the file does not exist (or, with ``model_path=None``, neither
+            pipecat-ai >= 1.14.0 nor the unpacked file is here); the message says how to get it.
         RuntimeError: onnxruntime cannot load the file (not an ONNX model).
 
     Attributes:
@@ -182,16 +196,15 @@ class SmartTurn:
             found = find_smart_turn_model()
             if found is None:
                 raise EndOfTurnModelMissing(
-                    f"Smart Turn v3.2 end-of-turn model not found: the {PACKAGE_DIST} package "
-                    f"(>= 1.14.0) ships it at pipecat/{MODEL_IN_PACKAGE}; install it with "
-                    f"{INSTALL_HINT}"
+                    f"Smart Turn v3.2 end-of-turn model not found: the {PACKAGE_DIST} wheel (>= 1.14.0) "
+                    f"ships it at pipecat/{MODEL_IN_PACKAGE}; get it with {INSTALL_HINT}"
                 )
             model_path = found
         model_path = Path(model_path).expanduser()
         if not model_path.is_file():
             raise EndOfTurnModelMissing(
                 f"Smart Turn end-of-turn model not found: {model_path}; fix the path, or leave it "
-                f"unset to use the one in {PACKAGE_DIST} ({INSTALL_HINT})"
+                f"unset to use the one from {PACKAGE_DIST} (set-up unpacks it: {INSTALL_HINT})"
             )
         import onnxruntime as ort
 

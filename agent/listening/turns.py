@@ -86,7 +86,7 @@ def stop_command(
         phrases: Stop phrases ("stop", "be quiet", ...).
         max_words: Transcripts with more words are not stop commands (the model handles them).
         other_things: Words that name something else to end ("timer": "stop the timer" is for
-            the timer, not the body; ``agent.conversation.toolprior.things_to_end``): a
+            the timer, not the body; ``agent.listening.skill_words.things_to_end``): a
             transcript with one of them is not a stop command (the model handles it).
 
     """

@@ -3,7 +3,7 @@
 Split by concern: :mod:`.shape` (reading a GGUF header), :mod:`.gemma4` (Gemma 4 tensor
 layouts and Bolt E4B's published shape), :mod:`.llm` (llama.cpp's weights / KV / compute
 sizing), :mod:`.components` (Python, ASR, TTS, end-of-turn models), :mod:`.draft` (the
-speculative-decoding drafter), :mod:`.vision` (the OpenCV layer and the vision-language model
+speculative-decoding drafter), :mod:`.vision_plan` (the OpenCV layer and the vision-language model
 of ``[vision] describer = "vlm"``, with :mod:`.projector` for ``mmproj`` files and
 :mod:`.vlm_shapes` for published shapes), :mod:`.options` (the vision choices side by side),
 :mod:`.devices` (board profiles and
@@ -32,7 +32,7 @@ from agent.memplan.plan import (
 from agent.memplan.projector import ImageTokens, ProjectorError, ProjectorShape, image_tokens, read_projector
 from agent.memplan.report import plan_json, plan_table
 from agent.memplan.shape import ModelShape, ShapeError, read_gguf_shape
-from agent.memplan.vision import VisionPlan, plan_vision
+from agent.memplan.vision_plan import VisionPlan, plan_vision
 
 __all__ = [
     "PROFILES",

@@ -277,7 +277,7 @@ def other_components(
     main_model: Path | None = None,
     main_mapped: int = 0,
 ) -> list[Line]:
-    """Rows for the Python runtime, ASR, TTS and the end-of-turn models (vision: :mod:`agent.memplan.vision`).
+    """Rows for the Python runtime, ASR, TTS and end-of-turn models (vision: :mod:`.vision_plan`).
 
     Args:
         cfg: The whole :class:`~agent.config.Config`.

@@ -5,7 +5,7 @@
 (``[vision.vlm] engine = "chat"``: its projector beside it, as the agent loads it: a vision-only
 copy, any audio encoder in the file left out) and a separate 2B VLM (``engine =
 "llama-server"``: Cosmos Reason 2 2B unless ``[vision.vlm] model`` names another, with flash
-attention on as :func:`agent.config.vision.vlm_server_llm` starts it). The engine the config
+attention on as :func:`agent.config.vlm.vlm_server_llm` starts it). The engine the config
 names keeps its own files and settings; the others are planned from published shapes. Each is a
 full :func:`~agent.memplan.plan.plan_config` with its verdict
 (:func:`~agent.memplan.plan.check_budget`), so ``n_ctx = "fit"`` and the fixes see the vision

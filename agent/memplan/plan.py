@@ -1,7 +1,7 @@
 """The memory plan of a whole robot config on a device, its verdict, and ``n_ctx = "fit"``.
 
 :func:`plan_config` adds up the LLM (:mod:`agent.memplan.llm`), the other components
-(:mod:`agent.memplan.components`), vision (:mod:`agent.memplan.vision`: OpenCV and any
+(:mod:`agent.memplan.components`), vision (:mod:`agent.memplan.vision_plan`: OpenCV and any
 vision-language model) and the GPU runtime, and compares the total with the
 device's budget (:mod:`agent.memplan.devices`; on unified memory every byte counts against
 the one DRAM). When the plan is over budget, :func:`check_budget` re-plans with each fix
@@ -34,7 +34,7 @@ from agent.memplan.draft import DraftPlan, plan_draft, server_outputs
 from agent.memplan.gemma4 import BOLT_E4B, gemma4_shape, q4_k_m_types
 from agent.memplan.llm import LAZY_RESIDENT_SHARE, GiB, LLMMemory, LLMSettings, MiB, llm_memory
 from agent.memplan.shape import ModelShape, ShapeError
-from agent.memplan.vision import VisionPlan, plan_vision
+from agent.memplan.vision_plan import VisionPlan, plan_vision
 from agent.models import BOLT_E4B_REF
 
 if TYPE_CHECKING:

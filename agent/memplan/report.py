@@ -14,7 +14,7 @@ from typing import Any
 
 from agent.memplan.llm import GiB, MiB
 from agent.memplan.plan import Plan
-from agent.memplan.vision import VisionPlan
+from agent.memplan.vision_plan import VisionPlan
 
 __all__ = ["plan_json", "plan_table"]
 

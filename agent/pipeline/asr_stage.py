@@ -31,7 +31,6 @@ import numpy as np
 
 from agent.config import LiveConfig
 from agent.control import ReleaseGate
-from agent.conversation.toolprior import things_to_end
 from agent.events import (
     Error,
     Event,
@@ -48,6 +47,7 @@ from agent.events import (
 )
 from agent.listening.echo import EchoGate
 from agent.listening.end_of_turn import is_hesitation, starts_as_continuation
+from agent.listening.skill_words import things_to_end
 from agent.listening.turns import Attention, echo_of, stop_command
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
 from agent.pipeline.turnbook import TurnBook

@@ -1,8 +1,8 @@
 """The camera's comings and goings as events: one error per outage, one notice when it is back.
 
-:class:`~hardware.camera.Camera` calls its status callback on every change of state or message
+:class:`~hardware.camera.capture.Camera` calls its status callback on every change of state or message
 (the retries of one outage find different reasons); people need one line per outage. A camera
-missing at the start is reported by :func:`~hardware.vision.build_vision`'s messages, so only
+missing at the start is reported by :func:`~hardware.perception.watcher.build_vision`'s messages, so only
 a camera lost after the start is an error here.
 """
 

@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING
 from agent.config import Config
 from agent.control import CpuArbiter
 from agent.conversation import Conversation
-from agent.conversation.toolprior import things_to_end
 from agent.engines import ChatEngine, make_chat_model
 from agent.events import Error, Event, Notice, Ready, RobotCommand, RobotParked, SceneDescribed
 from agent.listening.end_of_turn import EndOfTurnJudge
+from agent.listening.skill_words import things_to_end
 from agent.models import resolve_model
 from agent.pipeline.camera_news import CameraNews
 from agent.pipeline.queues import TurnGate
@@ -35,8 +35,9 @@ from agent.state.timers import TimerBook
 from agent.vision.build import build_narrator, chat_projector
 from agent.vision.narrator import SceneNarrator
 from hardware.factory import build_robot
+from hardware.perception.watcher import SceneChange, Vision, build_vision
+from hardware.registry import camera_sources
 from hardware.robot import Robot
-from hardware.vision import SceneChange, Vision, build_vision
 
 if TYPE_CHECKING:
     from agent.state.keep import AgentState
@@ -67,6 +68,7 @@ class AgentCore:
         arbiter: Shares the CPU between speech synthesis and the chat model's decoding.
         narrator: The vision-language layer (descriptions in words), or None.
         state: What is kept across restarts (:mod:`agent.state`), or None (``build_core(state=False)``).
+        closers: Called last by :meth:`close` (the command line's e-stop socket).
     """
 
     cfg: Config
@@ -87,6 +89,7 @@ class AgentCore:
     arbiter: CpuArbiter = field(default_factory=CpuArbiter)
     narrator: SceneNarrator | None = None
     state: AgentState | None = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
 
     def warmup(self) -> None:
         """Warm ASR, LLM (static prompt prefix into the KV cache) and TTS; emits ``ready``."""
@@ -95,7 +98,8 @@ class AgentCore:
         if self.cfg.llm.warmup:
             self.conversation.warmup()
         self.tts.warmup()
-        self.emit(Ready(-1, round(self.load_ms + (time.perf_counter() - t0) * 1000.0, 1)))
+        load_ms = round(self.load_ms + (time.perf_counter() - t0) * 1000.0, 1)
+        self.emit(Ready(-1, load_ms, self.conversation.profile, self.conversation.format))
 
     def state_line(self) -> str | None:
         """Dynamic app state for the newest user turn, or None: the scene, what the user told the robot.
@@ -125,21 +129,33 @@ class AgentCore:
             self.state.keep_history(self.conversation.history)
 
     def close(self) -> None:
-        """Stop background skills and the camera, park the robot at neutral and switch torque off.
+        """Park the robot first (its motors off soonest), then stop background skills and the camera.
 
+        Parking is the body's own (neutral and torque off, a Reachy Mini's sleep pose); the
+        ``robot_parked`` message says where it parked, read back where the body can tell.
         Pending timers stay in the state store (a shutdown is no cancellation); it is closed last.
         """
         self.ctx.shutdown.set()
+        self.robot.close()
         if self.narrator is not None:
             self.narrator.close()
         if self.vision is not None:
             self.vision.close()
-        self.robot.close()
         if self.end_of_turn is not None:
             self.end_of_turn.close()
-        self.emit(RobotParked(-1, self.robot.positions(), self.robot.torque_on))
+        self.emit(parked_event(self.robot))  # the last word, once everything else has closed
         if self.state is not None:
             self.state.close()
+        for close in self.closers:
+            close()
+
+
+def parked_event(robot: Robot) -> RobotParked:
+    """The ``robot_parked`` message of a closed robot: where it parked and its motors, read back."""
+    rep = robot.parked
+    if rep is None:
+        return RobotParked(-1, robot.positions(), robot.torque_on)
+    return RobotParked(-1, rep.positions, bool(rep.motors_on), rep.pose, rep.read_back)
 
 
 NOT_HOTWORDS = frozenset(
@@ -173,7 +189,7 @@ def hotwords(cfg: Config, registry: SkillRegistry, animations: list[str]) -> lis
     Returns:
         Lower-case words, each once, in order.
     """
-    from agent.conversation.toolprior import STOPWORDS
+    from agent.listening.skill_words import STOPWORDS
 
     skip = STOPWORDS | NOT_HOTWORDS
     words: list[str] = []
@@ -213,7 +229,8 @@ def build_core(
     t0 = time.perf_counter()
 
     def on_robot_command(joint: str, deg: float, t_ms: float) -> None:
-        # The turn whose gesture sends it (a wave outlives the turn that started it).
+        # Every body's joint commands, from its safety layer. The turn whose gesture sends it (a
+        # wave outlives the turn that started it).
         tag = robot.sending_tag
         emit(RobotCommand(tag if isinstance(tag, int) else -1, joint, deg, round(t_ms, 1)))
 
@@ -230,7 +247,8 @@ def build_core(
             emit(Notice(-1, f"robot: {name} is back online{': ' + message if message else ''}"))
 
     robot_ref: list[Robot] = []
-    robot, robot_msgs = build_robot(cfg.robot, on_robot_command, on_status=on_driver_status)
+    robot, robot_msgs = build_robot(cfg.robot, on_status=on_driver_status)
+    robot.on_command = on_robot_command  # after the wake-up move at start: that one is nobody's turn
     robot_ref.append(robot)
     vision: Vision | None = None
     try:
@@ -260,7 +278,7 @@ def build_core(
             cfg.camera,
             cfg.vision,
             on_change=scene_changes.put,
-            reachy=cfg.robot.reachy_mini,
+            named=camera_sources(cfg.robot),
             on_status=camera_news,
         )
         camera_news.started = True
@@ -365,12 +383,12 @@ def _fan_out(*listeners: Callable[[SceneChange], None] | None) -> Callable[[Scen
 def _park(robot: Robot, vision: Vision | None, emit: Callable[[Event], None]) -> None:
     """Close the camera and park the robot of a core that could not be built."""
     try:
+        robot.close()
         if vision is not None:
             vision.close()
-        robot.close()
-    except Exception:  # noqa: BLE001 - the build's own error is the one to report
+    except Exception:  # the build's own error is the one to report
         log.exception("parking the robot after a failed start failed")
-    emit(RobotParked(-1, robot.positions(), robot.torque_on))
+    emit(parked_event(robot))
 
 
 def build_end_of_turn(

@@ -10,7 +10,7 @@ its own source and sink::
            ─Utterance/TextIn─▶ ASR stage (transcribe, echo/stop/wake checks)
            ─UserTurn─▶ turn driver (model, tools, robot; background results, greetings)
            ─ReplyDelta/ReplyEnd─▶ speech stage (sentence chunker, TTS)
-           ─AudioOut/AudioEnd─▶ sink (speaker, WAV files, nothing) ─playback reports─▶ bus
+           ─AudioOut, end(turn)─▶ sink (speaker, WAV files, nothing) ─playback reports─▶ bus
 
 Threads: the listener, turn-taking, ASR, driver and speech stages each run in a thread of
 their own and meet only through typed messages (:mod:`agent.events`) in
@@ -49,8 +49,10 @@ from agent.events import (
     TextIn,
     Timing,
     TurnDropped,
+    UserTurn,
 )
 from agent.pipeline.asr_stage import ASRStage
+from agent.pipeline.body_life import BodyLife, build_body_life
 from agent.pipeline.bus import Bus
 from agent.pipeline.core import AgentCore
 from agent.pipeline.driver import TurnDriver
@@ -121,7 +123,10 @@ class Pipeline:
         self.listener = Listener(
             cfg, source, sink, self.turn_q, self.asr_q, bus.publish, self.work, ping, moving
         )
-        self.postures = Postures(robot)
+        # The body's life between commands (attention, eye contact, idle life) in a live run only:
+        # files and typed lines are processed, not lived with.
+        self.life = build_body_life(core, bus.publish) if isinstance(source, MicSource) else BodyLife()
+        self.postures = Postures(robot, [self.life.floor])
         self.early_start = EarlyStart(self._prefill, self.work)
         self.turn_taking = TurnTaking(
             cfg,
@@ -175,6 +180,8 @@ class Pipeline:
         bus.route(Timing, self._turn_done)
         bus.route(TurnDropped, self._turn_dropped)
         bus.route(PlaybackStarted, lambda msg: self.postures.robot_speaking())
+        # A typed turn has no voice activity: the floor is the turn's from its start (no idle life).
+        bus.route(UserTurn, lambda msg: self.postures.user_done() if msg.end_rule == "typed" else None)
         bus.route(CutHistory, self.driver_q.put)
         bus.route(Interrupt, self._interrupt)
         self._threads = [
@@ -205,6 +212,7 @@ class Pipeline:
         self.source.open()
         for t in self._threads:
             t.start()
+        self.life.start()
         self.core.start_vision(self.work.quiet)  # background looks only while the floor is free
 
     def stop(self) -> None:
@@ -219,6 +227,7 @@ class Pipeline:
         """
         self.stop()
         self.interrupt("shutdown")
+        self.life.close()
         # The robot parks at neutral next: a gesture under way need not finish and must not
         # start a new move while the stages end.
         self.core.robot.stop()

@@ -73,8 +73,10 @@ def open_state(
     announced, rearmed = rearm(state.timers, ctx.shutdown, report_as)
     robot = ctx.robot
     if store.estop_since() is not None:
-        robot.estop()
-        emit(Notice(-1, "state: the e-stop was latched before the restart; motors off until it is cleared"))
+        report = robot.estop()
+        emit(
+            Notice(-1, f"state: the e-stop was latched before the restart and stays latched: {report.says()}")
+        )
     robot.on_estop = state.on_estop
     if store.enabled:
         log.info(

@@ -138,42 +138,55 @@ class TurnBook:
             self.open(msg.turn_id, msg.t_speech_end, msg.t_endpoint, msg.t_asr, msg.asr_ms, msg.end_rule)
             return []
         with self._lock:
+            self._track_speech(msg)
             rec = self._turns.get(msg.turn_id)
-            if isinstance(msg, PlaybackStarted):
-                self.recent_speech = [*self.recent_speech[-49:], Said(msg.t, msg.text)]
-            elif isinstance(msg, Spoken):  # played to its end or cut: it stops reaching the mic
-                for said in reversed(self.recent_speech):
-                    if said.text == msg.text and said.t_end == float("inf"):
-                        said.t_end = time.perf_counter()
-                        break
             if rec is None or rec.done:
                 return []
-            if isinstance(msg, TurnDropped):
-                rec.done = True  # never heard: no reply, no latency record
-            elif isinstance(msg, FirstToken):
-                rec.mark("first_token", msg.t)
-            elif isinstance(msg, SentenceReady):
-                rec.mark("first_sentence", time.perf_counter())
-                rec.pieces.append(msg.text)
-            elif isinstance(msg, AudioOut):
-                rec.mark("first_audio", time.perf_counter())
-                rec.tts_ms += msg.synth_ms
-            elif isinstance(msg, PlaybackStarted):
-                rec.mark("first_played", msg.t)
-            elif isinstance(msg, Spoken):
-                if msg.completed and msg.last_of_piece:
-                    rec.heard.append(msg.piece)
-            elif isinstance(msg, TurnPlayed):
-                rec.played, rec.audio_path = True, msg.audio
-            elif isinstance(msg, TurnGenerated):
-                rec.generated = msg
-                if rec.interrupted:
-                    return [self._cut(rec), *self._finish(rec)]
-            elif isinstance(msg, BargeIn):
-                rec.interrupted = True
-                if rec.generated is not None:
-                    return [self._cut(rec), *self._finish(rec)]
+            if isinstance(msg, (TurnGenerated, BargeIn)):
+                return self._settle(rec, msg)
+            self._record(rec, msg)
             return self._finish(rec)
+
+    def _track_speech(self, msg: Event) -> None:
+        """What the robot says now (:attr:`recent_speech`): a sentence starts, or stops reaching the mic."""
+        if isinstance(msg, PlaybackStarted):
+            self.recent_speech = [*self.recent_speech[-49:], Said(msg.t, msg.text)]
+        elif isinstance(msg, Spoken):  # played to its end or cut: it stops reaching the mic
+            for said in reversed(self.recent_speech):
+                if said.text == msg.text and said.t_end == float("inf"):
+                    said.t_end = time.perf_counter()
+                    break
+
+    @staticmethod
+    def _record(rec: TurnRecord, msg: Event) -> None:
+        """A stage's progress on the turn: its marks (first token, sentence, audio, played) and pieces."""
+        if isinstance(msg, TurnDropped):
+            rec.done = True  # never heard: no reply, no latency record
+        elif isinstance(msg, FirstToken):
+            rec.mark("first_token", msg.t)
+        elif isinstance(msg, SentenceReady):
+            rec.mark("first_sentence", time.perf_counter())
+            rec.pieces.append(msg.text)
+        elif isinstance(msg, AudioOut):
+            rec.mark("first_audio", time.perf_counter())
+            rec.tts_ms += msg.synth_ms
+        elif isinstance(msg, PlaybackStarted):
+            rec.mark("first_played", msg.t)
+        elif isinstance(msg, Spoken):
+            if msg.completed and msg.last_of_piece:
+                rec.heard.append(msg.piece)
+        elif isinstance(msg, TurnPlayed):
+            rec.played, rec.audio_path = True, msg.audio
+
+    def _settle(self, rec: TurnRecord, msg: TurnGenerated | BargeIn) -> list[Event]:
+        """The reply is written, or the user barged in: with both, the history keeps what was heard."""
+        if isinstance(msg, TurnGenerated):
+            rec.generated = msg
+            both = rec.interrupted
+        else:
+            rec.interrupted = True
+            both = rec.generated is not None
+        return [self._cut(rec), *self._finish(rec)] if both else self._finish(rec)
 
     @staticmethod
     def _cut(rec: TurnRecord) -> CutHistory:

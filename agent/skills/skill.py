@@ -35,8 +35,8 @@ from pydantic.fields import FieldInfo
 if TYPE_CHECKING:
     from agent.state.memory import Memory
     from agent.state.timers import TimerBook
+    from hardware.perception.watcher import Vision
     from hardware.robot import Robot
-    from hardware.vision import Vision
 
 _MARK = "__bolt_skill__"
 
@@ -178,17 +178,15 @@ def skill(
         background: The skill runs asynchronously (returns at once; result arrives later).
         clamp: Numbers outside a parameter's ``ge``/``le`` range are clamped instead of rejected.
         keywords: Words a user says when they want this skill ("freeze" for stop); they bias
-            ASR and the tool choice of small models.
-        follow_up: The result must be spoken: after the call the model takes another round
-            that reads it ("get_time"). False for actions whose result only confirms them
-            (wave, nod): the model speaks in the same round as the call, while the robot
-            moves, and the turn ends unless the user asked for more. Default True: a result
-            is never silently dropped.
+            ASR and the small-model profile's tool choice.
+        follow_up: The result must be spoken ("get_time"). False for actions whose result only
+            confirms them (wave, nod): the small-model profile then ends the turn after the
+            call's round unless the user asked for more (a capable model always gets the round
+            after its calls, and decides). Default True: a result is never silently dropped.
         preamble: Words the robot says the moment the model chooses this skill, before its
             result is read back ("Let me look." for a camera look): for a skill with follow-up
             that takes a while, so the user hears an answer at once. Empty: none. Grammar mode
-            (the embedded small model) only: a native-format model writes its own words
-            before a call.
+            only: a native-format model writes its own words before a call.
         needs: Joints the body must have (``("right_arm",)`` for a wave, a Reachy Mini's
             antennas for its dances) and devices of :data:`DEVICES` (``("camera",)`` for a
             look): on a robot that lacks one the skill is left out of the tool list and of what
@@ -202,23 +200,21 @@ def skill(
             the answer that reads its result back is ready on release; a skill with side effects
             waits for the release and never runs when the user goes on. Default True: nothing is
             done before the user has finished.
-        moves: The skill moves the body, so it fails while the emergency stop is latched and
-            the robot says why instead of an acknowledgement ("Sure!") first. None (default):
-            it moves when it ``needs`` joints (a device alone moves nothing);
-            ``play_animation`` needs none (an animation names its own joints) and says
-            ``moves=True``.
+        moves: The skill moves the body, so it fails while the emergency stop is latched, and
+            the robot says why at once. None (default): it moves when it ``needs`` joints (a
+            device alone moves nothing); ``play_animation`` needs none (an animation names its
+            own joints) and says ``moves=True``.
         ability: What the robot says it can do with this skill, after "I can" ("tell the
             time"), when asked "what can you do?" (the ``abilities`` skill). None (default):
             the words of its name ("greet guest"); "": not said (``abilities`` itself).
-        as_written: Its result is the whole answer, written for people, however long: with the
-            embedded small model (grammar mode) it is said as written, without the model round
-            that could only say it again (``abilities``' list: SmolLM2-135M garbled it, "What I
-            see and look at people. I can tell the time, ..."). A short sentence is said as
-            written anyway (:func:`agent.conversation.results.said_as_written`). Default False.
+        as_written: Its result is the whole answer, written for people, however long: it is
+            said as written, with no model round to read it back (pipecat's ``run_llm=False``), in
+            every profile: the ``abilities`` list, ``stop``, a timer's "Time is up: ...". Default
+            False: the model reads the result and speaks.
         from_words: Arguments read from the user's words instead of written by a small model:
             parameter name → a function of what the user said returning its value
             (``get_time``'s ``{"place": place_in}``: "Tokyo" for "what time is it in Tokyo?",
-            "" for "what time is it?"). In grammar mode (the embedded small model) these
+            "" for "what time is it?"). With the small-model profile in grammar mode these
             parameters are left out of the reply grammar and the tools prompt, and the values
             are read from the words: SmolLM2-135M copies free text badly (it wrote ``place
             "TOKITABE"``, and a timestamp for a plain "what time is it?", spending tokens on

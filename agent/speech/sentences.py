@@ -96,7 +96,7 @@ def _pysbd_starts(text: str) -> list[int] | None:
     text = _MARKER_DOT.sub(lambda m: "Q" * (len(m.group()) - 1) + ":", text)
     try:
         segments = pysbd.Segmenter(language="en", clean=False).segment(text)
-    except Exception:  # noqa: BLE001 - pysbd has crashed on odd inputs; the caller falls back
+    except Exception:  # pysbd has crashed on odd inputs; the caller falls back
         return None
     starts, pos = [], 0
     for seg in (s.strip() for s in segments):

@@ -275,7 +275,7 @@ class PiperTTS:
         for sentence in split_sentences(clean_for_speech(text), MAX_SENTENCE_CHARS):
             try:
                 audio = self._sentence_audio(sentence)
-            except Exception as e:  # noqa: BLE001 - one bad sentence must not silence the reply
+            except Exception as e:  # one bad sentence must not silence the reply
                 logger.warning(
                     "TTS failed on sentence %r (%s: %s); skipped",
                     sentence,

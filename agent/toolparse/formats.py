@@ -127,7 +127,8 @@ def call_from_object(obj: Any, raw: str, *, keys: tuple[str, ...]) -> ParsedTool
     """Turn a decoded ``{"name": ..., <args key>: {...}}`` object into a call or an error.
 
     ``keys``: accepted names of the arguments field, in order of preference. A missing arguments
-    field means no arguments; a JSON-encoded string is decoded (some models double-encode).
+    field means no arguments; a JSON-encoded string is decoded (some models double-encode). A
+    string ``id`` (a server's call id, :class:`~agent.engines.remote.chat_api.ChatDeltas`) is kept.
     """
     if not isinstance(obj, dict):
         return ToolCallError(raw, f"tool call must be a JSON object, got {type(obj).__name__}")
@@ -148,7 +149,8 @@ def call_from_object(obj: Any, raw: str, *, keys: tuple[str, ...]) -> ParsedTool
         args = {}
     if not isinstance(args, dict):
         return ToolCallError(raw, f"arguments of {name!r} must be an object, got {type(args).__name__}")
-    return ParsedToolCall(name, args, raw)
+    call_id = obj.get("id")
+    return ParsedToolCall(name, args, raw, call_id if isinstance(call_id, str) else "")
 
 
 def _decode_hermes(body: str, raw: str) -> list[ParsedToolCall | ToolCallError]:

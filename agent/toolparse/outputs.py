@@ -42,11 +42,13 @@ class ParsedToolCall:
     ``name``: the function name as the model wrote it. ``arguments``: the decoded arguments,
     a dict of JSON-like values (str, int, float, bool, None, list, dict). ``raw``: the exact
     markup it came from, markers included (for logs and for putting the call back into history).
+    ``id``: the call's id where the server gave one (an OpenAI-compatible ``chat`` api), else "".
     """
 
     name: str
     arguments: dict[str, Any]
     raw: str
+    id: str = ""
 
 
 @dataclass(frozen=True)

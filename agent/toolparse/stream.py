@@ -49,6 +49,40 @@ TEXT, THINK, CALL, STOP = "text", "think", "call", "stop"
 _HEADER = "thought"  # Gemma 4's channel name after <|channel>, followed by a newline.
 
 
+def _text_and_think_actions(spec: FormatSpec) -> tuple[dict[str, str], dict[str, str]]:
+    """The text and thinking modes' markers: dropped tokens, stray call ends, thinking's own tags."""
+    text: dict[str, str] = {}
+    think: dict[str, str] = {}
+    for tok in DROP_TOKENS + THINK_CLOSE:
+        text[tok] = "drop"
+    for tok in DROP_TOKENS + THINK_OPEN:
+        think[tok] = "drop"
+    if not spec.calls:
+        for tok in ALL_CALL_MARKERS:
+            text[tok] = think[tok] = "drop"
+    for syn in spec.calls:
+        if syn.close:
+            text[syn.close], think[syn.close] = "stray", "drop"
+    for tok in THINK_OPEN:
+        text[tok] = "think_open"
+    for tok in THINK_CLOSE:
+        think[tok] = "think_close"
+    return text, think
+
+
+def _call_actions(spec: FormatSpec, text: dict[str, str], think: dict[str, str]) -> dict[str, dict[str, str]]:
+    """The tables of the call modes (``call0``…); a call's opening marker opens it from text and thinking."""
+    tables: dict[str, dict[str, str]] = {}
+    for i, syn in enumerate(spec.calls):
+        call = tables[f"{CALL}{i}"] = {}
+        for other in spec.calls:
+            text[other.open] = think[other.open] = "call_open"
+            call[other.open] = "call_reopen"
+        if syn.close:
+            call[syn.close] = "call_close"
+    return tables
+
+
 class StreamParser:
     r"""Incremental parser of one model reply: ``feed(chunk)`` then ``close()``.
 
@@ -88,31 +122,13 @@ class StreamParser:
 
     @staticmethod
     def _build_actions(spec: FormatSpec) -> dict[str, dict[str, str]]:
-        """Marker → action name, per mode (``call0``, ``call1``…: inside a call of ``spec.calls[i]``)."""
-        text: dict[str, str] = {}
-        think: dict[str, str] = {}
-        for tok in DROP_TOKENS + THINK_CLOSE:
-            text[tok] = "drop"
-        for tok in DROP_TOKENS + THINK_OPEN:
-            think[tok] = "drop"
-        if not spec.calls:
-            for tok in ALL_CALL_MARKERS:
-                text[tok] = think[tok] = "drop"
-        for syn in spec.calls:
-            if syn.close:
-                text[syn.close], think[syn.close] = "stray", "drop"
-        for tok in THINK_OPEN:
-            text[tok] = "think_open"
-        for tok in THINK_CLOSE:
-            think[tok] = "think_close"
-        tables = {TEXT: text, THINK: think}
-        for i, syn in enumerate(spec.calls):
-            call = tables[f"call{i}"] = {}
-            for other in spec.calls:
-                text[other.open] = think[other.open] = "call_open"
-                call[other.open] = "call_reopen"
-            if syn.close:
-                call[syn.close] = "call_close"
+        """Marker → action name, per mode (``call0``, ``call1``…: inside a call of ``spec.calls[i]``).
+
+        Raises:
+            ValueError: a marker does not start with ``<`` or occurs inside another marker.
+        """
+        text, think = _text_and_think_actions(spec)
+        tables = {TEXT: text, THINK: think, **_call_actions(spec, text, think)}
         for table in tables.values():
             for tok in STOP_TOKENS:
                 table[tok] = "stop"

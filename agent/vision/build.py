@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from agent.config import Config, LLMConfig, OpenAIConfig
-from agent.config.vision import VlmConfig, vlm_server_llm
+from agent.config.vlm import VlmConfig, vlm_server_llm
 from agent.engines import ChatEngine, make_chat_model
 from agent.engines.base import LLMError
 from agent.models import ModelNotFoundError, resolve_model
@@ -23,7 +23,7 @@ from agent.vision.describer import (
     native_image_size,
 )
 from agent.vision.narrator import SceneNarrator
-from hardware.vision import Vision
+from hardware.perception.watcher import Vision
 
 log = logging.getLogger(__name__)
 

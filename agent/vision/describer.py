@@ -28,7 +28,7 @@ from pathlib import Path
 import cv2
 import numpy as np
 
-from agent.config.vision import DEFAULT_VLM_PROMPT
+from agent.config.vlm import DEFAULT_VLM_PROMPT
 from agent.control import StopSignal
 from agent.engines.base import ChatEngine, LLMError
 from agent.engines.request import MEDIA_MARKER, Decoding

@@ -1,13 +1,13 @@
 """When to look: descriptions on demand and in the background, never in a turn's way.
 
-OpenCV (:class:`hardware.vision.Vision`) is the fast always-on layer: faces, people, light,
+OpenCV (:class:`hardware.perception.watcher.Vision`) is the fast always-on layer: faces, people, light,
 motion, arrivals. :class:`SceneNarrator` adds a vision-language model's words on top:
 
 * **On demand**: the ``describe_scene`` skill calls :meth:`SceneNarrator.describe_now` (the
   model has already said "Let me look."); a background description in progress is stopped so
   the asked one starts at once.
 * **In the background**, on events: the first frame, someone arriving (the OpenCV layer's
-  :class:`~hardware.vision.SceneChange`), or the picture changing a lot since the last
+  :class:`~hardware.perception.watcher.SceneChange`), or the picture changing a lot since the last
   description (mean absolute difference of 32 x 24 grey thumbnails, 0..1, over
   ``change_threshold``), at most once per ``min_interval_s``. A background description starts
   only once the floor has been free for ``quiet_s`` (``idle()``: nobody speaking, no turn in
@@ -33,7 +33,7 @@ import numpy as np
 
 from agent.control import StopSignal
 from agent.vision.describer import DescribeError, Description, VlmDescriber
-from hardware.vision import SceneChange, Vision
+from hardware.perception.watcher import SceneChange, Vision
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ def change(a: np.ndarray, b: np.ndarray) -> float:
 
 
 class SceneNarrator:
-    """The vision-language layer over a :class:`~hardware.vision.Vision`.
+    """The vision-language layer over a :class:`~hardware.perception.watcher.Vision`.
 
     Args:
         vision: The camera and its OpenCV layer (frames come from ``vision.camera``).
@@ -189,7 +189,7 @@ class SceneNarrator:
         if self.on_described is not None:
             try:
                 self.on_described(d)
-            except Exception:  # noqa: BLE001 - a listener's bug must not stop the narrator
+            except Exception:  # a listener's bug must not stop the narrator
                 log.exception("description listener failed")
 
     def _fail(self, message: str) -> None:
@@ -272,7 +272,7 @@ class SceneNarrator:
         while not self._stop.wait(tick_s):
             try:
                 self.step()
-            except Exception:  # noqa: BLE001 - the narrator must outlive any frame
+            except Exception:  # the narrator must outlive any frame
                 log.exception("scene narrator tick failed")
 
     def close(self) -> None:

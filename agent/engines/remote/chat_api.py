@@ -68,22 +68,23 @@ def chat_body(req: Decoding, extensions: bool, tool_choice: str, thinking: Think
 
 
 def openai_messages(messages: list[dict[str, Any]], images: tuple[bytes, ...] = ()) -> list[dict[str, Any]]:
-    """Messages in OpenAI's wire shape, whatever template normalization they went through.
+    """Messages in OpenAI's wire shape: one ``tool`` message per call id, after the call's message.
 
-    Tool-call arguments become JSON strings with ids; Gemma 4's ``tool_responses`` on a model
-    message (:mod:`agent.conversation.messages`) become ``tool`` messages after it, and that message's text
-    an assistant message after them (llama-server turns them back into Gemma's form,
-    ``common/chat.cpp``); grammar mode's ``raw`` key is dropped. A non-assistant message whose
-    content holds :data:`~agent.engines.request.MEDIA_MARKER` becomes a list of ``text`` and
-    ``image_url`` parts (:func:`content_parts`), taking ``images`` in order.
+    The history is kept in OpenAI's shape already (:mod:`agent.conversation.history`); on the
+    wire a call's arguments are JSON text and each call has an id (the history's own; one is
+    made for a call without), and each ``tool`` message names its call's id (OpenAI and vLLM
+    reject a history that breaks this). Keys a server does not know (grammar mode's ``raw``) are
+    left out. A non-assistant message whose content holds
+    :data:`~agent.engines.request.MEDIA_MARKER` becomes a list of ``text`` and ``image_url``
+    parts (:func:`content_parts`), taking ``images`` in order.
 
     Raises:
         LLMError: the messages hold another number of image markers than there are ``images``.
     """
     out: list[dict[str, Any]] = []
-    n = 0
     queue = iter(images)
     used = 0
+    made = 0  # ids made for calls without one
     for m in messages:
         role = m.get("role", "user")
         if role != "assistant":
@@ -93,23 +94,19 @@ def openai_messages(messages: list[dict[str, Any]], images: tuple[bytes, ...] = 
                 content = content_parts(content, queue) if used <= len(images) else content
             msg = {"role": role, "content": content}
             if role == "tool":
-                msg["tool_call_id"] = m.get("tool_call_id") or f"call_{n}"
-                if m.get("name"):
-                    msg["name"] = m["name"]
+                msg["tool_call_id"] = m.get("tool_call_id") or f"call_{made}"
             out.append(msg)
             continue
-        calls = m.get("tool_calls") or []
-        responses = m.get("tool_responses") or []
-        ids = []
+        msg = {"role": "assistant", "content": m.get("content") or ""}
         wire_calls = []
-        for c in calls:
+        for c in m.get("tool_calls") or []:
             fn = c.get("function", c)
             args = fn.get("arguments", {})
-            ids.append(c.get("id") or f"call_{n}")
-            n += 1
+            if not c.get("id"):
+                made += 1
             wire_calls.append(
                 {
-                    "id": ids[-1],
+                    "id": c.get("id") or f"call_{made}",
                     "type": "function",
                     "function": {
                         "name": fn.get("name", ""),
@@ -117,26 +114,9 @@ def openai_messages(messages: list[dict[str, Any]], images: tuple[bytes, ...] = 
                     },
                 }
             )
-        text = m.get("content") or ""
-        if not responses:
-            msg = {"role": "assistant", "content": text}
-            if wire_calls:
-                msg["tool_calls"] = wire_calls
-            out.append(msg)
-            continue
-        out.append({"role": "assistant", "content": "", "tool_calls": wire_calls})
-        for i, r in enumerate(responses):
-            resp = r.get("response")
-            out.append(
-                {
-                    "role": "tool",
-                    "tool_call_id": ids[i] if i < len(ids) else f"call_{n + i}",
-                    "name": r.get("name", ""),
-                    "content": json.dumps(resp),  # the history's tool content is JSON text
-                }
-            )
-        if text:
-            out.append({"role": "assistant", "content": text})
+        if wire_calls:
+            msg["tool_calls"] = wire_calls
+        out.append(msg)
     if used != len(images):
         raise LLMError(f"the messages hold {used} image markers {MEDIA_MARKER!r} for {len(images)} images")
     return out
@@ -167,7 +147,12 @@ def content_parts(text: str, images: Iterator[bytes]) -> list[dict[str, Any]]:
 
 
 class _ToolCallCollector:
-    """Collects streamed ``tool_calls`` deltas; a finished call becomes ``<tool_call>{json}</tool_call>``."""
+    """Collects streamed ``tool_calls`` deltas; a finished call becomes ``<tool_call>{json}</tool_call>``.
+
+    The first delta of a call carries its ``id`` and name, later ones append to its arguments
+    (OpenAI's stream, ``docs/facts.md``); the id rides along in the JSON (``"id"``), which the
+    tool-call parsers keep (:class:`~agent.toolparse.ParsedToolCall`).
+    """
 
     def __init__(self) -> None:
         self.calls: dict[int, dict[str, str]] = {}
@@ -178,7 +163,8 @@ class _ToolCallCollector:
             i = int(d.get("index", len(self.calls)))
             if i not in self.calls and self.calls:
                 out += self.flush()  # the previous call is complete
-            call = self.calls.setdefault(i, {"name": "", "arguments": ""})
+            call = self.calls.setdefault(i, {"id": "", "name": "", "arguments": ""})
+            call["id"] = call["id"] or str(d.get("id") or "")
             fn = d.get("function") or {}
             call["name"] += fn.get("name") or ""
             call["arguments"] += fn.get("arguments") or ""
@@ -191,7 +177,8 @@ class _ToolCallCollector:
                 args = json.loads(call["arguments"] or "{}")
             except ValueError:
                 args = call["arguments"]  # the parser reports it as a malformed call
-            out.append(f"<tool_call>{json.dumps({'name': call['name'], 'arguments': args})}</tool_call>")
+            body = {"name": call["name"], "arguments": args, **({"id": call["id"]} if call["id"] else {})}
+            out.append(f"<tool_call>{json.dumps(body)}</tool_call>")
         self.calls.clear()
         return out
 

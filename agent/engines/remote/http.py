@@ -213,3 +213,28 @@ def _error_text(raw: bytes) -> str:
     if isinstance(err, dict):
         return str(err.get("message") or err)[:300]
     return str(err)[:300]
+
+
+def is_llama_server(base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 5.0) -> bool:
+    """Whether the server at ``base_url`` is llama.cpp's server (it takes llama.cpp's extra fields).
+
+    llama-server answers ``GET /props`` with its settings (``default_generation_settings``,
+    ``build_info``; ``tools/server/README.md``); OpenAI, vLLM, Ollama and NIM have no such endpoint.
+
+    Args:
+        base_url: ``http://host:port``.
+        headers: Extra headers (authorization).
+        timeout_s: Connect and read timeout, s.
+
+    Returns:
+        True for llama-server; False for any other answer, or when the server cannot be reached.
+    """
+    try:
+        status, answer = request_json(base_url, "GET", "/props", headers=headers, timeout_s=timeout_s)
+    except ServerUnreachable:
+        return False
+    return (
+        status == 200
+        and isinstance(answer, dict)
+        and any(k in answer for k in ("default_generation_settings", "build_info"))
+    )
