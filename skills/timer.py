@@ -53,7 +53,6 @@ def _find(book: TimerBook, label: str) -> PendingTimer:
 
 @skill(
     background=True,
-    follow_up=False,
     as_written=True,
     keywords=("timer", "remind", "countdown", "alarm"),
     ability="set timers",

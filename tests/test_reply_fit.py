@@ -111,7 +111,7 @@ def test_a_move_refused_by_the_e_stop_says_why(agent):
         reply = _reply(evs, r.turn_id)
         assert carries_reason(reply, r.result), (r.tool, reply)
         # Not "Sure! My emergency stop is on, ..." (a new user's chat): no acknowledgement first.
-        assert reply == "My emergency stop is on, so I cannot move until someone clears it.", reply
+        assert reply == "My emergency stop is on, so I cannot move until a person clears it.", reply
 
 
 def test_an_emergency_stop_is_confirmed_as_its_skill_wrote_it(agent):
@@ -122,7 +122,9 @@ def test_an_emergency_stop_is_confirmed_as_its_skill_wrote_it(agent):
     try:
         evs = agent.text("emergency stop")
         assert [c.tool for c in evs.of(ToolCall)] == ["emergency_stop"]
-        assert _reply(evs) == "Emergency stop: my motors are off until someone clears it."
+        written = evs.of(ToolResult)[0].result
+        assert written.startswith("Emergency stop: my motors are off.") and "a person can clear it" in written
+        assert _reply(evs) == written
     finally:
         agent.core.robot.clear_estop()
 

@@ -434,18 +434,14 @@ def test_a_tool_round_stops_the_moment_its_call_is_complete(agent):
     conv.history.clear()
 
 
-def test_a_slow_data_skill_says_its_preamble_before_its_result(agent, fixtures_dir):
-    """describe_scene (no camera here: it fails at once) still says "Let me look." before any result.
-
-    Its failure's reason is said as written, without a follow-up round (one round in all).
-    """
+def test_asking_to_see_without_a_camera_says_why_with_no_round(agent, fixtures_dir):
+    """No camera here: describe_scene is not offered, and the spoken question gets the device's
+    sentence at once, with no model round and no call (its preamble "Let me look." is tested with
+    a camera in test_agent_vision)."""
     evs, _ = _run(agent, agent.listen, fixtures_dir / "commands" / "what_see.wav")
     turn = evs.of(Transcript)[-1].turn_id
-    assert [c.tool for c in evs.of(ToolCall, turn)] == ["describe_scene"]
-    reply = evs.of(Reply, turn)[0].text
-    assert reply.startswith("Let me look.") and len(reply) > len("Let me look. "), reply
-    assert evs.of(PlaybackStarted, turn)[0].text == "Let me look." and _rounds(evs) == 1
-    assert reply == "Let me look. I have no camera, so I cannot see.", reply
+    assert evs.of(ToolCall, turn) == [] and _rounds(evs) == 0
+    assert evs.of(Reply, turn)[0].text == "I have no camera, so I cannot see."
 
 
 def test_multi_step_command_calls_both_tools(agent):
