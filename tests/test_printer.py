@@ -120,15 +120,15 @@ def test_json_lines_carry_every_field():
     }
 
 
-def test_the_readme_names_every_event_json_lines_print():
-    """A machine reading ``--json`` learns the event names from the README's list."""
+def test_the_docs_name_every_event_json_lines_print():
+    """A machine reading ``--json`` learns the event names from the list in ``docs/command-line.md``."""
     public = {
         cls.name
         for _, cls in inspect.getmembers(agent.events, inspect.isclass)
         if issubclass(cls, Event) and cls is not Event and cls.public
     }
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    paragraph = readme.split("`--json` prints JSON Lines on stdout", 1)[1].split("\n\n", 1)[0]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "command-line.md").read_text(encoding="utf-8")
+    paragraph = page.split("`--json` prints JSON Lines on stdout", 1)[1].split("\n\n", 1)[0]
     listed = set(re.findall(r"`([a-z_]+)`", paragraph))
     assert len(public) >= 20
     assert sorted(public - listed) == []
