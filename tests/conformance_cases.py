@@ -88,7 +88,7 @@ CASES: list[Case] = [
                     "A 25 minute pomodoro timer, starting now.",
                     (call("set_timer", seconds=1500, label="pomodoro"),),
                 ),
-                Step("Go!", sees="started"),
+                Step("Go!", sees="25-minute pomodoro timer."),
             ),
         ),
     ),
