@@ -34,12 +34,9 @@ EXAMPLE_SAY = "Why did the robot go on holiday? It needed to recharge."
 like an earlier reply; ``bench --accuracy`` fails a reply that carries one of its sentences)."""
 
 CHAT_EXAMPLE = f'For example: user "Tell me a joke." → {{"call": {{"tool": "none"}}, "say": "{EXAMPLE_SAY}"}}'
-"""The grammar-mode system prompt's example of a spoken reply. Measured on SmolLM2-135M (six
-seeds, after a timer and a time question): without it "Tell me a short joke" got "I'm not a
-joke, I am a joke." or "It's a joke about the moon." six times in six; with it and earlier
-says hidden, a question-and-answer joke six times (often this one). Movements speak from their
-own list of acknowledgements (:data:`agent.conversation.toolgrammar.ACKNOWLEDGEMENTS`); the one copy seen
-elsewhere was the reply to a failed ``describe_scene``."""
+"""The grammar-mode system prompt's example of a spoken reply: without one a small model's
+jokes were no jokes (measured: ``docs/small-model.md``, "The example reply"). Movements speak
+from their own list of acknowledgements (:data:`agent.conversation.toolgrammar.ACKNOWLEDGEMENTS`)."""
 
 
 @dataclass(frozen=True)

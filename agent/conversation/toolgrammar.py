@@ -44,7 +44,7 @@ def reply_schema(
 
     ``{"call": {"tool": NAME, "arguments": {...}}}`` calls a skill. For a skill with follow-up
     (``get_time``) the next round speaks about the result, so what the robot says is grounded
-    in it (a 135M model otherwise announces a made-up time before ``get_time`` has answered);
+    in it (a small model otherwise announces a made-up time before ``get_time`` has answered);
     for one without (``wave``) the turn loop says an acknowledgement as soon as the name is
     written. ``{"call": {"tool": "none"}, "say": TEXT}`` only speaks. One call per round keeps
     the choice simple; a multi-step request ("turn, then wave") takes several rounds.

@@ -122,8 +122,7 @@ _SPOKEN_TYPES = frozenset(
 def spoken_validation(sk: Skill, err: ValidationError) -> str:
     """Bad arguments in words a person hears, or "" when they are only the model's to mend.
 
-    "cancel the timer" was written as ``set_timer(seconds 0)`` and the model read its error back:
-    "Of course! Error: Invalid arguments for set_timer." (a new user's chat). A missing value, a
+    A raw validation error read back by the model tells a person nothing. A missing value, a
     number out of range or a choice not offered is told as what the skill needs: "I can't set a
     timer: the timer length in seconds should be greater than 0" (:func:`doing`). Other errors (a
     wrong type, an unknown argument) are the model's writing and say nothing.

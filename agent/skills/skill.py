@@ -216,9 +216,8 @@ def skill(
             (``get_time``'s ``{"place": place_in}``: "Tokyo" for "what time is it in Tokyo?",
             "" for "what time is it?"). With the small-model profile in grammar mode these
             parameters are left out of the reply grammar and the tools prompt, and the values
-            are read from the words: SmolLM2-135M copies free text badly (it wrote ``place
-            "TOKITABE"``, and a timestamp for a plain "what time is it?", spending tokens on
-            it). A capable model sees and writes every parameter. None (default): none.
+            are read from the words: small models copy free text badly. A capable model sees
+            and writes every parameter. None (default): none.
 
     Returns:
         The same function, with a marker attribute the loader looks for.
