@@ -437,14 +437,25 @@ def _last_turn_speech(history: list[dict[str, Any]]) -> list[str]:
 
 
 def _last_turn_calls(history: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """The calls of the newest turn of ``history``, in order: ``(tool, arguments)`` ({} for non-objects)."""
+    """The calls of the newest turn of ``history`` that worked, in order: ``(tool, arguments)``.
+
+    Arguments that are no object are ``{}``. A call whose tool message is an error (refused as
+    not asked for, failed) is left out: "a bit quieter" had the stand-in call ``abilities``
+    first (refused), and "again" then read the whole abilities list out before the volume.
+    """
     out: list[tuple[str, dict[str, Any]]] = []
+    failed: set[str] = set()
     for msg in reversed(history):
         if msg["role"] == "user":
             break
+        if msg["role"] == "tool" and str(msg.get("content", "")).startswith("ERROR: "):
+            failed.add(str(msg.get("tool_call_id")))
         if msg["role"] == "assistant":
-            calls = [c["function"] for c in msg.get("tool_calls") or ()]
-            out[:0] = [(f["name"], f["arguments"] if isinstance(f["arguments"], dict) else {}) for f in calls]
+            calls = [c for c in msg.get("tool_calls") or () if str(c.get("id")) not in failed]
+            out[:0] = [
+                (f["name"], f["arguments"] if isinstance(f["arguments"], dict) else {})
+                for f in (c["function"] for c in calls)
+            ]
     return out
 
 
