@@ -32,6 +32,8 @@ from agent.engines.embedded.model import ChatModel
 from agent.engines.remote.server_process import find_binary
 from agent.events import ToolCall
 from agent.skills import SkillContext, load_registry
+from agent.state.memory import Memory
+from agent.state.timers import TimerBook
 from hardware.factory import build_robot
 
 HERE = Path(__file__).resolve().parent
@@ -95,7 +97,8 @@ def test_the_product_runs_the_models_calls_and_says_its_words(engine, case, regi
     robot, shutdown = body
     events = []
     cfg = CFG
-    conv = Conversation(model, registry, SkillContext(robot=robot, shutdown=shutdown), cfg, events.append)
+    ctx = SkillContext(robot=robot, shutdown=shutdown, timers=TimerBook(), memory=Memory())
+    conv = Conversation(model, registry, ctx, cfg, events.append)
     assert conv.profile == "plain" and conv.format in ("bolt", "hermes")
     already = (len(script.problems), len(protocol))
     if case.estop:

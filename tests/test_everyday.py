@@ -3,8 +3,9 @@
 SmolLM2-135M, greedy, the embedded config (no camera), through the real pipeline as ``bolt-agent
 chat`` runs it (:class:`rig.AgentRig`), and once as the real command (a subprocess): timers
 asked about, changed, named and cancelled by name; the time in a city and dates relative to
-today; the robot's name and the user's, kept across a restart of the agent; and what a body
-without a camera says when asked to look. Each test starts a fresh conversation.
+today; the robot's name and the user's, kept across a restart of the agent; what a body
+without a camera says when asked to look; the speaking volume set by voice, as the speaker
+plays it. Each test starts a fresh conversation.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import numpy as np
 import pytest
 from rig import AgentRig
 
+from agent.audio_io.fake import FakeBackend
 from agent.config import load_config
-from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
+from agent.events import BackgroundDone, Reply, Spoken, ToolCall, ToolResult
+from tools.bench import everyday
 from tools.bench.everyday import EVERYDAY, applies, check
 
 pytestmark = pytest.mark.small_model
@@ -36,12 +40,8 @@ def agent(greedy_agent):
 
 @pytest.fixture(autouse=True)
 def fresh(agent):
-    """A fresh conversation, no timer left running, nothing remembered."""
-    core = agent.core
-    core.conversation.history.clear()
-    for t in core.ctx.timers.running():
-        core.ctx.timers.cancel(t.label, t.seconds)
-    core.ctx.memory.forget("everything")
+    """A fresh conversation, no timer left running, nothing remembered, the volume at 100 percent."""
+    everyday.fresh(agent.core)
     yield
 
 
@@ -203,10 +203,29 @@ def test_the_chat_command(tmp_path):
     assert said[-1] == "Time is up: the tea timer for 2 seconds is done.", said
 
 
+def test_the_volume_set_by_voice_is_the_volume_the_speaker_plays(agent):
+    """ "set the volume to 25 percent" typed into ``bolt-agent run``'s live pipeline (the real speaker
+    stage, a fake sound device at the OS boundary that records what it was given): the reply is
+    played at a sixteenth of the amplitude the voice synthesizes it at ((25 / 100) ** 2)."""
+    backend = FakeBackend(record=True)
+    start = len(agent.events)
+    with agent.live(backend) as pipeline:
+        pipeline.submit_text("set the volume to 25 percent")
+        reply = agent.log.wait_for(lambda e: isinstance(e, Reply), start, 120)
+        turn = reply.turn_id
+        spoken = agent.log.wait_for(lambda e: isinstance(e, Spoken) and e.turn_id == turn, start, 60)
+        assert spoken is not None and spoken.completed, spoken
+    assert reply.text == "Volume 25 percent.", reply
+    assert agent.core.ctx.volume.level == 25
+    synthesized = np.concatenate([c.audio for c in agent.core.tts.synthesize(reply.text)])
+    played = np.abs(np.concatenate(backend.played)).max()
+    assert played == pytest.approx(np.abs(synthesized).max() / 32768 / 16, rel=0.1), played
+
+
 @pytest.mark.parametrize("request_", EVERYDAY, ids=[r.said for r in EVERYDAY])
 def test_every_typed_everyday_request_of_bench_accuracy(agent, request_):
     """``bench --accuracy``'s typed set (:mod:`tools.bench.everyday`), checked as the bench checks
-    it: 37 of 37 greedy here, and 37 of 37 at the default temperature in one run."""
+    it: every one greedy here."""
     if not applies(request_, agent.core.cfg.devices()):
         pytest.skip("the configured body has a device the request is not meant for")
     evs = agent.text(*request_.before, request_.said)

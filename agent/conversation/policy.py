@@ -199,12 +199,9 @@ class PlainRules:
         """What of a call's outcome is said as written, with no model round to read it ("" for none).
 
         The result of a skill that says it is written for people (``@skill(as_written=True)``:
-        the ``abilities`` list), when it worked (pipecat's ``run_llm=False``). A background
-        skill's immediate result ("started", or a timer's "10-minute tea timer.") goes to the
-        model, which confirms in its own words; its finished result is announced as written
-        (:meth:`PlainPolicy.as_written`).
+        the ``abilities`` list), when it worked (pipecat's ``run_llm=False``).
         """
-        if skill is None or not skill.as_written or skill.background or not outcome.ok:
+        if skill is None or not skill.as_written or not outcome.ok:
             return ""
         return spoken_result(outcome.result).strip()
 

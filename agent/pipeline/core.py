@@ -32,6 +32,7 @@ from agent.speech.asr import WhisperASR
 from agent.speech.tts import PiperTTS
 from agent.state.memory import Memory
 from agent.state.timers import TimerBook
+from agent.state.volume import Volume
 from agent.vision.build import build_narrator, chat_projector
 from agent.vision.narrator import SceneNarrator
 from hardware.factory import build_robot
@@ -163,6 +164,8 @@ NOT_HOTWORDS = frozenset(
     # The skills of issue 50 (dates, timers asked about and changed, who is who) add none: each
     # hotword biases every transcript, and these were not measured with bench (left as before).
     | {"date", "timers", "left", "change", "add", "own", "name", "remember", "forget", "recall"}
+    # Nor the volume skills' (not measured with bench either).
+    | {"volume"}
 )
 """Words of skill names that are not passed to the recognizer as hotwords (see :func:`hotwords`)."""
 
@@ -284,13 +287,14 @@ def build_core(
         camera_news.started = True
         for msg in vision_msgs:
             emit(Notice(-1, msg))
-        ctx = SkillContext(  # a state store replaces the timer book and the memory
+        ctx = SkillContext(  # a state store replaces the timer book, the memory and the volume
             robot=robot,
             scene=vision,
             timers=TimerBook(),
             abilities=registry.abilities(),
             memory=Memory(),
             robot_name=cfg.agent.name,
+            volume=Volume(),
         )
         conversation = Conversation(model, registry, ctx, cfg.llm, emit)
         narrator, narrator_msgs = build_narrator(

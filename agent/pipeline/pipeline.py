@@ -29,6 +29,7 @@ at once, and the history keeps only what was heard.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -431,7 +432,7 @@ def live_pipeline(
 
     cfg = core.cfg
     rc = cfg.robot
-    devices = Devices(cfg.audio, backend, bus.publish)
+    devices = Devices(cfg.audio, backend, bus.publish, functools.partial(_gain, core))
 
     def head_motion(pcm: np.ndarray, rate: int) -> None:
         speak_along(
@@ -448,3 +449,9 @@ def live_pipeline(
     source.on_lost = lambda: bus.publish(Interrupt(-1, "device"))
     source.on_recovered = pipeline.listener.reset
     return pipeline
+
+
+def _gain(core: AgentCore) -> float:
+    """The speaking volume's gain now (the volume set by voice; 1.0 without one)."""
+    volume = core.ctx.volume
+    return 1.0 if volume is None else volume.gain

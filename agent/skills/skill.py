@@ -35,6 +35,7 @@ from pydantic.fields import FieldInfo
 if TYPE_CHECKING:
     from agent.state.memory import Memory
     from agent.state.timers import TimerBook
+    from agent.state.volume import Volume
     from hardware.perception.watcher import Vision
     from hardware.robot import Robot
 
@@ -79,6 +80,9 @@ class SkillContext:
             the pipeline always hands one over, kept across restarts when a state store is on),
             or None in a bare context: ``remember`` then keeps nothing.
         robot_name: The robot's own name (``[agent] name``), said when asked.
+        volume: The speaking volume (:class:`agent.state.volume.Volume`) the speaker scales its
+            samples by (the pipeline always hands one over, kept across restarts when a state
+            store is on), or None in a bare context: the volume skills then say they cannot.
 
     """
 
@@ -91,6 +95,7 @@ class SkillContext:
     abilities: list[str] = field(default_factory=list)
     memory: Memory | None = None
     robot_name: str = "Bolt"
+    volume: Volume | None = None
 
 
 @dataclass(frozen=True)

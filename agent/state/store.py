@@ -2,8 +2,9 @@
 
 What it holds (one table each): pending timers (label, length, wall-clock due time in UTC),
 the tail of the conversation (OpenAI-style message dicts as JSON, in order), flags (the
-latched e-stop) and what the user asked the robot to remember (their name, facts; a file
-made before facts existed gets the table at its next open). Everything else the agent rebuilds at start-up.
+latched e-stop), what the user asked the robot to remember (their name, facts) and settings
+changed by voice (the speaking volume); a file made before a table existed gets it at its next
+open. Everything else the agent rebuilds at start-up.
 
 Durability: every write is one ``BEGIN IMMEDIATE … COMMIT`` transaction in WAL mode with
 ``synchronous=FULL``. WAL lets ``bolt-agent state show`` read while the service writes, and
@@ -46,6 +47,7 @@ CREATE TABLE IF NOT EXISTS timers (
 CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY, message TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS flags (key TEXT PRIMARY KEY, since_utc REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, text TEXT NOT NULL, set_utc REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL, set_utc REAL NOT NULL);
 """
 
 _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
@@ -333,6 +335,17 @@ class StateStore:
     def facts(self) -> list[tuple[str, str]]:
         """The remembered facts, ``(key, text)``, oldest first (none in a file from before facts)."""
         return [(k, t) for k, t in self._read("SELECT key, text FROM facts ORDER BY set_utc, rowid")]
+
+    # --- settings changed by voice ---------------------------------------------------------------
+    def set_setting(self, key: str, value: str) -> bool:
+        """Keep ``value`` under ``key`` (the speaking volume: ``volume``, "60")."""
+        sql = "INSERT OR REPLACE INTO settings VALUES (?, ?, ?)"
+        return self._write("a setting", [(sql, (key, value, time.time()))])
+
+    def setting(self, key: str) -> str | None:
+        """The value kept under ``key``, or None (none kept, or a file from before settings)."""
+        rows = self._read("SELECT value FROM settings WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
 
     # --- e-stop ------------------------------------------------------------------------------
     def set_estop(self, latched: bool) -> bool:

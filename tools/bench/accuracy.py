@@ -269,20 +269,16 @@ def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) ->
 def _everyday(runner: _Runner, devices: frozenset[str]) -> list[dict[str, Any]]:
     """The typed everyday requests (:data:`~tools.bench.everyday.EVERYDAY`), each in a fresh conversation.
 
-    Before each, the conversation is cleared, running timers cancelled and what the robot
-    remembers of the user forgotten, so no request leans on another's.
+    Before each, the conversation is cleared, running timers cancelled, what the robot
+    remembers of the user forgotten and the volume put back to 100 percent
+    (:func:`~tools.bench.everyday.fresh`), so no request leans on another's.
     """
-    from tools.bench.everyday import EVERYDAY, applies, check
+    from tools.bench.everyday import EVERYDAY, applies, check, fresh
 
     core = runner.core
     rows: list[dict[str, Any]] = []
     for req in (r for r in EVERYDAY if applies(r, devices)):
-        core.conversation.history.clear()
-        if core.ctx.timers is not None:
-            for t in core.ctx.timers.running():
-                core.ctx.timers.cancel(t.label, t.seconds)
-        if core.ctx.memory is not None:
-            core.ctx.memory.forget("everything")
+        fresh(core)
         evs = runner.type([*req.before, req.said])
         ok, why = check(req, evs)
         tid = max((e.turn_id for e in evs if isinstance(e, Transcript)), default=-1)

@@ -174,8 +174,8 @@ class SmallRules(PlainRules):
 
     def _ack(self, said: frozenset[str], no_ack: frozenset[str], skill: Skill) -> str:
         """A movement's acknowledgement, a slow look-up's preamble, or "" (see :meth:`plan`)."""
-        if skill.name in no_ack or (skill.follow_up and not skill.preamble):
-            return ""
+        if skill.name in no_ack or skill.as_written or (skill.follow_up and not skill.preamble):
+            return ""  # a result written for people is the answer: no "Sure!" before it
         return skill.preamble or self.policy.acks.next(said)
 
     def speech(
@@ -245,7 +245,7 @@ class SmallRules(PlainRules):
         reason = failure_reason(outcome)
         if reason:
             return reason
-        if skill is None or not skill.follow_up or not outcome.ok:
+        if skill is None or not outcome.ok or not (skill.follow_up or skill.as_written):
             return ""
         words = spoken_result(outcome.result).strip()
         return words if skill.as_written or said_as_written(outcome.result) else ""
@@ -300,7 +300,7 @@ class SmallRules(PlainRules):
             skill = self.registry.skills.get(name)
             if skill is None:
                 continue
-            if outcome.ok and skill.follow_up and spoken_result(outcome.result):
+            if outcome.ok and (skill.follow_up or skill.as_written) and spoken_result(outcome.result):
                 out[spoken_result(outcome.result)] = None
             elif failure_reason(outcome):
                 out[failure_reason(outcome)] = None
@@ -437,14 +437,25 @@ def _last_turn_speech(history: list[dict[str, Any]]) -> list[str]:
 
 
 def _last_turn_calls(history: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """The calls of the newest turn of ``history``, in order: ``(tool, arguments)`` ({} for non-objects)."""
+    """The calls of the newest turn of ``history`` that worked, in order: ``(tool, arguments)``.
+
+    Arguments that are no object are ``{}``. A call whose tool message is an error (refused as
+    not asked for, failed) is left out: "a bit quieter" had the stand-in call ``abilities``
+    first (refused), and "again" then read the whole abilities list out before the volume.
+    """
     out: list[tuple[str, dict[str, Any]]] = []
+    failed: set[str] = set()
     for msg in reversed(history):
         if msg["role"] == "user":
             break
+        if msg["role"] == "tool" and str(msg.get("content", "")).startswith("ERROR: "):
+            failed.add(str(msg.get("tool_call_id")))
         if msg["role"] == "assistant":
-            calls = [c["function"] for c in msg.get("tool_calls") or ()]
-            out[:0] = [(f["name"], f["arguments"] if isinstance(f["arguments"], dict) else {}) for f in calls]
+            calls = [c for c in msg.get("tool_calls") or () if str(c.get("id")) not in failed]
+            out[:0] = [
+                (f["name"], f["arguments"] if isinstance(f["arguments"], dict) else {})
+                for f in (c["function"] for c in calls)
+            ]
     return out
 
 
