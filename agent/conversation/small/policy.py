@@ -112,6 +112,7 @@ class SmallRules(PlainRules):
         self.skills = list(self.registry.skills.values())
         self.before = _last_turn_speech(start.history)  # not acknowledged the same way twice in a row
         self.earlier = _last_turn_calls(start.history)  # "and now to the right" goes on the last call
+        self.worked = _last_turn_calls(start.history, worked_only=True)  # what "again" repeats
         self.carried = functools.partial(_carries, frozenset(start.data))
         self.claims: list[str] = []  # movements claimed while no call worked (left unsaid)
         self.replaying = False  # the turn repeats the last one's calls as they were (:meth:`answer`)
@@ -132,11 +133,11 @@ class SmallRules(PlainRules):
         if asks_what_was_said(self.text):
             last = " ".join(reversed(self.before))
             return Answer(last or "I haven't said anything yet.")
-        if asks_again(self.text) and self.earlier:
+        if asks_again(self.text) and self.worked:
             self.replaying = True
-            calls = tuple({"name": n, "arguments": dict(a)} for n, a in self.earlier)
+            calls = tuple({"name": n, "arguments": dict(a)} for n, a in self.worked)
             moves = any(
-                not self.registry.skills[n].follow_up for n, _ in self.earlier if n in self.registry.skills
+                not self.registry.skills[n].follow_up for n, _ in self.worked if n in self.registry.skills
             )
             return Answer(self.policy.acks.next(frozenset(self.before)) if moves else "", calls)
         return None
@@ -436,19 +437,22 @@ def _last_turn_speech(history: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _last_turn_calls(history: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """The calls of the newest turn of ``history`` that worked, in order: ``(tool, arguments)``.
+def _last_turn_calls(
+    history: list[dict[str, Any]], worked_only: bool = False
+) -> list[tuple[str, dict[str, Any]]]:
+    """The calls of the newest turn of ``history``, in order: ``(tool, arguments)``.
 
-    Arguments that are no object are ``{}``. A call whose tool message is an error (refused as
-    not asked for, failed) is left out: "a bit quieter" had the stand-in call ``abilities``
-    first (refused), and "again" then read the whole abilities list out before the volume.
+    Arguments that are no object are ``{}``. With ``worked_only`` a call whose tool message is an
+    error (refused as not asked for, failed) is left out: what "again" repeats ("a bit quieter"
+    had the stand-in call ``abilities`` first, refused, and "again" read the list out). A refused
+    call still names what a follow-on goes on ("set a timer" → "For how long?" → "three seconds").
     """
     out: list[tuple[str, dict[str, Any]]] = []
     failed: set[str] = set()
     for msg in reversed(history):
         if msg["role"] == "user":
             break
-        if msg["role"] == "tool" and str(msg.get("content", "")).startswith("ERROR: "):
+        if worked_only and msg["role"] == "tool" and str(msg.get("content", "")).startswith("ERROR: "):
             failed.add(str(msg.get("tool_call_id")))
         if msg["role"] == "assistant":
             calls = [c for c in msg.get("tool_calls") or () if str(c.get("id")) not in failed]
