@@ -2,8 +2,7 @@
 
 The list is the skills this robot is offered (its body's, the config's, installed ones), each
 by its ``ability`` (``@skill(ability="tell the time")``), so it never names what the body
-cannot do. Before it the 135M model answered "what can you do?" with a joke (a new user's
-``chat``: "Why did the robot do it?").
+cannot do.
 """
 
 from agent.skills import SkillContext, skill

@@ -29,7 +29,20 @@ from tests.test_reachy_emotions import CACHE_DIR, DATASET, _dataset, _env, _pull
 
 REPO = Path(__file__).resolve().parents[1]
 REACHY = {"reachy-daemon", "reachy-version", "reachy-motors", "reachy-emotions"}
-OTHERS = {"packages", "config", "models", "memory", "audio", "serial", "camera", "gpu", "jetpack", "service"}
+OTHERS = {
+    "packages",
+    "config",
+    "models",
+    "profile",
+    "memory",
+    "audio",
+    "serial",
+    "camera",
+    "skills",
+    "gpu",
+    "jetpack",
+    "service",
+}
 
 DOCTOR_IN_NETNS = """
 import json, os, subprocess, sys, urllib.request

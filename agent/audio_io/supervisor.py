@@ -97,6 +97,7 @@ class Devices:
             t = threading.Thread(target=dev.close, daemon=True)
             t.start()
             t.join(2.0)
+        self.ref_resampler = None  # remade at the next open
 
     def lost(self, why: str) -> None:
         """The mic stalled: close everything and schedule the first retry."""

@@ -239,6 +239,7 @@ class Pipeline:
             if t.is_alive():
                 t.join(max(0.0, deadline - time.monotonic()))
         self.source.close()
+        self.sink.close()
         self.early_start.close()
         self.trim_heap.close()
         self.core.arbiter.attach(None)

@@ -95,8 +95,7 @@ _LENGTH_WORDS = frozenset(
 def timer_label(label: str) -> str:
     """A timer's name as said in "the ... is done": the words the user named it by, then "timer".
 
-    The 135M model labels timers with the user's command ("Set a timer", "Cancel the timer"),
-    which made "Time is up: the Set a timer for 5 seconds is done." (a new user's ``chat``).
+    Small models label timers with the user's command ("Set a timer"), which is no name.
     A name after "called" or "named" is the name ("a timer called tea"), else the words before
     "timer" ("pasta timer"), else those after it ("the timer for the pasta"); command words,
     lengths and numbers are no name.
