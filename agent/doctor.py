@@ -31,6 +31,7 @@ from agent.config import Config
 from agent.conversation.doctor import check_profile
 from agent.memplan.doctor import check_gpu, check_gpu_access, check_memory, check_projector
 from agent.models_doctor import check_models, pull_fix
+from agent.skills import SkillRegistry
 from agent.systemd import ServiceInfo, check_service
 from hardware.camera.doctor import check_camera
 from hardware.check import Check
@@ -103,22 +104,22 @@ def _present(check: Check | None) -> list[Check]:
     return [check] if check is not None else []
 
 
-def check_skills(cfg: Config) -> Check:
-    """The skills this robot is offered, and those left out with the reason (no camera, no arm).
+def skills_of(cfg: Config) -> tuple[SkillRegistry, list[str]]:
+    """The skills a robot of ``cfg`` is offered, loaded with no robot started, and the libraries' notes.
 
-    A skill whose joints or devices the body lacks is never offered to the model nor named by
-    "what can you do?"; this line says which and why. Skill files that failed to load fail it
-    (not blocking: the other skills run).
+    As ``run`` loads them (packaged, the config's folders, entry points; the body's joints,
+    libraries and devices), with the loader's own log lines held back: the caller reports
+    :attr:`~agent.skills.SkillRegistry.load_errors` once.
     """
+    import logging
+
     from agent.skills import load_registry
     from hardware.factory import load_libraries
 
-    libraries, _ = load_libraries(cfg.robot)
-    import logging
-
+    libraries, notes = load_libraries(cfg.robot)
     loader = logging.getLogger("agent.skills")
     level = loader.level
-    loader.setLevel(logging.CRITICAL)  # the load errors are this check's detail
+    loader.setLevel(logging.CRITICAL)
     try:
         reg = load_registry(
             cfg.skills.folders,
@@ -131,6 +132,17 @@ def check_skills(cfg: Config) -> Check:
         )
     finally:
         loader.setLevel(level)
+    return reg, notes
+
+
+def check_skills(cfg: Config) -> Check:
+    """The skills this robot is offered, and those left out with the reason (no camera, no arm).
+
+    A skill whose joints or devices the body lacks is never offered to the model nor named by
+    "what can you do?"; this line says which and why. Skill files that failed to load fail it
+    (not blocking: the other skills run).
+    """
+    reg, _ = skills_of(cfg)
     detail = f"{len(reg.skills)} offered"
     if reg.left_out:  # each reason without its source line: "no camera is configured"
         detail += "; left out: " + ", ".join(
