@@ -265,8 +265,7 @@ _DAY_SAID = re.compile(
 def day_in(text: str) -> str:
     """``get_date``'s day as the user said it ("next Friday", "in three days"), else "today".
 
-    For small models (``from_words``): SmolLM2-135M wrote ``day ""`` for "what is the date in
-    three days?".
+    The small-model profile's reader (``from_words``); a capable model writes ``day`` itself.
     """
     m = _DAY_SAID.search(text)
     return m.group(1) if m else "today"

@@ -9,8 +9,8 @@ restarts under ``bolt-agent run``, and offered to the model every turn in the st
 user's message carries (:meth:`agent.pipeline.core.AgentCore.state_line`), so a capable model
 can use them without a call. Every result is a sentence written for people (``as_written``).
 
-The free-text arguments are read from the user's words for small models (``from_words``):
-SmolLM2-135M copies a sentence badly.
+The free-text arguments are read from the user's words on the small-model profile
+(``from_words``); a capable model writes them itself.
 """
 
 import re

@@ -12,7 +12,7 @@ from agent.skills import SkillContext, skill
     keywords=("abilities", "what can you do", "what else can you do", "what are you able to do"),
     side_effects=False,
     ability="",
-    as_written=True,  # the list is the answer: SmolLM2-135M's round only garbled it
+    as_written=True,  # the list is the answer: a model round could only say it again
 )
 def abilities(ctx: SkillContext) -> str:
     """Say what you can do."""

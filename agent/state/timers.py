@@ -138,9 +138,8 @@ def label_in(text: str) -> str:
 
     "a timer for ten minutes called tea", "how long is left on the tea timer?", "cancel the
     pasta timer" name "tea timer", "tea timer", "pasta timer"; "is my timer done?", "set a ten
-    minute timer" name none. The timer skills read their ``label`` from the words this way for
-    small models (``from_words``): SmolLM2-135M wrote labels such as "Set a timer" or long
-    strings that ran past the reply's token limit.
+    minute timer" name none. The timer skills read their ``label`` from the words this way on
+    the small-model profile (``from_words``; docs/skills.md says why).
     """
     said = [w for w in (w.strip(".,!?;:'\"") for w in text.lower().replace("-", " ").split()) if w]
     at = next((i for i, w in enumerate(said) if w in _NAMING), None)
