@@ -129,7 +129,24 @@ def look(
 ) -> str:
     """Turn the head to look in a direction."""
     ctx.robot.move({"head_yaw": yaw_deg, "head_pitch": pitch_deg}, duration_ms=600)
-    return f"I am looking {yaw_deg:g} degrees to the side and {pitch_deg:g} degrees up."
+    return f"I am looking {where_i_look(yaw_deg, pitch_deg)}."
+
+
+def where_i_look(yaw_deg: float, pitch_deg: float) -> str:
+    """A head pose as said: "30 degrees to the left and 10 degrees down", "straight ahead".
+
+    A sign is a side, never said as a minus ("-45 degrees to the side" was a result a new user read).
+
+    Args:
+        yaw_deg: Head turn, degrees, positive = left.
+        pitch_deg: Head tilt, degrees, positive = up.
+    """
+    parts = []
+    if round(yaw_deg):
+        parts.append(f"{abs(yaw_deg):.0f} degrees to the {'left' if yaw_deg > 0 else 'right'}")
+    if round(pitch_deg):
+        parts.append(f"{abs(pitch_deg):.0f} degrees {'up' if pitch_deg > 0 else 'down'}")
+    return " and ".join(parts) or "straight ahead"
 
 
 # Its result is what the robot says, as written: an acknowledgement ("Here I go!") was wrong for a stop.

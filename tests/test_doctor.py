@@ -33,6 +33,7 @@ NAMES = {
     "audio",
     "serial",
     "camera",
+    "skills",
     "gpu",
     "jetpack",
     "service",

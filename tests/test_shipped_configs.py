@@ -37,7 +37,7 @@ CASES = {
 }
 """Shipped config → (a typed command, the tool that must answer it)."""
 REACHY_MOTORS_OFF_S = 1.0 + 2.0 + 1.0
-"""README's figure for a Reachy Mini: SIGTERM to motors off within 1 s through the initial pose
+"""docs/command-line.md's figure for a Reachy Mini: SIGTERM to motors off within 1 s through the initial pose
 (when far from it) + ``sleep_s`` (2 s) + 1 s, s."""
 
 

@@ -12,14 +12,16 @@ imports: a command module never imports this one.
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from agent.cli import budget, estop, live, ops, see_and_animate, talk
 from agent.cli.devtools import add_tools
+from agent.cli.helptext import tidy
 from agent.cli.skills import skills_app
 from agent.cli.state import state_app
 
@@ -28,6 +30,7 @@ DISTRIBUTION = "bolt-agent"
 
 app = typer.Typer(
     add_completion=False,
+    rich_markup_mode=None,  # plain Click layout; helptext.tidy makes every text plain
     no_args_is_help=True,
     help="bolt-agent: an on-device voice and robot agent (Nemotron 3.5 Bolt E4B).",
     # -h everywhere: subcommands and sub-apps (skills, models, state) inherit the context settings.
@@ -102,6 +105,20 @@ def optional_values(argv: list[str]) -> list[str]:
     return out
 
 
+def command() -> Any:
+    """The Click command of :data:`app`, with every help text made plain (:func:`agent.cli.helptext.tidy`)."""
+    return tidy(typer.main.get_command(app))
+
+
+QUIET_LIBRARIES = {"OPENCV_LOG_LEVEL": "ERROR", "OPENCV_FFMPEG_LOGLEVEL": "-8"}
+"""Environment that keeps OpenCV's and its FFmpeg's own lines off the terminal ("[ WARN:0@0.028]
+global cap.cpp:212 open VIDEOIO(FFMPEG): ...", "[mov,mp4,... @ 0x...] moov atom not found"): the
+command says what failed in words. Set by the entry point before anything imports cv2, unless
+the user set them (``OPENCV_LOG_LEVEL=INFO bolt-agent see 0`` shows them again)."""
+
+
 def main() -> None:
     """Console-script entry point."""
-    app(args=optional_values(sys.argv[1:]), prog_name="bolt-agent")
+    for key, value in QUIET_LIBRARIES.items():
+        os.environ.setdefault(key, value)
+    command()(args=optional_values(sys.argv[1:]), prog_name="bolt-agent")

@@ -569,7 +569,7 @@ def _sdk_connect(cfg: ReachyMiniConfig) -> Any:
         )
 
 
-WAKE_MS = 1500.0
+REACHY_WAKE_MS = 1500.0
 """A Reachy Mini moves from the pose it was found in (often asleep) to neutral over this long, ms."""
 
 
@@ -591,5 +591,5 @@ def daemon_doa(cfg: RobotConfig) -> DoaSource:
     return DaemonDoa(cfg.reachy_mini)
 
 
-SPEC = DriverSpec(REACHY_MINI, build, wake_ms=WAKE_MS, libraries=load_libraries, doa=daemon_doa)
+SPEC = DriverSpec(REACHY_MINI, build, wake_ms=REACHY_WAKE_MS, libraries=load_libraries, doa=daemon_doa)
 """``[robot] driver = "reachy_mini"`` (built in): the whole body, through its daemon."""

@@ -33,6 +33,7 @@ TEST_DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 
 app = typer.Typer(
     add_completion=False,
+    rich_markup_mode=None,  # plain Click layout; helptext.tidy makes every text plain
     no_args_is_help=True,
     help="bolt-agent's development tools: benchmarks and the soak (a checkout's tools/bench).",
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -385,7 +386,7 @@ def _robot(cfg: Config) -> Robot:
 
 
 def motion_bench(
-    config: Annotated[Path | None, typer.Option("--config", help="robot config TOML")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="robot config TOML")] = None,
     trials: Annotated[int, typer.Option(help="head-yaw steps for the command-to-motion latency")] = 20,
     park: Annotated[
         bool, typer.Option(help="also time SIGTERM-to-parked on a bolt-agent chat child (Reachy Mini)")
@@ -425,7 +426,7 @@ def motion_bench(
 
 
 def look_bench(
-    config: Annotated[Optional[Path], typer.Option("--config", help="robot config TOML")] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="robot config TOML")] = None,
     trials: Annotated[int, typer.Option(help="voice direction changes to time")] = 10,
     video: Annotated[
         Optional[Path], typer.Option("--video", help="also measure eye contact on this video as the camera")
@@ -470,6 +471,13 @@ app.command("motion-bench")(motion_bench)
 app.command("look-bench")(look_bench)
 
 
+def command() -> Any:
+    """The Click command of :data:`app`, every help text plain (:func:`agent.cli.helptext.tidy`)."""
+    from agent.cli.helptext import tidy
+
+    return tidy(typer.main.get_command(app))
+
+
 def main() -> None:
     """``python -m tools.bench``."""
-    app(prog_name="bolt-agent")
+    command()(prog_name="bolt-agent")

@@ -222,10 +222,34 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
             out[s.name] = bonus / 2
     if any(v == bonus for v in out.values()):  # an exact word beats a shared stem ("timer" vs "time")
         out = {k: v for k, v in out.items() if v == bonus}
+    out = answered_by_reading(user_text, skills, out)
     out = {k: v for k, v in out.items() if k not in done}
     # Push "none" the other way when the user named an action, toward it when they did not.
     out[NO_TOOL] = -bonus if out else bonus
     return out
+
+
+QUESTION_OPENERS = frozenset(
+    "what what's whats how how's which when where who whose is are does did has have was were".split()
+)
+"""First words of a question that asks for facts ("how long is left on the tea timer?", "is my
+timer done?"); not "can/could/would you ...", which ask for an action."""
+
+
+def answered_by_reading(user_text: str, skills: list[Skill], bonuses: dict[str, float]) -> dict[str, float]:
+    """A question is answered by a skill that reads: the skills that change things lose their bonus.
+
+    "how long is left on the tea timer?" named ``timers_left`` (keywords "how long", "is left")
+    and ``set_timer`` (its keyword "timer"); SmolLM2-135M called ``set_timer``, which asked "For
+    how long?". Only where a question (:data:`QUESTION_OPENERS`) points at a skill without side
+    effects; otherwise ``bonuses`` as they are.
+    """
+    said = words(user_text)
+    if not said or said[0] not in QUESTION_OPENERS:
+        return bonuses
+    by_name = {s.name: s for s in skills}
+    reading = {n for n in bonuses if n in by_name and not by_name[n].side_effects}
+    return {n: v for n, v in bonuses.items() if n in reading} if reading else bonuses
 
 
 def tool_words(user_text: str, skill: Skill) -> set[str]:
