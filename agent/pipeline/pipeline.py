@@ -55,6 +55,7 @@ from agent.events import (
     TurnDropped,
     UserTurn,
 )
+from agent.events import Standby as StandbyChange
 from agent.pipeline.asr_stage import ASRStage
 from agent.pipeline.body_life import BodyLife, build_body_life
 from agent.pipeline.bus import Bus
@@ -137,8 +138,7 @@ class Pipeline:
             self.standby = build_standby(
                 cfg.live, robot, core.tts, bus.publish, self.gate, lambda: not self.work.quiet(), sink.play
             )
-        floor_listeners = [self.life.floor] + ([self.standby.floor] if self.standby is not None else [])
-        self.postures = Postures(robot, floor_listeners)
+        self.postures = Postures(robot, [self.life.floor])
         self.early_start = EarlyStart(self._prefill, self.work)
         self.turn_taking = TurnTaking(
             cfg,
@@ -190,6 +190,10 @@ class Pipeline:
         )
         if self.standby is not None:
             self.standby.connect(self.listener, self.asr)
+            # A sleep phrase was an utterance handed over (the floor "thinking") that no turn ends.
+            bus.route(
+                StandbyChange, lambda msg: self.postures.turn_over() if msg.state == "standby" else None
+            )
         self.trim_heap = HeapTrimmer()  # what a turn freed in the models' malloc arenas goes back
         bus.route(Timing, self._turn_done)
         bus.route(TurnDropped, self._turn_dropped)

@@ -19,8 +19,8 @@ Each change is a :class:`~agent.events.Standby` event. Background results (a tim
 are still spoken in standby; the state does not change for them.
 
 Threads: :meth:`Standby.hear` runs on the listener thread for every microphone block (it owns
-the detector and also checks the quiet timeout and the motors); :meth:`Standby.floor` is a
-:class:`~agent.pipeline.posture.Postures` listener (any stage); :meth:`Standby.words` runs on the
+the detector and also checks the quiet timeout and the motors; the floor is free when ``busy``
+says so: nobody speaking, nothing in flight, the speaker idle); :meth:`Standby.words` runs on the
 ASR thread. One lock guards the state. Times: monotonic seconds.
 """
 
@@ -129,8 +129,7 @@ class Standby:
         self._lock = threading.Lock()
         self._asleep = True  # the agent starts in standby
         self._fresh = True  # the detector starts afresh on the next block
-        self._floor = "idle"
-        self._active = clock()  # last time anyone had the floor
+        self._active = clock()  # last time the floor was not free
         self._robot_asleep = False  # the robot's own sleep flag when last looked at
         self._rested = False  # the robot went to rest while awake: standby when the floor is free
         self._motors_due = False  # turn the motors off once the sleep move is over
@@ -184,15 +183,16 @@ class Standby:
         """Awake: standby after ``standby_after_s`` of a free floor, or once a skill put the robot to rest."""
         now = self.clock()
         robot_asleep = bool(self.robot.asleep)
+        busy = self.busy()
         with self._lock:
             if robot_asleep and not self._robot_asleep:
                 self._rested = True  # a skill (go_to_sleep) put the robot to rest: standby once it is over
             self._robot_asleep = robot_asleep
-            free = self._floor == "idle"
-            quiet = free and now - self._active >= self.live.standby_after_s
+            if busy:
+                self._active = now
+                return
+            quiet = now - self._active >= self.live.standby_after_s
             rested = self._rested
-        if not free or self.busy():
-            return
         if rested:
             self._sleep("asked")
         elif quiet:
@@ -232,12 +232,6 @@ class Standby:
         self.on_wake()
 
     # --- the other stages -------------------------------------------------------------------------
-    def floor(self, state: str) -> None:
-        """Who has the floor (a :class:`~agent.pipeline.posture.Postures` listener): the quiet clock."""
-        with self._lock:
-            self._floor = state
-            self._active = self.clock()
-
     def words(self, text: str) -> bool:
         """A transcript before it becomes a turn (the ASR thread): a sleep phrase goes to standby.
 
@@ -290,7 +284,7 @@ def build_standby(
         tts: The robot's voice (``wake_reply``).
         publish: The bus.
         gate: Turn ids.
-        busy: True while the floor is not free.
+        busy: True while the floor is not free (someone speaks, a turn is in flight, the speaker plays).
         play: The sink's ``play`` (the chime and the reply go out as :class:`~agent.events.AudioOut`
             of no turn: ``turn_id`` -1).
 

@@ -1,0 +1,285 @@
+"""The acoustic wake word and standby (``[live] attention = "wake_word"``), below the command line.
+
+The real parts: the models the ``pymicro-wakeword`` wheel ships, its front end and TFLite runtime,
+the product's piper voice and espeak-ng saying the words, the recordings of ``tests/data/audio``,
+a simulated body (``build_robot``). The speaker is a list (the sound card's boundary). The live
+run through ``bolt-agent run`` on PulseAudio is ``tests/test_wake_live.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from agent.config import LiveConfig, RobotConfig
+from agent.config.live import WAKE_WORDS
+from agent.events import AudioIn, Transcript
+from agent.events import Standby as StandbyEvent
+from agent.listening.wake_word import WakeDecider, WakeWordDetector, WakeWordError, builtin_dir, find_model
+from agent.models import resolve_model
+from agent.pipeline.queues import TurnGate
+from agent.pipeline.standby import Standby, sleep_command
+from agent.speech.audio import AudioError, decode_file
+from hardware.factory import build_robot
+from tools.bench.turn_set import Synthesizer, Voice, espeak_available
+from tools.bench.wake import fires
+
+BLOCK = 320  # 20 ms: the microphone's block
+VOICES = [
+    Voice("piper-joe-noise0", "piper"),
+    Voice("piper-joe-default", "piper", noise_scale=0.667, noise_w_scale=0.8, length_scale=1.1),
+    Voice("espeak-ng en-us", "espeak-ng", espeak_voice="en-us", rate=165),
+    Voice("espeak-ng en-gb+m3", "espeak-ng", espeak_voice="en-gb+m3", rate=150),
+]
+
+
+@pytest.fixture(scope="module")
+def synth():
+    return Synthesizer(resolve_model("packaged:piper-joe-medium", "voice"))
+
+
+@pytest.fixture(scope="module")
+def detector():
+    det = WakeWordDetector(find_model("okay_nabu"))
+    yield det
+    det.close()
+
+
+def _padded(audio: np.ndarray, lead_s: float = 1.0, tail_s: float = 0.6) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    pad = lambda s: (rng.standard_normal(int(s * 16000)) * 3e-4).astype(np.float32)  # noqa: E731
+    return np.concatenate([pad(lead_s), audio.astype(np.float32), pad(tail_s)])
+
+
+def _detections(det: WakeWordDetector, audio: np.ndarray) -> list[float]:
+    det.reset()
+    hits = [det.feed(audio[i : i + BLOCK]) for i in range(0, audio.size, BLOCK)]
+    return [h for h in hits if h is not None]
+
+
+# --- finding the model ------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", WAKE_WORDS)
+def test_every_builtin_model_is_found(name):
+    m = find_model(name)
+    assert m.tflite.is_file() and m.config.is_file()
+    assert 0 < m.cutoff < 1 and m.window >= 1
+    assert m.phrase.lower().replace(" ", "_") == name
+
+
+def test_a_custom_model_by_path(tmp_path):
+    src = builtin_dir() / "hey_jarvis.json"
+    shutil.copy(src, tmp_path / "robbie.json")
+    shutil.copy(src.with_suffix(".tflite"), tmp_path / "hey_jarvis.tflite")  # the JSON names its model
+    by_json = find_model(str(tmp_path / "robbie.json"))
+    assert by_json.name == "robbie" and by_json.phrase == "Hey Jarvis"
+    shutil.copy(src, tmp_path / "hey_jarvis.json")
+    by_tflite = find_model(str(tmp_path / "hey_jarvis.tflite"))
+    assert by_tflite.tflite == tmp_path / "hey_jarvis.tflite"
+    WakeWordDetector(by_tflite).close()  # the runtime loads it
+    assert LiveConfig(wake_word=str(tmp_path / "hey_jarvis.tflite")).wake_word.endswith(".tflite")
+
+
+def test_bad_names_and_files_say_what_is_wrong(tmp_path):
+    with pytest.raises(WakeWordError, match="okay_nabu, hey_jarvis, hey_mycroft, alexa"):
+        find_model("okay_nabo")
+    with pytest.raises(WakeWordError, match="not found"):
+        find_model(str(tmp_path / "none.json"))
+    lone = tmp_path / "lone.tflite"
+    lone.write_bytes(b"\0")
+    with pytest.raises(WakeWordError, match="JSON .*lone.json is missing"):
+        find_model(str(lone))
+    (tmp_path / "bad.json").write_text('{"wake_word": "Hi"}')
+    with pytest.raises(WakeWordError, match="not a microWakeWord JSON .*model"):
+        find_model(str(tmp_path / "bad.json"))
+    (tmp_path / "gone.json").write_text(
+        json.dumps(
+            {
+                "wake_word": "Hi",
+                "model": "gone.tflite",
+                "micro": {"probability_cutoff": 0.9, "sliding_window_size": 5},
+            }
+        )
+    )
+    with pytest.raises(WakeWordError, match="gone.tflite, which is missing"):
+        find_model(str(tmp_path / "gone.json"))
+
+
+def test_config_checks_the_wake_word(tmp_path):
+    assert LiveConfig(attention="wake_word").wake_word == "okay_nabu"
+    with pytest.raises(
+        ValidationError, match="unknown wake word 'okay_nabo': use one of okay_nabu, hey_jarvis"
+    ):
+        LiveConfig(attention="wake_word", wake_word="okay_nabo")
+    with pytest.raises(ValidationError, match="wake word model file not found"):
+        LiveConfig(wake_word=str(tmp_path / "mine.tflite"))
+    for bad in (
+        {"wake_cutoff": 1.0},
+        {"wake_window": 0},
+        {"standby_after_s": 0.5},
+        {"standby_motors": "loose"},
+    ):
+        with pytest.raises(ValidationError):
+            LiveConfig(**bad)
+
+
+# --- the decision -----------------------------------------------------------------------------------
+def test_decider_needs_the_window_mean_over_the_cutoff():
+    d = WakeDecider(0.8, 3, 0.03, refractory_s=0.3)
+    assert [d.push(p) for p in (0.99, 0.99, 0.1, 0.99, 0.99)] == [None] * 5  # one low spoils each window
+    assert d.push(0.99) == pytest.approx(0.99)  # the 0.1 has left the window
+    d.reset()
+    got = [d.push(p) for p in (0.9, 0.9, 0.9)]
+    assert got[:2] == [None, None] and got[2] == pytest.approx(0.9)
+    # Deaf for 10 steps (0.3 s / 0.03 s), then the window refills: one utterance, one detection.
+    assert all(d.push(1.0) is None for _ in range(10 + 2))
+    assert d.push(1.0) == pytest.approx(1.0)
+
+
+def test_decider_at_the_cutoff_does_not_fire():
+    d = WakeDecider(0.5, 2, 0.03)
+    assert [d.push(0.5) for _ in range(10)] == [None] * 10
+
+
+def test_benchmark_counts_what_the_decider_does():
+    rng = np.random.default_rng(3)
+    probs = np.clip(rng.beta(0.3, 2.0, 4000) + (rng.random(4000) < 0.02) * 0.8, 0, 1)
+    for cutoff, window in ((0.5, 1), (0.6, 3), (0.7, 5)):
+        d = WakeDecider(cutoff, window, 0.03)
+        assert sum(d.push(float(p)) is not None for p in probs) == fires(probs, cutoff, window, 0.03)
+
+
+# --- the real model on real audio -------------------------------------------------------------------
+@pytest.mark.parametrize("voice", VOICES, ids=lambda v: v.name)
+def test_okay_nabu_is_heard(detector, synth, voice):
+    if voice.engine == "espeak-ng" and not espeak_available():
+        pytest.skip("espeak-ng is not installed")
+    for text in ("Okay Nabu.", "Okay Nabu, what time is it?"):
+        hits = _detections(detector, _padded(synth.speak(text, voice)))
+        assert len(hits) == 1 and hits[0] > detector.decider.cutoff, (voice.name, text, hits)
+
+
+def test_speech_and_noise_without_it_wake_nothing(detector, synth, fixtures_dir):
+    clips = []
+    for path in sorted((fixtures_dir / "audio").glob("*")) + sorted(
+        (fixtures_dir / "commands").glob("*.wav")
+    ):
+        try:
+            clips.append(decode_file(path))
+        except AudioError:
+            continue
+    clips.append(
+        synth.speak("Okay. Now turn your head to the left, and tell me a joke about bamboo.", VOICES[0])
+    )
+    rng = np.random.default_rng(1)
+    clips.append((rng.standard_normal(16000 * 20) * 0.05).astype(np.float32))  # -26 dBFS white noise
+    assert len(clips) >= 10
+    audio = np.concatenate(clips)
+    assert audio.size > 16000 * 60  # over a minute
+    assert _detections(detector, audio) == []
+
+
+# --- standby --------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Go to sleep.", True),
+        ("Okay, go to sleep now.", True),
+        ("Goodbye!", True),
+        ("Don't go to sleep.", False),
+        ("Do not go to sleep yet.", False),
+        ("Tell me a story about a dog who would not go to sleep at night.", False),
+        ("What time is it?", False),
+    ],
+)
+def test_sleep_phrases(text, found):
+    assert (sleep_command(text, LiveConfig().sleep_phrases) is not None) is found
+
+
+class Clock:
+    """The standby's clock, and whether the floor is taken (someone speaks, a turn runs)."""
+
+    def __init__(self) -> None:
+        self.t = 100.0
+        self.taken = False
+
+    def __call__(self) -> float:
+        return self.t
+
+    def busy(self) -> bool:
+        return self.taken
+
+
+@pytest.fixture
+def standby(detector):
+    robot, _ = build_robot(RobotConfig())
+    events, played, clock = [], [], Clock()
+    live = LiveConfig(attention="wake_word", standby_after_s=5.0, standby_motors="off")
+    sb = Standby(
+        detector,
+        live,
+        robot,
+        events.append,
+        TurnGate(),
+        clock.busy,
+        lambda a, r, t: played.append(t),
+        clock=clock,
+    )
+    sb.start()
+    yield sb, robot, events, played, clock
+    robot.close()
+
+
+def _hear(sb: Standby, audio: np.ndarray) -> list[bool]:
+    return [sb.hear(AudioIn(-1, audio[i : i + BLOCK])) for i in range(0, audio.size, BLOCK)]
+
+
+def _states(events) -> list[tuple[str, str]]:
+    return [(e.state, e.reason) for e in events if isinstance(e, StandbyEvent)]
+
+
+def test_standby_wakes_on_the_word_only_and_sleeps_again(standby, synth):
+    sb, robot, events, played, clock = standby
+    assert sb.asleep and robot.asleep and _states(events) == [("standby", "start")]
+    assert not any(_hear(sb, _padded(synth.speak("What time is it? Turn your head to the left.", VOICES[0]))))
+    assert sb.asleep and sb.wakes == 0
+    assert robot.wait_idle(10)
+    _hear(sb, np.zeros(BLOCK, np.float32))
+    assert not robot.torque_on  # standby_motors = "off": off once the sleep pose is reached
+
+    passed = _hear(sb, _padded(synth.speak("Okay Nabu, what time is it?", VOICES[0]), tail_s=0.2))
+    first = passed.index(True)
+    assert all(passed[first:]) and not any(passed[:first])  # from the word on, the blocks go on to the VAD
+    assert not sb.asleep and not robot.asleep and robot.torque_on and sb.wakes == 1
+    woke = [e for e in events if isinstance(e, StandbyEvent)][-1]
+    assert (woke.state, woke.reason, woke.wake_word) == (
+        "awake",
+        "wake_word",
+        "Okay Nabu",
+    ) and woke.score > 0.5
+    assert played == [""]  # the rising chime (no wake_reply)
+
+    assert not sb.words("Don't go to sleep.")
+    assert sb.words("Go to sleep.")
+    assert sb.asleep and robot.asleep and _states(events)[-1] == ("standby", "asked")
+    said = [e for e in events if isinstance(e, Transcript)]
+    assert [e.text for e in said] == ["Go to sleep."]
+    assert not sb.words("Go to sleep.")  # asleep already: ASR does not run in standby anyway
+
+
+def test_standby_after_a_quiet_spell(standby, synth):
+    sb, robot, events, played, clock = standby
+    _hear(sb, _padded(synth.speak("Okay Nabu.", VOICES[0])))
+    assert not sb.asleep
+    clock.taken = True
+    clock.t += 60  # the floor is taken: no timeout however long
+    assert _hear(sb, np.zeros(BLOCK, np.float32)) == [True]
+    clock.taken = False
+    clock.t += 4.9
+    assert _hear(sb, np.zeros(BLOCK, np.float32)) == [True] and not sb.asleep
+    clock.t += 0.2
+    assert _hear(sb, np.zeros(BLOCK, np.float32)) == [False]
+    assert sb.asleep and robot.asleep and _states(events)[-1] == ("standby", "quiet")
