@@ -76,7 +76,8 @@ def run_tool(command: str, args: list[str]) -> NoReturn:
 
 
 SUMMARIES = {
-    "bench": "Development tool (a checkout's tools/bench): latency, --accuracy, --turns, --vision, --peer.",
+    "bench": "Development tool (a checkout's tools/bench): latency, --accuracy, --turns, --vision, --peer,"
+    " --wake.",
     "soak": "Development tool (a checkout's tools/bench): a long run on virtual audio; memory, latency.",
     "motion-bench": "Development tool (a checkout's tools/bench): the body's motion loop, latency, parking.",
     "look-bench": "Development tool (a checkout's tools/bench): the turn toward a voice, eye contact.",
