@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,13 +20,14 @@ from pydantic import ValidationError
 
 from agent.config import LiveConfig, RobotConfig
 from agent.config.live import WAKE_WORDS
-from agent.events import AudioIn, Transcript
+from agent.events import AudioIn, AudioOut, Transcript
 from agent.events import Standby as StandbyEvent
 from agent.listening.wake_word import WakeDecider, WakeWordDetector, WakeWordError, builtin_dir, find_model
 from agent.models import resolve_model
 from agent.pipeline.queues import TurnGate
-from agent.pipeline.standby import Standby, sleep_command
+from agent.pipeline.standby import Standby, build_standby, sleep_command
 from agent.speech.audio import AudioError, decode_file
+from agent.speech.tts import PiperTTS
 from hardware.factory import build_robot
 from tools.bench.turn_set import Synthesizer, Voice, espeak_available
 from tools.bench.wake import fires
@@ -283,3 +287,36 @@ def test_standby_after_a_quiet_spell(standby, synth):
     clock.t += 0.2
     assert _hear(sb, np.zeros(BLOCK, np.float32)) == [False]
     assert sb.asleep and robot.asleep and _states(events)[-1] == ("standby", "quiet")
+
+
+def test_a_live_run_builds_its_standby_with_a_spoken_reply(synth):
+    robot, _ = build_robot(RobotConfig())
+    events, played = [], []
+    live = LiveConfig(attention="wake_word", wake_word="okay_nabu", wake_reply="Yes?")
+    tts = PiperTTS(resolve_model("packaged:piper-joe-medium"))
+    sb = build_standby(live, robot, tts, events.append, TurnGate(), lambda: False, played.append)
+    try:
+        sb.start()
+        assert sb.asleep and sb.phrase == "Okay Nabu"
+        _hear(sb, _padded(synth.speak("Okay Nabu.", VOICES[1])))
+        assert not sb.asleep
+        (out,) = played
+        assert isinstance(out, AudioOut) and out.turn_id == -1 and out.text == "Yes?"
+        assert out.audio.dtype == np.int16 and out.audio.size > 0.2 * out.sample_rate
+    finally:
+        sb.detector.close()
+        robot.close()
+
+
+def test_run_refuses_an_unknown_wake_word(tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('[live]\nattention = "wake_word"\nwake_word = "hey_nabu"\n')
+    p = subprocess.run(
+        [sys.executable, "-m", "agent", "run", "--config", str(cfg)],
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 2 and "unknown wake word 'hey_nabu'" in p.stderr, p.stderr
+    assert "okay_nabu, hey_jarvis, hey_mycroft, alexa" in p.stderr
