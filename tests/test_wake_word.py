@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+from agent.cli.printer import LINES
 from agent.config import LiveConfig, RobotConfig
 from agent.config.live import WAKE_WORDS
 from agent.events import AudioIn, AudioOut, Transcript
@@ -320,3 +321,26 @@ def test_run_refuses_an_unknown_wake_word(tmp_path):
     )
     assert p.returncode == 2 and "unknown wake word 'hey_nabu'" in p.stderr, p.stderr
     assert "okay_nabu, hey_jarvis, hey_mycroft, alexa" in p.stderr
+
+
+def test_the_console_lines_of_standby():
+    line = LINES[StandbyEvent]
+    assert line(StandbyEvent(-1, "standby", "start", "Okay Nabu")) == "standby; say 'Okay Nabu' to wake it"
+    assert line(StandbyEvent(-1, "standby", "quiet", "Okay Nabu")).startswith("standby: nobody spoke;")
+    asked = line(StandbyEvent(-1, "standby", "asked", "Okay Nabu", text="Go to sleep."))
+    assert asked.startswith("standby: asked (Go to sleep.);")
+    assert line(StandbyEvent(-1, "awake", "wake_word", "Okay Nabu", 0.912)) == (
+        "awake: heard 'Okay Nabu' (score 0.91); listening"
+    )
+
+
+def test_standby_once_a_skill_put_the_robot_to_rest(standby, synth):
+    sb, robot, events, played, clock = standby
+    _hear(sb, _padded(synth.speak("Okay Nabu.", VOICES[0])))
+    assert not sb.asleep and not robot.asleep
+    clock.taken = True  # the turn that calls go_to_sleep
+    robot.rest({}, 300)
+    assert _hear(sb, np.zeros(BLOCK, np.float32)) == [True]  # not while its turn runs
+    clock.taken = False
+    assert _hear(sb, np.zeros(BLOCK, np.float32)) == [False]
+    assert sb.asleep and _states(events)[-1] == ("standby", "asked")
