@@ -22,6 +22,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import wave
@@ -199,10 +200,13 @@ def prose(root: Path, avoid: tuple[str, ...]) -> list[str]:
         avoid: Words (lower case) a paragraph may not hold (the wake words: nothing may wake).
 
     Returns:
-        Paragraphs of plain sentences, in file order.
+        Paragraphs of plain sentences, in file order; ``docs/wake-word.md`` left out (it quotes
+        the near misses).
     """
     out = []
     for path in [root / "README.md", *sorted((root / "docs").glob("*.md"))]:
+        if path.name == "wake-word.md":
+            continue
         text = re.sub(r"```.*?```", " ", path.read_text(encoding="utf-8"), flags=re.S)
         for para in re.split(r"\n\s*\n", text):
             if para.lstrip().startswith(("|", "#", "    ")):
@@ -222,7 +226,7 @@ def paragraphs(
     """Speech without the wake word, one paragraph at a time: ``(voice, float32 16 kHz audio)``.
 
     The espeak-ng voices read every paragraph of :func:`prose`; the piper voice (default noise)
-    reads the first :data:`PIPER_PARAGRAPHS`, cached in ``folder/piper``. Each paragraph is
+    reads the first :data:`PIPER_PARAGRAPHS`, cached in ``folder/piper`` by their text. Each paragraph is
     followed by 0.4 s of silence.
 
     Raises:
@@ -237,8 +241,9 @@ def paragraphs(
     piper = Voice("piper-joe-default", "piper", noise_scale=0.667, noise_w_scale=0.8)
     cache = folder / "piper"
     cache.mkdir(parents=True, exist_ok=True)
-    for i, text in enumerate(texts[:PIPER_PARAGRAPHS]):
-        path = cache / f"p{i:03d}.wav"
+    for text in texts[:PIPER_PARAGRAPHS]:
+        # Named by the text: the checkout's prose changes between runs.
+        path = cache / f"{hashlib.sha1(text.encode()).hexdigest()[:16]}.wav"
         if not path.is_file():
             write_wav(path, syn.speak(text, piper))
         yield piper.name, np.concatenate([read_clip(path), gap])
