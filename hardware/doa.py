@@ -6,8 +6,7 @@ daemon runs with ``--no-media``, no reading yet). Angles follow Pollen's Reachy 
 array, ``media.get_DoA()`` and the daemon's ``GET /api/state/doa``): radians, 0 = left, π/2 =
 front, π = right; the array cannot tell front from back. :func:`yaw_deg` turns that into the
 robot's yaw (degrees, + = left, 0 = straight ahead). Sources: the daemon's REST reading
-(:class:`hardware.reachy_mini.doa.DaemonDoa`), the SDK's media object where the agent owns the
-media (:class:`hardware.reachy_mini.doa.SdkDoa`), a test's stand-in at this boundary.
+(:class:`hardware.reachy_mini.doa.DaemonDoa`), a test's stand-in at this boundary.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Audio decoding, VAD and ASR on real speech (faster-whisper tiny.en, Silero VAD)."""
 
 import shutil
+import struct
 import wave
 
 import numpy as np
@@ -59,6 +60,21 @@ def test_48k_stereo_int16_becomes_16k_mono(tmp_path, fixtures_dir):
     assert abs(back.size - src.size) < 100
     segs = find_utterances(back, load_config().vad)
     assert len(segs) == 1
+
+
+def test_tags_that_are_not_utf8_do_not_fail_the_file(tmp_path):
+    """A WAV whose title tag is Latin-1 (a LIST/INFO chunk, as old recorders write it) decodes."""
+    rate = 16000
+    pcm = (np.sin(np.arange(rate) * 2 * np.pi * 440 / rate) * 8000).astype("<i2").tobytes()
+    fmt = struct.pack("<HHIIHH", 1, 1, rate, 2 * rate, 2, 16)
+    title = b"caf\xe9 \0"  # even length: RIFF chunks are word-aligned
+    info = b"INFO" + b"INAM" + struct.pack("<I", len(title)) + title
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt
+    body += b"LIST" + struct.pack("<I", len(info)) + info + b"data" + struct.pack("<I", len(pcm)) + pcm
+    path = tmp_path / "latin1_title.wav"
+    path.write_bytes(b"RIFF" + struct.pack("<I", len(body)) + body)
+    audio = decode_file(path)
+    assert audio.shape == (rate,) and 0.2 < float(np.abs(audio).max()) < 0.3
 
 
 def test_empty_file(tmp_path):

@@ -85,10 +85,14 @@ def decode_file(path: str | Path) -> np.ndarray:
     problem = file_problem(p)
     if problem is not None:
         raise AudioError(problem)
+    # Tags that are not UTF-8 must not fail the file: PyAV 18 and earlier raise on them unless told
+    # to ignore them; PyAV 19 (Python 3.12 and later) always decodes them with surrogateescape and
+    # no longer takes the argument.
+    tags = {"metadata_errors": "ignore"} if int(av.__version__.split(".")[0]) < 19 else {}
     chunks: list[np.ndarray] = []
     rate = 0
     try:
-        with av.open(str(p), metadata_errors="ignore") as container:
+        with av.open(str(p), **tags) as container:
             if not container.streams.audio:
                 raise AudioError(f"{p}: has no audio stream; pass a WAV, FLAC, MP3 or OGG file")
             stream = container.streams.audio[0]

@@ -1,11 +1,12 @@
-"""A Reachy Mini's direction of arrival: the daemon's ``GET /api/state/doa``, or the SDK's media.
+"""A Reachy Mini's direction of arrival: the daemon's ``GET /api/state/doa``.
 
 The daemon polls its microphone array (XVF3800, firmware 2.1.0 or later) at about 10 Hz while
 someone asks (``DOA_POLL_INTERVAL_S`` = 0.1 in reachy-mini 1.13) and answers
 ``{"angle": rad, "speech_detected": bool}``, or ``null`` when it has no array (``--no-media``,
-the simulators) or no reading yet. :class:`DaemonDoa` reads it; :class:`SdkDoa` wraps the SDK's
-``media.get_DoA()`` for an agent that owns the media itself (bolt-agent connects with
-``media_backend="no_media"``, so it reads the daemon's).
+the simulators) or no reading yet. :class:`DaemonDoa` reads it. The SDK's ``media.get_DoA()``
+reads the same array, but only for a client that owns the media: bolt-agent connects with
+``media_backend="no_media"`` (its microphone is the sound card, not the SDK's pipeline), so the
+daemon, which owns the array, is the one source.
 """
 
 from __future__ import annotations
@@ -66,25 +67,3 @@ def parse_doa(data: Any) -> DoaReading | None:
         return DoaReading(float(data["angle"]), bool(data.get("speech_detected", False)))
     except (KeyError, TypeError, ValueError):
         return None
-
-
-class SdkDoa:
-    """The SDK's ``media.get_DoA()`` (``(angle, speech)`` or None) as a :class:`~hardware.doa.DoaSource`.
-
-    Args:
-        media: A ``ReachyMini(...).media`` the agent owns (its audio backend opened the array).
-    """
-
-    def __init__(self, media: Any) -> None:
-        self.media = media
-
-    def read(self) -> DoaReading | None:
-        """The array's newest reading, or None."""
-        try:
-            got = self.media.get_DoA()
-        except Exception:  # noqa: BLE001 - a USB read that fails is no reading
-            return None
-        if got is None:
-            return None
-        angle, speech = got
-        return DoaReading(float(angle), bool(speech))
