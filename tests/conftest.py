@@ -120,6 +120,23 @@ def _private_state_dir(tmp_path_factory, monkeypatch):
 
 
 @pytest.fixture(scope="module")
+def pulse():
+    """A PulseAudio server of the test's own with null sinks (``pulse.PulseRig``), one per test module.
+
+    Skips when PulseAudio is not installed (a failure under ``BOLT_STRICT_DATA``).
+    """
+    from pulse import PulseRig, missing
+
+    why = missing()
+    if why:
+        pytest.skip(why)
+    rig = PulseRig()
+    rig.start()
+    yield rig
+    rig.cleanup()
+
+
+@pytest.fixture(scope="module")
 def greedy_agent():
     """The agent on the embedded models (``AgentRig``), decoding greedily, one per test module.
 

@@ -17,24 +17,13 @@ import time
 from pathlib import Path
 
 import pytest
-from pulse import PulseRig, missing, read_wav, stop_recording, wait_recorded
+from pulse import PulseRig, read_wav, stop_recording, wait_recorded
 from waiting import wait_until
 
 pytestmark = pytest.mark.audio
 ROOT = Path(__file__).resolve().parent.parent
 BIN = [sys.executable, "-m", "agent"]
 TAIL_S = 0.5  # recorded after a reply's last event: what is still in the sound server's buffers
-
-
-@pytest.fixture(scope="module")
-def pulse():
-    why = missing()
-    if why:
-        pytest.skip(why)
-    rig = PulseRig()
-    rig.start()
-    yield rig
-    rig.cleanup()
 
 
 class Agent:

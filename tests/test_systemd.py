@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import pytest
-from pulse import PulseRig, missing
 
 from agent.systemd import (
     JournalFormatter,
@@ -199,17 +198,6 @@ def test_journal_formatter_prefixes_every_line_with_its_priority():
     assert (
         journal_lines("error: no input device\n  0 USB mic", 3) == "<3>error: no input device\n<3>  0 USB mic"
     )
-
-
-@pytest.fixture(scope="module")
-def pulse():
-    why = missing()
-    if why:
-        pytest.skip(why)
-    rig = PulseRig()
-    rig.start()
-    yield rig
-    rig.cleanup()
 
 
 @pytest.mark.audio

@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 import pytest
-from pulse import PulseRig, missing, read_wav, stop_recording, wait_recorded
+from pulse import read_wav, stop_recording, wait_recorded
 from test_live_devices import Agent
 
 from agent.models import resolve_model
@@ -25,17 +25,6 @@ QUIET_S = 8.0
 """``standby_after_s`` of the run."""
 NOT_HEARD = ("utterance", "transcript", "user_turn", "pause_check", "end_of_turn_check")
 """Events of the VAD, turn-taking and ASR: none may come in standby."""
-
-
-@pytest.fixture(scope="module")
-def pulse():
-    why = missing()
-    if why:
-        pytest.skip(why)
-    rig = PulseRig()
-    rig.start()
-    yield rig
-    rig.cleanup()
 
 
 @pytest.fixture(scope="module")
