@@ -308,3 +308,66 @@ def test_motion_bench_prints_the_loop_latency_and_parking_figures(tmp_path):
     assert figures["park"]["parked_ms"] is not None and figures["park"]["exit_code"] == 0
     assert figures["park"]["parked_by"] == "motors off"  # the mockup reports it
     assert r["motors"] == "disabled"  # the chat child parked the robot on SIGTERM
+
+
+STANDBY = """
+import json, os, time
+import numpy as np
+import reachy_daemon as rd
+from agent.config import LiveConfig, RobotConfig
+from agent.events import AudioIn
+from agent.listening.wake_word import WakeWordDetector, find_model
+from agent.pipeline.queues import TurnGate
+from agent.pipeline.standby import Standby
+from agent.speech.audio import decode_file
+from hardware.factory import build_robot
+
+out = {"events": []}
+word = decode_file(os.environ["WAKE_CLIP"])
+with rd.daemon("mockup"):
+    robot, _ = build_robot(RobotConfig(driver="reachy_mini"))
+    robot.wait_idle(10)  # the wake-up move
+    live = LiveConfig(attention="wake_word", standby_motors="off")
+    det = WakeWordDetector(find_model(live.wake_word))
+    sb = Standby(det, live, robot, lambda e: out["events"].append([e.state, e.reason]), TurnGate(),
+                 lambda: False, lambda audio, rate, text: None)
+    sb.start()
+    robot.wait_idle(10)
+    for _ in range(2):  # the sleep move is over, then the pose is read back: motors off
+        sb.hear(AudioIn(-1, np.zeros(320, np.float32)))
+        time.sleep(0.7)
+    out["standby"] = [rd.joints(), rd.motors(), robot.torque_on, robot.driver.sent()]
+    heard = [sb.hear(AudioIn(-1, word[i : i + 320])) for i in range(0, word.size, 320)]
+    out["woke"] = any(heard)
+    robot.wait_idle(10)
+    time.sleep(0.4)
+    out["awake"] = [rd.joints(), rd.motors(), robot.torque_on]
+    det.close()
+    robot.close()
+print(json.dumps(out))
+"""
+
+
+def test_standby_rests_the_body_and_the_wake_word_wakes_it(tmp_path):
+    """attention = "wake_word" on a Reachy Mini: standby is the sleep pose with the motors off (as
+    configured), read back from the daemon; "Okay Nabu" wakes it to neutral with the antennas up."""
+    import numpy as np
+
+    from agent.models import resolve_model
+    from hardware.reachy_mini.driver import sleep_pose
+    from tools.bench.turn_set import Synthesizer, Voice, write_wav
+
+    syn = Synthesizer(resolve_model("packaged:piper-joe-medium", "voice"))
+    pad = np.zeros(16000, np.float32)
+    clip = tmp_path / "okay_nabu.wav"
+    write_wav(clip, np.concatenate([pad, syn.speak("Okay Nabu.", Voice("piper-joe", "piper")), pad]))
+    r = run_in_netns(STANDBY, timeout=300, env={"WAKE_CLIP": str(clip)})
+    pose, motors, torque, sent = r["standby"]
+    # The sleep pose within our joint limits (head_z stops at -40 mm), held where it was sent.
+    assert not _close(pose, sent, ("head_pitch", "head_z", "right_antenna", "left_antenna"), 0.6)
+    assert not _close(pose, sleep_pose(), ("head_pitch", "head_z", "right_antenna", "left_antenna"), 5.0)
+    assert motors == "disabled" and torque is False
+    assert r["woke"] and r["events"] == [["standby", "start"], ["awake", "wake_word"]]
+    pose, motors, torque = r["awake"]
+    assert motors == "enabled" and torque is True
+    assert abs(pose["head_pitch"]) < 0.6 and abs(pose["right_antenna"] + 10) < 0.6, pose

@@ -26,7 +26,7 @@ from agent.events import Standby as StandbyEvent
 from agent.listening.wake_word import WakeDecider, WakeWordDetector, WakeWordError, builtin_dir, find_model
 from agent.models import resolve_model
 from agent.pipeline.queues import TurnGate
-from agent.pipeline.standby import Standby, build_standby, sleep_command
+from agent.pipeline.standby import SETTLE_S, Standby, build_standby, sleep_command
 from agent.speech.audio import AudioError, decode_file
 from agent.speech.tts import PiperTTS
 from hardware.factory import build_robot
@@ -252,6 +252,9 @@ def test_standby_wakes_on_the_word_only_and_sleeps_again(standby, synth):
     assert not any(_hear(sb, _padded(synth.speak("What time is it? Turn your head to the left.", VOICES[0]))))
     assert sb.asleep and sb.wakes == 0
     assert robot.wait_idle(10)
+    _hear(sb, np.zeros(BLOCK, np.float32))
+    assert robot.torque_on  # the body is still settling into the pose it was sent
+    clock.t += SETTLE_S + 0.01
     _hear(sb, np.zeros(BLOCK, np.float32))
     assert not robot.torque_on  # standby_motors = "off": off once the sleep pose is reached
 

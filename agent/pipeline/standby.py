@@ -55,6 +55,9 @@ SLEEP_MAX_WORDS = 6
 """A transcript longer than this is not a sleep command ("please go to sleep now" is one)."""
 NEGATIONS = frozenset({"don't", "dont", "do not", "not", "never", "no"})
 """Words that turn a sleep phrase around ("don't go to sleep")."""
+SETTLE_S = 0.6
+"""``standby_motors = "off"``: the motors go off this long after the sleep move's last command, s
+(a body reads back the pose a few hundred ms after it was sent; earlier, it freezes short of it)."""
 CHIME_RATE = 22050
 """Sample rate of the chimes, Hz."""
 
@@ -133,6 +136,7 @@ class Standby:
         self._robot_asleep = False  # the robot's own sleep flag when last looked at
         self._rested = False  # the robot went to rest while awake: standby when the floor is free
         self._motors_due = False  # turn the motors off once the sleep move is over
+        self._idle_since: float | None = None  # when the sleep move was first seen over
         self._motors_off = False
         self.wakes = 0
         """Times the wake word woke the agent."""
@@ -201,8 +205,14 @@ class Standby:
     def _rest_motors(self) -> None:
         """``standby_motors = "off"``: once the sleep move is over, the motors go off (the robot parks)."""
         if not self._motors_due or not self.robot.wait_idle(0) or self.robot.estopped:
+            self._idle_since = None
             return
-        self._motors_due = False
+        now = self.clock()
+        if self._idle_since is None:
+            self._idle_since = now
+        if now - self._idle_since < SETTLE_S:
+            return
+        self._motors_due, self._idle_since = False, None
         try:
             self.robot.driver.set_torque(False)
             self.robot.torque_on = False
