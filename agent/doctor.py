@@ -5,10 +5,11 @@ failure blocks ``run``). Nothing is downloaded, no model is loaded and nothing m
 subsystem's checks live beside it, typed by its own config section:
 
 * the Python environment — :func:`check_venv`, here;
-* models — :mod:`agent.models_doctor`;
+* models — :mod:`agent.models_doctor`; the model profile — :mod:`agent.conversation.doctor`;
 * memory plan, vision projector, GPU — :mod:`agent.memplan.doctor`;
 * sound devices, the sound server under systemd — :mod:`agent.audio_io.doctor`;
 * serial ports — :mod:`hardware.servos.doctor`;
+* which JetPack, with its Python and the Reachy Mini SDK that go with it — :mod:`hardware.jetson`;
 * a Reachy Mini body — :mod:`hardware.reachy_mini.doctor` (REST GETs to its daemon);
 * the camera — :mod:`hardware.camera.doctor`;
 * the systemd service — :func:`agent.systemd.check_service`.
@@ -27,11 +28,16 @@ from pathlib import Path
 
 from agent.audio_io.doctor import check_audio, check_systemd_env
 from agent.config import Config
+from agent.conversation.doctor import check_profile
 from agent.memplan.doctor import check_gpu, check_gpu_access, check_memory, check_projector
 from agent.models_doctor import check_models, pull_fix
+from agent.skills import SkillRegistry
 from agent.systemd import ServiceInfo, check_service
 from hardware.camera.doctor import check_camera
 from hardware.check import Check
+from hardware.config import REACHY_MINI
+from hardware.jetson import check_jetpack
+from hardware.reachy_mini.daemon import sdk_version
 from hardware.reachy_mini.doctor import check_reachy
 from hardware.registry import camera_sources
 from hardware.servos.doctor import check_serial
@@ -98,8 +104,60 @@ def _present(check: Check | None) -> list[Check]:
     return [check] if check is not None else []
 
 
+def skills_of(cfg: Config) -> tuple[SkillRegistry, list[str]]:
+    """The skills a robot of ``cfg`` is offered, loaded with no robot started, and the libraries' notes.
+
+    As ``run`` loads them (packaged, the config's folders, entry points; the body's joints,
+    libraries and devices), with the loader's own log lines held back: the caller reports
+    :attr:`~agent.skills.SkillRegistry.load_errors` once.
+    """
+    import logging
+
+    from agent.skills import load_registry
+    from hardware.factory import load_libraries
+
+    libraries, notes = load_libraries(cfg.robot)
+    loader = logging.getLogger("agent.skills")
+    level = loader.level
+    loader.setLevel(logging.CRITICAL)
+    try:
+        reg = load_registry(
+            cfg.skills.folders,
+            cfg.skills.include_builtin,
+            cfg.skills.enabled,
+            cfg.skills.timeout_s,
+            joints=[j.name for j in cfg.robot.joints],
+            libraries={kind: list(lib) for kind, lib in libraries.items()},
+            devices=cfg.devices(),
+        )
+    finally:
+        loader.setLevel(level)
+    return reg, notes
+
+
+def check_skills(cfg: Config) -> Check:
+    """The skills this robot is offered, and those left out with the reason (no camera, no arm).
+
+    A skill whose joints or devices the body lacks is never offered to the model nor named by
+    "what can you do?"; this line says which and why. Skill files that failed to load fail it
+    (not blocking: the other skills run).
+    """
+    reg, _ = skills_of(cfg)
+    detail = f"{len(reg.skills)} offered"
+    if reg.left_out:  # each reason without its source line: "no camera is configured"
+        detail += "; left out: " + ", ".join(
+            f"{n} ({why.rsplit(' (', 1)[0]})" for n, why in reg.left_out.items()
+        )
+    if reg.load_errors:
+        return Check(
+            "skills", False, f"{detail}; {'; '.join(reg.load_errors)}", "bolt-agent skills list", False
+        )
+    return Check("skills", True, detail, blocking=False)
+
+
 CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck("models", lambda cfg, s: [check_models(cfg, s.service)]),
+    DoctorCheck("profile", lambda cfg, s: [check_profile(cfg.llm)]),
     DoctorCheck("memory", lambda cfg, s: [check_memory(cfg)]),
     DoctorCheck("projector", lambda cfg, s: _present(check_projector(cfg, s.service))),
     # Before the audio check: a PulseAudio client creates $XDG_RUNTIME_DIR/pulse when it connects.
@@ -108,7 +166,9 @@ CHECKS: tuple[DoctorCheck, ...] = (
     DoctorCheck("serial", lambda cfg, s: [check_serial(cfg.robot, _where(cfg))]),
     DoctorCheck("reachy", lambda cfg, s: check_reachy(cfg.robot, _where(cfg), pull_fix(cfg, s.service))),
     DoctorCheck("camera", lambda cfg, s: [check_camera(cfg.camera, camera_sources(cfg.robot))]),
+    DoctorCheck("skills", lambda cfg, s: [check_skills(cfg)]),
     DoctorCheck("gpu", lambda cfg, s: [check_gpu()]),
+    DoctorCheck("jetpack", lambda cfg, s: [check_jetpack(cfg.robot.driver == REACHY_MINI, sdk_version())]),
     DoctorCheck("gpu-access", lambda cfg, s: _present(check_gpu_access(cfg.llm))),
     DoctorCheck("service", lambda cfg, s: [check_service(s.service)]),
 )

@@ -876,16 +876,22 @@ class PlayedBlock(Event):
 
 @dataclass(frozen=True)
 class RobotParked(Event):
-    """The agent stopped and parked the robot: joints back at neutral, torque off.
+    """The agent stopped and parked the robot (:class:`hardware.layers.ParkReport`).
 
     Attributes:
-        positions: Last commanded position of every joint, degrees.
-        torque: Whether the drivers still hold torque (False once parked).
+        positions: Every joint where it ended, degrees (mm for a Reachy Mini's head
+            translations): read back from the hardware when ``read_back``, else last commanded.
+        torque: Whether the motors still hold (False once parked).
+        pose: ``neutral``, ``sleep`` (the body's rest pose), ``held`` (it did not move: after an
+            e-stop or while offline) or ``elsewhere``.
+        read_back: Positions and motors were reported by the hardware (a Reachy Mini's daemon).
     """
 
     name: ClassVar[str] = "robot_parked"
     positions: dict[str, float] = field(default_factory=dict)
     torque: bool = False
+    pose: str = "neutral"
+    read_back: bool = False
 
 
 @dataclass(frozen=True)

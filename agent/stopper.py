@@ -181,9 +181,13 @@ class Stopper:
         notify("STOPPING=1\nSTATUS=stopping: parking the robot")
         try:
             if robot is not None:
-                robot.close()
+                rep = robot.close()
                 if emit is not None:
-                    emit(RobotParked(-1, robot.positions(), robot.torque_on))
+                    emit(
+                        RobotParked(-1, robot.positions(), robot.torque_on)
+                        if rep is None
+                        else RobotParked(-1, rep.positions, bool(rep.motors_on), rep.pose, rep.read_back)
+                    )
         except Exception:  # exit whatever the driver does
             log.exception("parking the robot failed")
         finally:

@@ -109,6 +109,11 @@ class ReachyMiniConfig(StrictModel):
         65.0, gt=0, le=90, description="largest |head yaw - body yaw|, deg (Pollen's documented limit)"
     )
     sleep_s: float = Field(2.0, gt=0.2, le=10, description="duration of the move into the sleep pose, s")
+    estop: Literal["hold", "motors_off"] = Field(
+        "hold",
+        description="an emergency stop holds the pose with the motors on (the head would sink), "
+        "or turns the motors off through the daemon; the robot says which, as the daemon reports it",
+    )
     estop_release: Literal["resume", "sleep"] = Field(
         "sleep",
         description="clearing an e-stop: resume from the held pose, or park (sleep pose, motors off) "
@@ -125,7 +130,10 @@ def _reachy_joints() -> list[JointConfig]:
     """A Reachy Mini's joints as our safety layer sees them (degrees; head x/y/z in mm).
 
     Limits are inside Pollen's documented envelope (head pitch/roll ±40°, body yaw ±160°;
-    the SDK's ``inverse_kinematics_safe``); antennas reach ±175° because the SDK's own sleep
+    the SDK's ``inverse_kinematics_safe``); the head's yaw is in the world frame, as the SDK's
+    head pose: it reaches as far as the body turns (±150°), and the driver keeps it within
+    ``yaw_coupling_deg`` (65°) of the body's yaw, so the head turns toward a voice at the side
+    with the body turning under it; antennas reach ±175° because the SDK's own sleep
     pose puts them at ±3.05 rad, and ``head_z`` reaches -45 mm for the same pose (-44 mm).
     Speeds are above the 99.5th percentile of the 20 dances of ``reachy-mini-dances-library``
     0.2.1 sampled at 50 Hz (roll 180, pitch 357, yaw 149 deg/s; x/y/z 119/233/175 mm/s;
@@ -136,7 +144,7 @@ def _reachy_joints() -> list[JointConfig]:
     return [
         JointConfig(name="head_roll", min_deg=-30, max_deg=30, max_speed_dps=300),
         JointConfig(name="head_pitch", min_deg=-35, max_deg=35, max_speed_dps=400),
-        JointConfig(name="head_yaw", min_deg=-60, max_deg=60, max_speed_dps=300),
+        JointConfig(name="head_yaw", min_deg=-150, max_deg=150, max_speed_dps=300),
         JointConfig(name="head_x", min_deg=-25, max_deg=25, max_speed_dps=250),
         JointConfig(name="head_y", min_deg=-40, max_deg=40, max_speed_dps=300),
         JointConfig(name="head_z", min_deg=-45, max_deg=20, max_speed_dps=250),
@@ -201,6 +209,24 @@ class RobotConfig(StrictModel):
         le=1,
         description="speech probability is scaled by this while the motors move (motor noise; "
         "a Reachy Mini's default is 0.6)",
+    )
+    look_at_speaker: bool = Field(
+        True,
+        description="turn toward the voice's direction of arrival when speech starts (a Reachy Mini's array)",
+    )
+    eye_contact: bool = Field(
+        True, description="while conversing, follow the speaker's face with small head turns"
+    )
+    eye_contact_hz: float = Field(20.0, ge=1, le=60, description="face tracking rate, Hz (10 or more)")
+    eye_contact_max_deg: float = Field(
+        20.0, ge=0, le=45, description="largest eye-contact correction from where the face was found, deg"
+    )
+    idle_life: bool = Field(True, description="small idle behaviours when nobody talks")
+    idle_period_s: float = Field(6.0, ge=1, le=600, description="mean time between two idle draws, s")
+    idle_after_s: float = Field(8.0, ge=0, le=600, description="quiet time before the first idle draw, s")
+    idle_weights: dict[Literal["nothing", "breathe", "glance", "antenna_twitch"], float] = Field(
+        default_factory=lambda: {"nothing": 0.5, "breathe": 0.25, "glance": 0.15, "antenna_twitch": 0.1},
+        description="weight of each idle behaviour per draw ('nothing' weighs highest, as in Pollen's app)",
     )
 
     @model_validator(mode="before")

@@ -32,6 +32,7 @@ from hardware.config import JointConfig, RobotConfig
 
 if TYPE_CHECKING:
     from hardware.animation import Gesture
+    from hardware.doa import DoaSource
 
 DriverState = Literal["connecting", "online", "offline", "closed"]
 StatusCallback = Callable[[str, "DriverState", str], None]
@@ -154,7 +155,6 @@ class DriverRequest:
             (``drivers[name]``, or a body's own section such as ``reachy_mini``).
         joints: ``(index in [[robot.joints]], joint)`` of every joint this driver moves.
         on_status: Called as ``(name, state, message)`` on every change of state.
-        on_command: Called as ``(joint, deg, t_ms)`` for every command the simulated driver takes.
         by_id_dir: Folder of stable serial links (``/dev/serial/by-id``; tests use another).
     """
 
@@ -162,7 +162,6 @@ class DriverRequest:
     robot: RobotConfig
     joints: list[tuple[int, JointConfig]]
     on_status: StatusCallback | None
-    on_command: Callable[[str, float, float], None] | None
     by_id_dir: Path
 
 
@@ -183,12 +182,15 @@ class DriverSpec:
             body found asleep or anywhere comes to attention); None: it stays where it is.
         libraries: Loads the body's own animation libraries when this kind is the robot's
             default driver; never raises (a missing library is a message).
+        doa: The body's microphone array's direction of arrival (a Reachy Mini's daemon), when
+            this kind is the robot's default driver; None: it has none.
     """
 
     kind: str
     build: Callable[[DriverRequest], tuple[Driver, float | None]]
     wake_ms: float | None = None
     libraries: Callable[[RobotConfig], Libraries] | None = None
+    doa: Callable[[RobotConfig], DoaSource] | None = None
 
 
 class JointRouter:

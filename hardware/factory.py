@@ -100,8 +100,8 @@ def build_robot(
 
     Args:
         cfg: The ``[robot]`` section.
-        on_command: Called as ``(joint, deg, t_ms)`` for every command that reaches the
-            simulated driver.
+        on_command: Called as ``(joint, deg, t_ms)`` for every joint command the safety layer
+            sends, whatever the driver (:attr:`hardware.robot.Robot.on_command`).
         on_status: Called as ``(driver, state, message)`` when a driver goes online/offline.
         by_id_dir: Folder of stable serial links (tests point it at a temporary folder).
         connect_wait_s: How long to wait for each driver's first connection, s (default:
@@ -133,7 +133,7 @@ def build_robot(
     waits: dict[str, tuple[float, DriverSpec]] = {}
     for name, js in joints_by_driver(cfg).items():
         spec = driver_spec(driver_kind(cfg, name))
-        drivers[name], wait = spec.build(DriverRequest(name, cfg, js, status, on_command, by_id_dir))
+        drivers[name], wait = spec.build(DriverRequest(name, cfg, js, status, by_id_dir))
         if wait is not None:  # the simulated driver has nothing to connect
             waits[name] = (wait, spec)
     joint_driver = {j.name: (j.driver or cfg.driver) for j in cfg.joints}
@@ -141,6 +141,7 @@ def build_robot(
     robot = Robot(
         joints, driver, animations, rate_hz=cfg.control_rate_hz, postures=cfg.postures, libraries=libraries
     )
+    robot.on_command = on_command
     robot_ref.append(robot)
     for name, (wait, spec) in waits.items():
         d = drivers[name]
@@ -149,8 +150,8 @@ def build_robot(
                 f"{d.message or d.describe() + ' is not connected yet'}; "
                 f"the robot runs speech-only until it connects"
             )
-        elif spec.wake_ms is not None:  # found asleep or anywhere: come to attention
-            robot.move({j.name: j.neutral_deg for j in joints}, spec.wake_ms)
+        elif spec.wake_ms is not None and not robot.wake(spec.wake_ms):  # found asleep, or anywhere:
+            robot.move({j.name: j.neutral_deg for j in joints}, spec.wake_ms)  # come to attention
     return robot, messages
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from hardware.animation import AnimationFormat
 from hardware.camera.base import NamedSource
 from hardware.config import RobotConfig
+from hardware.doa import DoaSource
 from hardware.driver import DriverError, DriverSpec
 
 
@@ -89,6 +90,16 @@ def camera_sources(cfg: RobotConfig) -> dict[str, NamedSource]:
     from hardware.reachy_mini.camera import camera_sources as reachy_sources
 
     return reachy_sources(cfg.reachy_mini)
+
+
+def doa_source(cfg: RobotConfig) -> DoaSource | None:
+    """The direction-of-arrival source of the robot's body (a Reachy Mini's daemon), or None.
+
+    Raises:
+        DriverError: the default driver's package is missing.
+    """
+    spec = driver_spec(driver_kind(cfg, cfg.driver))
+    return spec.doa(cfg) if spec.doa is not None else None
 
 
 def animation_formats() -> dict[str, AnimationFormat]:

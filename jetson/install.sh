@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# One-command install of bolt-agent as a systemd service on a Jetson (JetPack 6), from this checkout.
+# One-command install of bolt-agent as a systemd service on a Jetson (JetPack 7.2 by default, or
+# JetPack 6), from this checkout.
 #
 # Usage: sudo jetson/install.sh [--dry-run] [--prefix DIR] [--config FILE | --reachy] [--no-cuda]
-#                               [--skip-models] [--skip-venv] [--no-start]
+#                               [--jetpack 6|7] [--skip-models] [--skip-venv] [--no-start]
 #   --dry-run      print every step and what it would do; change nothing
 #   --config FILE  the config to install as /etc/bolt-agent/robot.toml (default jetson/robot.toml)
 #   --reachy       a Reachy Mini body: --config jetson/reachy_mini.toml
@@ -10,6 +11,11 @@
 #                  root, as for tests): steps that change the running system (apt, the user,
 #                  systemctl, udevadm, ownership) only print "would ..."
 #   --no-cuda      build llama.cpp for the CPU (default: CUDA for sm_87 when nvcc is found)
+#   --jetpack N    the JetPack to install for (default: the one found: the nvidia-jetpack package's
+#                  version, else /etc/nv_tegra_release's L4T release, R36 = 6, R38 and later = 7;
+#                  7 where none is found). JetPack 7.2 (Ubuntu 24.04): Python 3.12, reachy-mini 1.13;
+#                  JetPack 6 (Ubuntu 22.04): Python 3.10, reachy-mini 1.8.4 (the last for 3.10: the
+#                  robot's daemon must be a 1.8 release). Either way the SDK goes into the same .venv.
 #   --skip-models  do not run `bolt-agent models pull`
 #   --skip-venv    do not create or update the virtual environment (launch/setup.sh)
 #   --no-start     enable the service but do not (re)start it
@@ -19,12 +25,13 @@
 #            for a Reachy Mini also what its SDK builds and imports: PyGObject's girepository and
 #            cairo, GStreamer's typelibs)
 #   user     the `bolt` system user in groups audio, dialout, video, render
-#   venv     launch/setup.sh run: .venv with llama-cpp-python, and llama-server (BOLT_LLAMA_SERVER=1);
+#   venv     launch/setup.sh run with the JetPack's Python (PYTHON=python3.12 or python3.10): .venv
+#            with llama-cpp-python, and llama-server (BOLT_LLAMA_SERVER=1);
 #            with CUDA: CMAKE_ARGS="-DGGML_CUDA=on -DCMAKE_CUDA_ARCHITECTURES=87", CUDACXX=nvcc (and
 #            its folder on PATH), wheels in build/wheels-cuda; a CPU-only llama-cpp-python already
 #            in the venv is replaced by the CUDA wheel (pip --force-reinstall --no-deps); a Reachy
-#            Mini adds Pollen's SDK (BOLT_REACHY=1: the `reachy` extra, reachy-mini 1.8.4 on
-#            JetPack 6's Python 3.10)
+#            Mini adds Pollen's SDK to the same .venv (BOLT_REACHY=1: the `reachy` extra,
+#            reachy-mini 1.13 on JetPack 7's Python 3.12, 1.8.4 on JetPack 6's Python 3.10)
 #   config   /etc/bolt-agent/robot.toml from jetson/robot.toml (or --config), only when absent
 #            (your edits stay)
 #   udev     /etc/udev/rules.d/99-bolt-servo.rules: /dev/bolt-servo and /dev/serial/by-id/bolt-servo
@@ -47,6 +54,7 @@ CUDA=auto
 SKIP_MODELS=0
 SKIP_VENV=0
 START=1
+JETPACK=""
 SERVICE_USER="${BOLT_USER:-bolt}"
 GROUPS_WANTED=(audio dialout video render)
 APT_PACKAGES=(python3-venv python3-dev build-essential cmake git libportaudio2 alsa-utils)
@@ -66,6 +74,8 @@ while [ $# -gt 0 ]; do
     --config=*) SOURCE_CONFIG="${1#--config=}" ;;
     --reachy) SOURCE_CONFIG="$APP_DIR/jetson/reachy_mini.toml" ;;
     --no-cuda) CUDA=off ;;
+    --jetpack) JETPACK="${2:?--jetpack needs 6 or 7}"; shift ;;
+    --jetpack=*) JETPACK="${1#--jetpack=}" ;;
     --cuda) CUDA=on ;;
     --skip-models) SKIP_MODELS=1 ;;
     --skip-venv) SKIP_VENV=1 ;;
@@ -112,6 +122,32 @@ fi
 # A Lite is plugged into this machine and its daemon runs here; a Wireless runs its own.
 REACHY_LITE=0
 case "$REACHY_HOST" in localhost | 127.* | ::1 | "$(hostname 2>/dev/null || echo localhost)") REACHY_LITE=$REACHY ;; esac
+
+# Which JetPack: --jetpack, else the nvidia-jetpack package's version, else L4T's release file
+# (NV_TEGRA_RELEASE points elsewhere for tests and images), else 7 (the current one).
+NV_TEGRA_RELEASE="${NV_TEGRA_RELEASE:-/etc/nv_tegra_release}"
+L4T=""
+if [ -r "$NV_TEGRA_RELEASE" ]; then
+  L4T="$(sed -n '1s/^# R\([0-9]*\) (release), REVISION: \([0-9.]*\).*/\1.\2/p' "$NV_TEGRA_RELEASE")"
+fi
+JETPACK_FROM="--jetpack"
+if [ -z "$JETPACK" ]; then
+  JP_PKG="$(dpkg-query -W -f='${Version}' nvidia-jetpack 2>/dev/null || true)"
+  if [ -n "$JP_PKG" ]; then
+    JETPACK="${JP_PKG%%.*}"; JETPACK_FROM="nvidia-jetpack $JP_PKG"
+  elif [ -n "$L4T" ]; then
+    case "${L4T%%.*}" in 35) JETPACK=5 ;; 36) JETPACK=6 ;; *) JETPACK=7 ;; esac
+    JETPACK_FROM="L4T $L4T"
+  else
+    JETPACK=7; JETPACK_FROM="not found here: the default"
+  fi
+fi
+case "$JETPACK" in
+  7) PYTHON_VERSION=3.12; REACHY_SDK="reachy-mini 1.13" ;;
+  6) PYTHON_VERSION=3.10; REACHY_SDK="reachy-mini 1.8.4" ;;
+  *) echo "JetPack $JETPACK is not supported: JetPack 7.2 (default) or 6 (--jetpack 7|6)" >&2; exit 2 ;;
+esac
+PYTHON_BIN="python$PYTHON_VERSION"
 
 # JetPack puts nvcc in /usr/local/cuda/bin, which is not on root's PATH.
 NVCC="$(command -v nvcc 2>/dev/null || echo /usr/local/cuda/bin/nvcc)"
@@ -193,7 +229,12 @@ step_venv() {
   # A separate wheelhouse for the CUDA build, so a CPU wheel built earlier is never reused.
   local wheels="$APP_DIR/build/wheels${cmake_args:+-cuda}"
   # BOLT_REACHY=1: Pollen's SDK and dances, with uv (launch/setup.sh, launch/reachy-overrides.txt).
-  act env ${cmake_args:+CMAKE_ARGS="$cmake_args"} BOLT_LLAMA_SERVER=1 BOLT_WHEELHOUSE="$wheels" \
+  if [ "$REACHY" = 1 ]; then echo "   Reachy Mini SDK: $REACHY_SDK (Python $PYTHON_VERSION) in the same .venv"; fi
+  if [ "$DRY" = 0 ] && ! command -v "$PYTHON_BIN" >/dev/null 2>&1; then
+    echo "no $PYTHON_BIN: JetPack $JETPACK's Python (apt-get install $PYTHON_BIN-venv $PYTHON_BIN-dev), or --jetpack" >&2
+    exit 1
+  fi
+  act env ${cmake_args:+CMAKE_ARGS="$cmake_args"} PYTHON="$PYTHON_BIN" BOLT_LLAMA_SERVER=1 BOLT_WHEELHOUSE="$wheels" \
     BOLT_LLAMA_SERVER_CACHE="$APP_DIR/build/llama-server" BOLT_REACHY="$REACHY" bash "$APP_DIR/launch/setup.sh" run
   if [ "$CUDA" = on ]; then cuda_wheel "$wheels"; fi
 }
@@ -327,7 +368,10 @@ main() {
   local body
   body="[robot] driver $(toml_value "$BODY_CONFIG" robot driver)"
   [ "$REACHY" = 1 ] && body="Reachy Mini $([ "$REACHY_LITE" = 1 ] && echo "Lite (daemon here)" || echo "at $REACHY_HOST")"
+  local l4t=""
+  [ -n "$L4T" ] && [ "$JETPACK_FROM" != "L4T $L4T" ] && l4t=", L4T $L4T"
   echo "bolt-agent install: app $APP_DIR, root ${PREFIX:-/}, CUDA $CUDA, body: $body$([ "$DRY" = 1 ] && echo ', dry run')"
+  echo "JetPack $JETPACK ($JETPACK_FROM$l4t), Python $PYTHON_VERSION"
   step_apt
   step_user
   step_venv

@@ -6,10 +6,13 @@ each names the joints it ``needs``, so a body without arms is never offered ``wa
 ``stop`` cancels whatever is running and holds position. They are ``follow_up=False``:
 the model says its words in the same round as the call, while the arm starts to move, and
 no second round reads the result back. Results are short first-person sentences (the model
-sees them in the history). ``emergency_stop`` keeps its follow-up: the user must hear that a
-person has to clear it. A number out of range is moved to the limit (``clamp=True``) and the
-robot says so in the words of the parameter's :class:`~agent.skills.Clamped` ("nod ten times":
-"I can nod at most 5 times in a row.").
+sees them in the history). Gestures a turn asks for play one after another, each to its end
+(:meth:`hardware.robot.Robot.play` queues them). ``emergency_stop``'s result is said as written:
+what the motors do (read back from the hardware where it can tell) and how a person clears it;
+called while latched ("clear the emergency stop" latched it again) it does nothing again and says
+so, with how to clear it: the robot never clears its own e-stop. A number out of range is moved
+to the limit (``clamp=True``) and the robot says so in the words of the parameter's
+:class:`~agent.skills.Clamped` ("nod ten times": "I can nod at most 5 times in a row.").
 
 ``play_animation``'s ``name`` enum lists the robot's animations: the parameter is
 ``Annotated[str, Choices(ANIMATIONS, ...)]``, and the registry turns it into a ``Literal``
@@ -126,7 +129,24 @@ def look(
 ) -> str:
     """Turn the head to look in a direction."""
     ctx.robot.move({"head_yaw": yaw_deg, "head_pitch": pitch_deg}, duration_ms=600)
-    return f"I am looking {yaw_deg:g} degrees to the side and {pitch_deg:g} degrees up."
+    return f"I am looking {where_i_look(yaw_deg, pitch_deg)}."
+
+
+def where_i_look(yaw_deg: float, pitch_deg: float) -> str:
+    """A head pose as said: "30 degrees to the left and 10 degrees down", "straight ahead".
+
+    A sign is a side, never said as a minus ("-45 degrees to the side" was a result a new user read).
+
+    Args:
+        yaw_deg: Head turn, degrees, positive = left.
+        pitch_deg: Head tilt, degrees, positive = up.
+    """
+    parts = []
+    if round(yaw_deg):
+        parts.append(f"{abs(yaw_deg):.0f} degrees to the {'left' if yaw_deg > 0 else 'right'}")
+    if round(pitch_deg):
+        parts.append(f"{abs(pitch_deg):.0f} degrees {'up' if pitch_deg > 0 else 'down'}")
+    return " and ".join(parts) or "straight ahead"
 
 
 # Its result is what the robot says, as written: an acknowledgement ("Here I go!") was wrong for a stop.
@@ -137,11 +157,19 @@ def stop(ctx: SkillContext) -> str:
     return "I stopped and I am holding still."
 
 
-@skill(keywords=("emergency", "power off", "kill"), ability="")
+CLEARED_BY = (
+    "Only a person can clear it: the Clear button on my web console, "
+    "or the command bolt-agent estop clear on my computer."
+)
+"""How the e-stop is cleared, said with every e-stop sentence (never by asking the robot)."""
+
+
+# Said as written: what the motors do is the body's report, word for word (a model round dropped it).
+@skill(as_written=True, keywords=("emergency", "power off", "kill"), ability="")
 def emergency_stop(ctx: SkillContext) -> str:
-    """Emergency stop: cut motor power at once; motors stay off until a person clears it."""
-    ctx.robot.estop()
-    return "Emergency stop: my motors are off until someone clears it."
+    """Emergency stop: stop every motion at once; nothing moves until a person clears it."""
+    report = ctx.robot.estop()  # latched already: nothing is done again
+    return f"{report.says()} {CLEARED_BY}"
 
 
 PACKAGED_ANIMATIONS = tuple(sorted(p.stem for p in BUILTIN_ANIMATIONS.glob("*.json")))

@@ -5,8 +5,10 @@ They are offered only on a body with a Reachy Mini's antennas and head (``needs`
 (``robot.libraries``: the 20 dances of ``reachy-mini-dances-library``; the emotions of the
 dataset ``bolt-agent models pull`` downloads — without it, ``play_emotion`` is left out).
 Like every movement skill they only start a gesture and return (``follow_up=False``: the
-robot talks while it moves); the motion loop sends the poses through the safety layer.
-``queue`` plays a move after the current one instead of replacing it.
+robot talks while it moves); the motion loop sends the poses through the safety layer, one
+gesture after another in the order asked for. ``go_to_sleep`` rests in the SDK's sleep pose;
+talking wakes it (:meth:`hardware.robot.Robot.wake`, wired to the user's speech), as does
+``wake_up``: back to neutral, antennas up.
 """
 
 from typing import Annotated, Literal
@@ -25,27 +27,24 @@ HEAD_DIRECTIONS = {
 """Head targets of ``move_head``, degrees (yaw + = left, pitch + = up), as Pollen's conversation app."""
 
 
-def _play(ctx: SkillContext, kind: str, name: str, queue: bool) -> None:
+def _play(ctx: SkillContext, kind: str, name: str) -> None:
     gesture = ctx.robot.libraries.get(kind, {}).get(name)
     if gesture is None:
         known = ", ".join(sorted(ctx.robot.libraries.get(kind, {}))) or "none"
         raise ValueError(f"no {kind[:-1]} {name!r}; known: {known}")
-    ctx.robot.play(gesture, queue=queue)
+    ctx.robot.play(gesture)
 
 
 @skill(follow_up=False, keywords=("dance", "dancing", "groove", "boogie"), needs=REACHY_HEAD, ability="dance")
-def dance(
-    ctx: SkillContext, name: Annotated[str, Choices(DANCES)] = "groovy_sway_and_roll", queue: bool = False
-) -> str:
-    """Dance one of the robot's dances (head, antennas and body move to a beat).
+def dance(ctx: SkillContext, name: Annotated[str, Choices(DANCES)] = "groovy_sway_and_roll") -> str:
+    """Dance one of the robot's dances (head, antennas and body move to a beat), ending where it began.
 
     Args:
         ctx: The robot (not shown to the model).
         name: Which dance.
-        queue: Dance after the current move instead of replacing it.
 
     """
-    _play(ctx, DANCES, name, queue)
+    _play(ctx, DANCES, name)
     return f"I am dancing the {name.replace('_', ' ')}."
 
 
@@ -55,16 +54,15 @@ def dance(
     needs=REACHY_HEAD,
     ability="show emotions",
 )
-def play_emotion(ctx: SkillContext, name: Annotated[str, Choices(EMOTIONS)], queue: bool = False) -> str:
+def play_emotion(ctx: SkillContext, name: Annotated[str, Choices(EMOTIONS)]) -> str:
     """Show an emotion with the head and antennas (a move recorded by Pollen Robotics).
 
     Args:
         ctx: The robot (not shown to the model).
         name: Which emotion.
-        queue: Play it after the current move instead of replacing it.
 
     """
-    _play(ctx, EMOTIONS, name, queue)
+    _play(ctx, EMOTIONS, name)
     return f"I am showing {name}."
 
 
@@ -91,5 +89,13 @@ def go_to_sleep(ctx: SkillContext) -> str:
     """Go to sleep: head down, antennas folded, until someone talks to me again."""
     from hardware.reachy_mini.driver import sleep_pose
 
-    ctx.robot.move(sleep_pose(), duration_ms=2000)
+    ctx.robot.rest(sleep_pose(), 2000)
     return "I am going to sleep. Talk to me to wake me up."
+
+
+@skill(keywords=("wake", "awake", "morning"), needs=REACHY_HEAD, ability="wake up")
+def wake_up(ctx: SkillContext) -> str:
+    """Wake up: head back to neutral and antennas up."""
+    if not ctx.robot.wake():  # awake already: back to neutral all the same
+        ctx.robot.move({n: j.neutral_deg for n, j in ctx.robot.joints.items()}, duration_ms=1500)
+    return "I am awake."

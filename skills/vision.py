@@ -1,7 +1,9 @@
 """Vision skills: describe what the camera sees, and turn the head toward someone.
 
-Both read the vision service from ``ctx.scene`` (None when the robot has no camera: the
-skill then fails with a message the model can pass on). With ``[vision] describer = "vlm"``,
+Both need a camera (``needs=("camera",)``): on a robot configured without one they are not
+offered, and "what can you do?" does not promise to "tell you what I see". They read the vision
+service from ``ctx.scene`` (None where a context has no camera all the same: the skill then
+fails with a message the model can pass on). With ``[vision] describer = "vlm"``,
 ``describe_scene`` also asks the vision-language model (``ctx.narrator``) for a description of
 the newest frame. ``describe_scene`` is data (its result
 is read back in a follow-up round; a camera look takes a moment, so "Let me look." is said as
@@ -29,6 +31,7 @@ def _vision(ctx: SkillContext):
     timeout_s=30.0,  # a vision-language model's look: an image encode and a sentence
     side_effects=False,  # a look changes nothing: it may start before the user's silence confirms the turn
     ability="tell you what I see",
+    needs=("camera",),  # not offered, nor promised in "what can you do?", without one
 )
 def describe_scene(ctx: SkillContext) -> dict:
     """Describe what the camera sees now: what is there, people, where they are, light and motion."""
@@ -52,7 +55,7 @@ def describe_scene(ctx: SkillContext) -> dict:
 @skill(
     follow_up=False,
     keywords=("look at", "face", "turn to", "watch"),
-    needs=("head_yaw", "head_pitch"),
+    needs=("head_yaw", "head_pitch", "camera"),
     ability="look at people",
 )
 def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right", "centre"] = "face") -> str:
@@ -69,7 +72,7 @@ def look_at(ctx: SkillContext, target: Literal["face", "person", "left", "right"
     robot = ctx.robot
     if target in TURN_DEG:
         robot.move({"head_yaw": TURN_DEG[target], "head_pitch": 0.0}, duration_ms=600)
-        return f"looking {target if target != 'centre' else 'straight ahead'}"
+        return f"I am looking {'to the ' + target if target != 'centre' else 'straight ahead'}."
     vision = _vision(ctx)
     scene = vision.describe_now()
     if scene is None:

@@ -2,8 +2,7 @@
 
 The list is the skills this robot is offered (its body's, the config's, installed ones), each
 by its ``ability`` (``@skill(ability="tell the time")``), so it never names what the body
-cannot do. Before it the 135M model answered "what can you do?" with a joke (a new user's
-``chat``: "Why did the robot do it?").
+cannot do.
 """
 
 from agent.skills import SkillContext, skill
@@ -13,7 +12,7 @@ from agent.skills import SkillContext, skill
     keywords=("abilities", "what can you do", "what else can you do", "what are you able to do"),
     side_effects=False,
     ability="",
-    as_written=True,  # the list is the answer: SmolLM2-135M's round only garbled it
+    as_written=True,  # the list is the answer: a model round could only say it again
 )
 def abilities(ctx: SkillContext) -> str:
     """Say what you can do."""

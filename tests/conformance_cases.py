@@ -88,7 +88,7 @@ CASES: list[Case] = [
                     "A 25 minute pomodoro timer, starting now.",
                     (call("set_timer", seconds=1500, label="pomodoro"),),
                 ),
-                Step("Go!", sees="started"),
+                hears=("25-minute pomodoro timer.",),
             ),
         ),
     ),
@@ -99,7 +99,7 @@ CASES: list[Case] = [
             _t(
                 "Start a timer, my tea needs steeping for the usual time.",
                 Step("Four minutes for your tea.", (call("set_timer", seconds=240, label="tea"),)),
-                Step("I'll tell you."),
+                hears=("4-minute tea timer.",),
             ),
         ),
     ),
@@ -110,7 +110,7 @@ CASES: list[Case] = [
             _t(
                 "Give me ten minutes, then remind me.",
                 Step(calls=(call("set_timer", seconds=600, label="reminder"),)),
-                Step("I'll remind you in ten minutes."),
+                hears=("10-minute reminder timer.",),
             ),
         ),
     ),
@@ -121,7 +121,7 @@ CASES: list[Case] = [
             _t(
                 "Remind me to take the bread out, it needs about fifteen more minutes.",
                 Step(calls=(call("set_timer", seconds=900, label="bread"),)),
-                Step("Fifteen minutes for the bread."),
+                hears=("15-minute bread timer.",),
             ),
         ),
     ),
@@ -132,7 +132,7 @@ CASES: list[Case] = [
             _t(
                 "Set an egg timer for six and a half minutes.",
                 Step(calls=(call("set_timer", seconds=390, label="egg"),)),
-                Step("Six and a half minutes, starting now."),
+                hears=("390-second egg timer.",),
             ),
         ),
     ),
@@ -303,7 +303,7 @@ CASES: list[Case] = [
             _t(
                 "Six minutes.",
                 Step("Six minutes for the eggs.", (call("set_timer", seconds=360, label="eggs"),)),
-                Step("Timer's running."),
+                hears=("6-minute eggs timer.",),
             ),
         ),
     ),
@@ -491,7 +491,7 @@ CASES: list[Case] = [
                         call("set_timer", seconds=6, label="second"),
                     ),
                 ),
-                Step("Both are running."),
+                hears=("3-second first timer.", "6-second timer."),
             ),
         ),
     ),
@@ -542,6 +542,112 @@ CASES: list[Case] = [
             _t("One more time!", Step(calls=(call("nod"),)), Step("Nodding again.")),
         ),
     ),
+    # --- everyday things through the real skills (issue 50) -----------------------------------------
+    Case(
+        "a tea timer asked about, changed, cancelled",
+        "everyday",
+        (
+            _t(
+                "Put the kettle on a timer, twenty minutes, and call it tea.",
+                Step(calls=(call("set_timer", seconds=1200, label="tea"),)),
+                hears=("20-minute tea timer.",),
+            ),
+            _t(
+                "How much longer on that one?",
+                Step(calls=(call("timers_left", label="tea"),)),
+                hears=("The tea timer has 20 minutes left.",),
+            ),
+            _t(
+                "Make it a quarter of an hour.",
+                Step(calls=(call("change_timer", seconds=900, label="tea"),)),
+                hears=("The tea timer is now set for 15 minutes.",),
+            ),
+            _t(
+                "Scrap the tea one.",
+                Step(calls=(call("cancel_timer", label="tea"),)),
+                hears=("I cancelled the tea timer for 15 minutes.",),
+            ),
+        ),
+    ),
+    Case(
+        "pasta and sauce in one sentence",
+        "everyday",
+        (
+            _t(
+                "Pasta needs eight minutes and the sauce twenty, time both.",
+                Step(
+                    calls=(
+                        call("set_timer", seconds=480, label="pasta"),
+                        call("set_timer", seconds=1200, label="sauce"),
+                    )
+                ),
+                hears=("8-minute pasta timer.", "20-minute sauce timer."),
+            ),
+            _t(
+                "Forget about the sauce, I took it off.",
+                Step(calls=(call("cancel_timer", label="sauce"),)),
+                hears=("I cancelled the sauce timer for 20 minutes.",),
+            ),
+        ),
+    ),
+    Case(
+        "Tokyo, then next Friday",
+        "everyday",
+        (
+            _t(
+                "My sister lives in Tokyo. Is she still awake?",
+                Step(calls=(call("get_time", place="Tokyo"),)),
+                Step("{result} Check the clock before you call her.", sees="In Tokyo it is"),
+            ),
+            _t(
+                "She lands here next Friday, which date is that?",
+                Step(calls=(call("get_date", day="next Friday"),)),
+                Step("{result} I hope she has a good flight.", sees="Next Friday is"),
+            ),
+        ),
+    ),
+    Case(
+        "a name and a fact, recalled",
+        "everyday",
+        (
+            _t(
+                "Hi, I'm Priya, and I take my coffee black.",
+                Step(
+                    calls=(
+                        call("remember", fact="my name is Priya"),
+                        call("remember", fact="I take my coffee black"),
+                    )
+                ),
+                hears=("Nice to meet you, Priya.", "Okay, I will remember that you take your coffee black."),
+            ),
+            _t(
+                "What have you got on me so far?",
+                Step(calls=(call("recall"),)),
+                hears=("You told me that your name is Priya and you take your coffee black.",),
+            ),
+            _t(
+                "And what should I call you?",
+                Step(calls=(call("own_name"),)),
+                hears=("My name is Bolt.",),
+            ),
+        ),
+    ),
+    Case(
+        "a look again, as it was",
+        "again",
+        (
+            _t(
+                "Look up at the shelf on your right.",
+                Step(calls=(call("look", yaw_deg=-35, pitch_deg=20),)),
+                Step("Up on the shelf."),
+            ),
+            _t(
+                "Do it again, please.",
+                Step(calls=(call("look", yaw_deg=-35, pitch_deg=20),)),
+                Step("Once more."),
+            ),
+        ),
+    ),
     # --- product rules (the same on every profile) ----------------------------------------------------
     Case(
         "ten nods",
@@ -563,7 +669,7 @@ CASES: list[Case] = [
                 "Wave hello.",
                 Step(calls=(call("wave"),)),
                 Step("Sorry!"),
-                hears=("My emergency stop is on, so I cannot move until someone clears it.",),
+                hears=("My emergency stop is on, so I cannot move until a person clears it.",),
             ),
         ),
         estop=True,

@@ -49,10 +49,13 @@ def netns_problem() -> str | None:
     return None
 
 
-def run_in_netns(script: str, timeout: float = 180.0, env: dict[str, str] | None = None) -> dict:
+def run_in_netns(
+    script: str, timeout: float = 180.0, env: dict[str, str] | None = None, unset: tuple[str, ...] = ()
+) -> dict:
     """Run a Python script inside a new network namespace; return the JSON of its last stdout line.
 
-    The script can ``import reachy_daemon`` (this module) and the project's packages.
+    The script can ``import reachy_daemon`` (this module) and the project's packages. ``env`` adds
+    variables; ``unset`` removes some (``MUJOCO_GL``: as a user's shell has it).
 
     Raises:
         AssertionError: the script failed or printed no JSON (its output is in the message).
@@ -60,6 +63,8 @@ def run_in_netns(script: str, timeout: float = 180.0, env: dict[str, str] | None
     code = textwrap.dedent(script)
     full_env = {**os.environ, **DAEMON_ENV, **(env or {})}
     full_env["PYTHONPATH"] = os.pathsep.join([str(TESTS), str(ROOT), full_env.get("PYTHONPATH", "")])
+    for name in unset:
+        full_env.pop(name, None)
     r = subprocess.run(
         [*_NETNS, sys.executable, "-c", code],
         capture_output=True,

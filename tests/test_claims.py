@@ -95,11 +95,13 @@ def test_turns_without_a_call_never_say_the_robot_moves(greedy_agent):
     for turn_id, reply in replies.items():
         if not evs.of(ToolCall, turn_id):
             assert reply and not any(claims_motion(s) for s in split_sentences(reply)), (turn_id, reply)
-    # "fly to the moon" asked to fly: the robot cannot; the copied wave answered no one's request.
-    # Which of the two foreign requests the greedy model answers with a copied claim moves with
-    # the tools prompt (the German one since cancel_timer joined, the Chinese one since
-    # abilities did); the other gets words that claim nothing.
-    assert replies[3] == CANNOT and MISSED in (replies[1], replies[2]), replies
+    # "fly to the moon" asked to fly: the robot cannot; a copied wave answered no one's request.
+    # Which of the two foreign requests the greedy model answers with a copied claim (said as
+    # MISSED) moves with the tools prompt (the German one since cancel_timer joined, the Chinese
+    # one since abilities did, neither since the skills of issue 50: it repeats both requests);
+    # the checks above hold for every one of them.
+    assert replies[3] == CANNOT, replies
+    assert all(replies[t] == MISSED or not evs.of(ToolCall, t) for t in (1, 2)), replies
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ rules also shows what the small-model profile's rules would have done otherwise.
 from __future__ import annotations
 
 import threading
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -31,11 +32,13 @@ from agent.engines.embedded.model import ChatModel
 from agent.engines.remote.server_process import find_binary
 from agent.events import ToolCall
 from agent.skills import SkillContext, load_registry
+from agent.state.memory import Memory
+from agent.state.timers import TimerBook
 from hardware.factory import build_robot
 
 HERE = Path(__file__).resolve().parent
 ENGINES = ("openai", "embedded", "llama-server")
-CFG = LLMConfig(n_ctx=4096, threads=2, temperature=0.0, max_tokens=96)
+CFG = LLMConfig(n_ctx=4096, threads=1, temperature=0.0, max_tokens=96)
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +97,8 @@ def test_the_product_runs_the_models_calls_and_says_its_words(engine, case, regi
     robot, shutdown = body
     events = []
     cfg = CFG
-    conv = Conversation(model, registry, SkillContext(robot=robot, shutdown=shutdown), cfg, events.append)
+    ctx = SkillContext(robot=robot, shutdown=shutdown, timers=TimerBook(), memory=Memory())
+    conv = Conversation(model, registry, ctx, cfg, events.append)
     assert conv.profile == "plain" and conv.format in ("bolt", "hermes")
     already = (len(script.problems), len(protocol))
     if case.estop:
@@ -104,7 +108,8 @@ def test_the_product_runs_the_models_calls_and_says_its_words(engine, case, regi
         for n, turn in enumerate(case.turns):
             spoken: list[str] = []
             first = len(events)
-            res = conv.turn(turn.said, n, on_text=spoken.append)
+            # A pause ends an utterance (the speech stage speaks what came before it on its own).
+            res = conv.turn(turn.said, n, on_text=spoken.append, on_pause=partial(spoken.append, " "))
             results.append(res)
             said = " ".join("".join(spoken).split())
             answered = [script.answered.get((turn.said, r)) for r in range(len(turn.steps))]

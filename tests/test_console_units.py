@@ -256,7 +256,8 @@ def test_animate_control_plays_a_dance_of_the_bodys_library(reachy):
     controls = Controls(SimpleNamespace(robot=reachy.robot), SimpleNamespace(publish=notices.append), None)
     assert controls.animate("chicken_peck") == {"ok": True, "playing": "chicken_peck"}
     assert reachy.robot.playing == "chicken_peck" and "chicken_peck" in notices[-1].message
-    assert controls.animate("nod")["playing"] == "nod" and reachy.robot.playing == "nod"
+    # A gesture plays to its end: the next one waits (issue 48: gestures run in full, in order).
+    assert controls.animate("nod")["playing"] == "nod" and reachy.robot.queued == ["nod"]
     with pytest.raises(ControlError) as e:
         controls.animate("moonwalk")
     assert e.value.status == 404 and "moonwalk" in str(e.value)

@@ -1,4 +1,4 @@
-"""Context window: exact token accounting, compaction at n_ctx=576, KV-cache reuse across turns."""
+"""Context window: exact token accounting, compaction at n_ctx=768, KV-cache reuse across turns."""
 
 from __future__ import annotations
 
@@ -27,11 +27,12 @@ def make(n_ctx: int, ctx, **kw) -> Conversation:
 
 
 def test_conversation_outgrowing_a_small_context_keeps_going(ctx):
-    # 576 tokens: the system prompt and the built-in tools take 460 of them (444 before
-    # cancel_timer, when 512 still fitted), so the history is compacted on nearly every turn.
-    conv = make(576, ctx)
+    # 768 tokens: the system prompt and every built-in tool (the camera's too: no devices given)
+    # take 650 of them (460 at 576 before the skills of issue 50, 444 before cancel_timer, when 512
+    # still fitted), so the history is compacted on nearly every turn.
+    conv = make(768, ctx)
     system_tokens = conv.model.count_tokens(conv.render())
-    assert system_tokens < 576 - 64 - 8
+    assert 768 - 64 - 80 < system_tokens < 768 - 64 - 8
     said = [
         "Wave your right hand.",
         "What time is it?",

@@ -75,7 +75,9 @@ def test_reachy_sim_config_is_the_desktop_default_with_a_reachy_body():
         ), section
     assert cfg.llm.model_dump(exclude={"system_prompt"}) == base.llm.model_dump(exclude={"system_prompt"})
     # the default prompt, with this body instead of "a head and two arms"
-    assert cfg.llm.system_prompt == DEFAULT_SYSTEM_PROMPT.replace("a head and two arms", REACHY_PROMPT)
+    assert cfg.llm.system_prompt == DEFAULT_SYSTEM_PROMPT.replace(
+        "a head and two arms", REACHY_PROMPT
+    ).replace("{name}", "Bolt")
     assert cfg.robot.driver == "reachy_mini" and cfg.robot.motion_vad_weight == 0.6
     assert set(cfg.robot.postures) >= {"listening", "thinking"}
     assert (cfg.robot.reachy_mini.host, cfg.robot.reachy_mini.port) == ("localhost", 8000)

@@ -24,7 +24,20 @@ from agent.memplan.doctor import check_gpu, check_gpu_access, first_line, llama_
 from hardware.servos.doctor import check_serial
 
 REPO = Path(__file__).resolve().parents[1]
-NAMES = {"packages", "config", "models", "memory", "audio", "serial", "camera", "gpu", "service"}
+NAMES = {
+    "packages",
+    "config",
+    "models",
+    "profile",
+    "memory",
+    "audio",
+    "serial",
+    "camera",
+    "skills",
+    "gpu",
+    "jetpack",
+    "service",
+}
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
@@ -58,6 +71,7 @@ def _checks(out: subprocess.CompletedProcess[str]) -> dict[str, dict]:
 def test_default_config_json(tmp_path: Path) -> None:
     checks = _checks(_doctor(_env(tmp_path), "--json"))
     assert set(checks) == NAMES  # no systemd-env check outside systemd
+    assert checks["profile"]["detail"].startswith("small (auto: a 9"), checks["profile"]  # the stand-in
     # One registry lists every subsystem's checks, in the order they are shown.
     assert list(checks)[:2] == ["packages", "config"]
     assert list(checks)[2:] == [c.subsystem for c in CHECKS if c.subsystem in checks]
@@ -346,3 +360,24 @@ def test_missing_package_fix_uses_the_venv() -> None:
     assert not check.ok and "missing: no-such-dist-for-bolt" in check.detail
     assert f"bash {REPO}/launch/setup.sh run" in check.fix
     assert f"{sys.executable} -m pip install no-such-dist-for-bolt" in check.fix
+
+
+def test_the_profile_check_names_the_profile_and_format_a_config_runs(gemma4_vocab) -> None:
+    """The stand-in: small in grammar mode; Bolt's template: plain, bolt; a server with no file: plain."""
+    from gemma4_model import tiny_gemma4
+
+    from agent.config import LLMConfig
+    from agent.conversation.doctor import check_profile
+
+    small = check_profile(LLMConfig())
+    assert small.ok and small.detail.startswith("small (auto: a 94 MiB GGUF in grammar mode)"), small
+    bolt = check_profile(LLMConfig(model=str(tiny_gemma4(gemma4_vocab))))
+    assert bolt.ok and bolt.detail.startswith("plain (auto") and bolt.detail.endswith("tool calls: bolt"), (
+        bolt
+    )
+    remote = check_profile(LLMConfig(engine="openai", model=""))
+    assert remote.ok and remote.detail.startswith("plain (an OpenAI-compatible server renders"), remote
+    forced = check_profile(LLMConfig(profile="plain"))
+    assert forced.detail == "plain; tool calls: grammar", forced
+    missing = check_profile(LLMConfig(model="/nowhere/model.gguf"))
+    assert not missing.ok and not missing.blocking and "cannot read the model file" in missing.detail

@@ -158,7 +158,7 @@ def test_background_timer_is_spoken_once_after_the_turn(agent):
     secs = float(call.arguments["seconds"])  # the model picks the number; the mechanism is under test
     assert 0 < secs <= 60, call.arguments
     started = [r for r in evs.of(ToolResult) if r.tool == "set_timer"]
-    assert started and started[0].ok and started[0].result["status"] == "started"
+    assert started and started[0].ok and started[0].result == "1-second timer.", started  # said at once
     done = evs.of(BackgroundDone)
     assert secs == 1.0  # the duration said (the argument prior)
     assert len(done) == 1 and done[0].ok and done[0].result == "Time is up: the timer for 1 second is done."

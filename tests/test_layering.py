@@ -37,10 +37,17 @@ LAYERS: list[set[str]] = [
 ]
 """The packages and flat modules of ``agent/``, bottom first: each imports only lower layers."""
 HARDWARE_LAYERS: list[set[str]] = [
-    {"hardware.config", "hardware.joints", "hardware.check", "hardware.animation"},  # the body's base
-    {"hardware.driver"},  # the driver protocol and DriverSpec (types from config and animation)
+    {
+        "hardware.config",
+        "hardware.joints",
+        "hardware.check",
+        "hardware.animation",
+        "hardware.doa",
+    },
+    {"hardware.driver", "hardware.layers", "hardware.jetson"},  # driver protocol; loop layers; JetPack check
+    {"hardware.gestures"},  # the layers' API the robot offers (gestures in order, sleep, gaze)
     {"hardware.robot"},  # the one safety layer and motion loop
-    {"hardware.safety", "hardware.speech_motion"},
+    {"hardware.safety", "hardware.speech_motion", "hardware.idle"},
     {"hardware.servos", "hardware.camera"},  # servo drivers; camera sources and capture
     {"hardware.reachy_mini", "hardware.perception"},  # a robot (its camera is a camera source); vision
     {"hardware.registry"},  # every driver kind, named camera and animation format, by name

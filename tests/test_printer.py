@@ -71,7 +71,7 @@ def every_public_event() -> list[Event]:
 def test_text_lines_are_for_people():
     text = _text(verbose=False)
     assert "you said: Turn left and then wave." in text and 'tool call  wave({"hand": "right"})' in text
-    assert "robot moved: right_arm 95..95 deg (1 cmds)" in text
+    assert "robot moves: right_arm" in text and "95..95" not in text  # its range at the next line
     assert 'tool result set_timer: {"status": "started", "seconds": 5}' in text
     assert "timing: heard back after 0.82 s" in text and "prompt tokens" not in text
     assert "interrupted (you spoke over the robot)" in text
@@ -120,15 +120,15 @@ def test_json_lines_carry_every_field():
     }
 
 
-def test_the_readme_names_every_event_json_lines_print():
-    """A machine reading ``--json`` learns the event names from the README's list."""
+def test_the_docs_name_every_event_json_lines_print():
+    """A machine reading ``--json`` learns the event names from the list in ``docs/command-line.md``."""
     public = {
         cls.name
         for _, cls in inspect.getmembers(agent.events, inspect.isclass)
         if issubclass(cls, Event) and cls is not Event and cls.public
     }
-    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
-    paragraph = readme.split("`--json` prints JSON Lines on stdout", 1)[1].split("\n\n", 1)[0]
+    page = (Path(__file__).resolve().parent.parent / "docs" / "command-line.md").read_text(encoding="utf-8")
+    paragraph = page.split("`--json` prints JSON Lines on stdout", 1)[1].split("\n\n", 1)[0]
     listed = set(re.findall(r"`([a-z_]+)`", paragraph))
     assert len(public) >= 20
     assert sorted(public - listed) == []
@@ -152,7 +152,9 @@ def test_a_typed_turn_shows_no_endpoint_or_asr():
 
 def test_a_gesture_that_outlives_the_last_turn_is_shown_before_the_park():
     """`chat` ended on "robot moved: head_yaw 0..0 deg": the turn's timing came 0.5 s into a
-    0.6 s look, and the rest of it was never printed."""
+    0.6 s look, and the rest of it was never printed. Then a turn showed "robot moved: right_arm
+    1..1 deg (1 cmds)" while its wave appeared under later turns (issue 50): the turn names the
+    joints, and the whole gesture, from its first command, is shown once at the next line."""
     from agent.events import RobotParked
 
     out = io.StringIO()
@@ -166,8 +168,24 @@ def test_a_gesture_that_outlives_the_last_turn_is_shown_before_the_park():
     ]:
         printer(ev)
     lines = out.getvalue().splitlines()
-    assert "  robot moved: head_yaw 0..0 deg (1 cmds)" in lines
+    assert "  robot moves: head_yaw" in lines
     assert lines[-2:] == [
-        "  turn 0's gesture went on: head_yaw 30..30 deg (1 cmds)",
-        "robot parked at neutral, torque off",
+        "  turn 0's gesture: head_yaw 0..30 deg, 2 commands",
+        "robot parked at neutral, motors off",
     ]
+
+
+def test_a_wave_is_shown_whole_under_the_next_turn():
+    out = io.StringIO()
+    printer = EventPrinter(out=out)
+    events = [RobotCommand(0, "right_arm", 1.0, 0.0), Timing(0, llm_ms=300.0, turn_ms=400.0)]
+    events += [RobotCommand(0, "right_arm", float(d), 20.0 * d) for d in range(2, 141)]
+    events += [RobotCommand(1, "head_yaw", 0.0, 0.0), Timing(1, llm_ms=300.0, turn_ms=400.0)]
+    for ev in events:
+        printer(ev)
+    lines = [line for line in out.getvalue().splitlines() if "robot" in line or "gesture" in line]
+    assert lines == [
+        "  robot moves: right_arm",
+        "  turn 0's gesture: right_arm 1..140 deg, 140 commands",
+        "  robot moves: head_yaw",
+    ], lines

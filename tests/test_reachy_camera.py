@@ -22,13 +22,8 @@ from hardware.camera.capture import Camera
 from hardware.camera.sources import parse_source
 from hardware.camera.usb import find_usb_camera, parse_usb_ids, resolve_usb_source
 from hardware.config import CameraConfig, ReachyMiniConfig
-from hardware.reachy_mini.camera import (
-    REACHY_USB_IDS,
-    camera_sources,
-    find_reachy_camera,
-    hfov_deg,
-    sim_hfov_deg,
-)
+from hardware.reachy_mini.camera import REACHY_USB_IDS, camera_sources, find_reachy_camera, sim_hfov_deg
+from hardware.reachy_mini.sim_eye import hfov_deg
 
 LITE, OLDER, ARDUCAM = REACHY_USB_IDS
 USB_DEVICES = "devices/pci0000:00/0000:00:14.0/usb1"

@@ -25,11 +25,12 @@ from hardware.reachy_mini.daemon import sdk_version
 from hardware.reachy_mini.doctor import check_reachy
 from tests.emu_hub import COMMIT, HubServer
 from tests.reachy_daemon import netns_problem, run_in_netns
+from tests.test_doctor import NAMES
 from tests.test_reachy_emotions import CACHE_DIR, DATASET, _dataset, _env, _pull
 
 REPO = Path(__file__).resolve().parents[1]
 REACHY = {"reachy-daemon", "reachy-version", "reachy-motors", "reachy-emotions"}
-OTHERS = {"packages", "config", "models", "memory", "audio", "serial", "camera", "gpu", "service"}
+OTHERS = NAMES  # every other check of doctor (tests/test_doctor.py)
 
 DOCTOR_IN_NETNS = """
 import json, os, subprocess, sys, urllib.request

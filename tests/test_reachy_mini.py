@@ -60,12 +60,17 @@ with rd.daemon(MODE):
     out["antennas_wild"] = [rd.joints()["right_antenna"], rd.joints()["left_antenna"]]
     robot.move({"right_antenna": -10.0, "left_antenna": 10.0}, 400, wait=True)
     dance = robot.libraries["dances"]["groovy_sway_and_roll"]
+    time.sleep(1.0 if MODE == "sim" else 0.3)
+    before_dance = rd.joints()
     robot.play(dance)
     during = rd.sample(2.0)
     out["dance_range"] = {k: max(s[k] for s in during) - min(s[k] for s in during) for k in during[0]}
     out["dance_antenna_max"] = max(max(abs(s["right_antenna"]), abs(s["left_antenna"])) for s in during)
-    robot.wait_idle(10)
+    robot.wait_idle(15)
     out["loop"] = robot.loop_stats()
+    time.sleep(1.0 if MODE == "sim" else 0.3)
+    after_dance = rd.joints()
+    out["dance_end_offset"] = {k: after_dance[k] - before_dance[k] for k in before_dance}
 
     # Speech sway on the head while a gesture turns it.
     from hardware.animation import linear_move
@@ -86,7 +91,8 @@ with rd.daemon(MODE):
     # E-stop during a dance holds the pose; commands are refused; clearing it parks (the default).
     robot.play(robot.libraries["dances"]["side_to_side_sway"])
     time.sleep(0.8)
-    robot.estop()
+    report = robot.estop()
+    out["estop_report"] = [report.motors_on, report.read_back, report.says()]
     time.sleep(0.3 if MODE == "sim" else 0.1)
     held = rd.sample(0.8)
     out["estop_drift"] = max(max(abs(s[k] - held[0][k]) for s in held) for k in held[0])
@@ -105,12 +111,23 @@ with rd.daemon(MODE):
     out["woken_motors"] = rd.motors()
     out["woken_pose"] = rd.joints()
 
-    # Shutdown parks: sleep pose, motors off.
+    # Shutdown parks: sleep pose, motors off; the report is read back from the daemon.
     t0 = time.monotonic()
-    robot.close()
+    rep = robot.close()
     out["park_s"] = time.monotonic() - t0
+    out["park_report"] = [rep.pose, rep.motors_on, rep.read_back]
     out["parked_motors"] = rd.motors()
     out["parked_pose"] = rd.joints()
+
+    # estop = "motors_off": the daemon turns them off, and the report says what it reports.
+    from hardware.config import ReachyMiniConfig
+    off = ReachyMiniConfig(estop="motors_off")
+    robot, _ = build_robot(RobotConfig(driver="reachy_mini", reachy_mini=off))
+    robot.wait_idle(10)
+    report = robot.estop()
+    out["off_report"] = [report.motors_on, report.read_back, report.says(), rd.motors()]
+    robot.clear_estop()
+    robot.close()
 print(json.dumps(out))
 """
 
@@ -142,6 +159,11 @@ def test_the_body_through_the_daemon(mode):
     assert r["still_pitch_range"] < 0.5
     assert r["estop_drift"] < (0.3 if mode == "mockup" else 1.5), r["estop_drift"]
     assert r["estop_motors"] == "enabled" and r["refused"]
+    # What the robot says of its motors is what the daemon reports.
+    on, read_back, says = r["estop_report"]
+    assert on is True and read_back and "holding still, with my motors on" in says, says
+    # A dance ends where it started (within the servos' tracking).
+    assert all(abs(v) < (tol + 0.5) for v in r["dance_end_offset"].values()), r["dance_end_offset"]
     sleep = sleep_pose()
     if mode == "mockup":  # MuJoCo's torque-off is a no-op (Pollen's simulator)
         assert r["released_motors"] == "disabled" and r["parked_motors"] == "disabled"
@@ -149,6 +171,12 @@ def test_the_body_through_the_daemon(mode):
     assert not _close(r["released_pose"], sleep, ("head_pitch", "head_z"), rest)
     assert r["woken_motors"] == "enabled" and abs(r["woken_pose"]["head_pitch"]) < tol
     assert not _close(r["parked_pose"], sleep, ("head_pitch", "head_z", "right_antenna"), rest)
+    pose, motors_on, read_back = r["park_report"]
+    assert read_back and motors_on is (r["parked_motors"] != "disabled")
+    if mode == "mockup":
+        assert pose == "sleep" and motors_on is False
+        on, read_back, says, daemon = r["off_report"]
+        assert daemon == "disabled" and on is False and read_back and "my motors are off" in says
 
 
 AGENT = """
@@ -213,7 +241,7 @@ try:
     time.sleep(2.0)
     rest = rd.joints()
     n = say("Dance for me.")
-    out["again_tool"] = wait_for(lambda e: e["event"] == "tool_call", 120, n)["name"]
+    out["again_tool"] = wait_for(lambda e: e["event"] == "tool_call" and e["name"] == "dance", 120, n)["name"]
     moving = rd.sample(1.5)
     out["again_range"] = max(max(abs(s[k] - rest[k]) for s in moving) for k in rest)
     wait_for(lambda e: e["event"] == "timing", 120, n)

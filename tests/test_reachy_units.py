@@ -28,6 +28,7 @@ from hardware.reachy_mini.daemon import same_release
 from hardware.reachy_mini.driver import ReachyMiniDriver, sleep_pose
 from hardware.reachy_mini.moves import (
     RECORDED_MOVE,
+    RETURN_MS,
     DanceGesture,
     load_dances,
     load_emotions,
@@ -124,7 +125,11 @@ def test_every_dance_is_a_gesture_that_follows_pollens_dance():
     assert sorted(dances) == sorted(AVAILABLE_MOVES) and len(dances) == 20 and messages == []
     for name, g in dances.items():
         ref = DanceMove(name)
-        assert g.duration_ms == pytest.approx(ref.duration * 1000.0)
+        assert g.duration_ms == pytest.approx(ref.duration * 1000.0 + RETURN_MS)
+        # It ends where it started (Pollen's dances end away from neutral).
+        start = {j: 0.0 for j in REACHY_JOINTS} | {"right_antenna": -10.0, "left_antenna": 10.0}
+        end = g.evaluate(g.duration_ms, start)
+        assert all(end[j] == pytest.approx(start[j], abs=1e-6) for j in end), (name, end)
         t = ref.duration * 0.6  # past the blend-in
         head, antennas, body = ref.evaluate(t)
         want = from_sdk(head, antennas, body)
@@ -267,8 +272,10 @@ def test_postures_blend_in_and_out_and_queue_or_replace():
     assert robot.playing == "a" and robot.wait_idle(5)
     assert robot.positions()["head_yaw"] == pytest.approx(-20.0)
     robot.play(a)
-    robot.play(b)  # replaces a at once
-    assert robot.playing == "b"
+    robot.play(b)  # waits for a: gestures run one after another
+    assert robot.playing == "a" and robot.queued == ["b"]
+    robot.play(a, queue=False)  # the user asked: cuts b and what waits
+    assert robot.playing == "a" and robot.queued == []
     robot.close()
     assert robot.loop_stats()["rate_hz"] > 0
 

@@ -11,7 +11,6 @@ import pytest
 from agent.conversation.results import carries_reason
 from agent.conversation.small.acks import ACKNOWLEDGEMENTS
 from agent.events import BackgroundDone, Reply, ToolCall, ToolResult
-from agent.speech.sentences import split_sentences
 from tools.bench.reply_checks import carries_result, reply_check, tail_after_data
 
 pytestmark = pytest.mark.small_model
@@ -70,24 +69,21 @@ LOOKS = [("what do you see",), ("who is in front of you?",), ("look at me", "wha
 
 @pytest.mark.parametrize("asks", LOOKS, ids=[" / ".join(a) for a in LOOKS])
 def test_a_look_without_a_camera_says_why(agent, asks):
-    """A failed data call's reason is said: the skill raised it for people.
+    """A look asked of a body without a camera is answered with the reason alone.
 
-    No camera configured (the embedded config): ``describe_scene`` fails with "I have no
-    camera, so I cannot see". Measured before (greedy): "Let me look. Why did the robot...?",
-    "Let me look. I am not in front of you.", and "All right! Let me look." after a failed
-    ``look_at``; then, with the reason said after the model's words, "Let me look. Why did the
-    robot...? I have no camera, so I cannot see.": the reason alone is said now.
+    No camera configured (the embedded config). Measured before (greedy): "Let me look. Why did
+    the robot...?", "Let me look. I am not in front of you.", and "All right! Let me look." after
+    a failed ``look_at``; then the reason ``describe_scene`` raised was said after the model's
+    words. Since issue 50 the camera skills are not offered without a camera, and words that ask
+    only for them are answered "I have no camera, so I cannot see." with no call and no round
+    (without it SmolLM2-135M told a joke).
     """
     agent.core.conversation.history.clear()
     evs = agent.text(*asks)
     last = max(e.turn_id for e in evs.of(Reply))
-    [result] = [r for r in evs.of(ToolResult, last) if r.tool == "describe_scene"]
-    assert not result.ok, result
-    reply = _reply(evs, last)
-    assert reply_check(reply, "", [("describe_scene", result.result)]) == (True, ""), reply
-    # Besides the reason only the skill's preamble and an acknowledgement of a movement.
-    others = set(split_sentences(reply)) - {"I have no camera, so I cannot see.", "Let me look."}
-    assert others <= set(ACKNOWLEDGEMENTS), reply
+    assert not evs.of(ToolCall, last), evs.of(ToolCall, last)
+    assert _reply(evs, last) == "I have no camera, so I cannot see."
+    assert "describe_scene" not in agent.core.registry.skills and "look_at" not in agent.core.registry.skills
 
 
 def test_a_move_refused_by_the_e_stop_says_why(agent):
@@ -115,7 +111,7 @@ def test_a_move_refused_by_the_e_stop_says_why(agent):
         reply = _reply(evs, r.turn_id)
         assert carries_reason(reply, r.result), (r.tool, reply)
         # Not "Sure! My emergency stop is on, ..." (a new user's chat): no acknowledgement first.
-        assert reply == "My emergency stop is on, so I cannot move until someone clears it.", reply
+        assert reply == "My emergency stop is on, so I cannot move until a person clears it.", reply
 
 
 def test_an_emergency_stop_is_confirmed_as_its_skill_wrote_it(agent):
@@ -126,7 +122,9 @@ def test_an_emergency_stop_is_confirmed_as_its_skill_wrote_it(agent):
     try:
         evs = agent.text("emergency stop")
         assert [c.tool for c in evs.of(ToolCall)] == ["emergency_stop"]
-        assert _reply(evs) == "Emergency stop: my motors are off until someone clears it."
+        written = evs.of(ToolResult)[0].result
+        assert written.startswith("Emergency stop: my motors are off.") and "a person can clear it" in written
+        assert _reply(evs) == written
     finally:
         agent.core.robot.clear_estop()
 
@@ -170,12 +168,13 @@ def test_a_cancelled_timer_never_goes_off(agent):
     keyword "timer" it says), and the first one went off anyway."""
     agent.core.conversation.history.clear()
     t0 = time.monotonic()
-    evs = agent.text("set a timer for five seconds", "cancel the timer", wait_background=15.0)
+    # 30 s: on a busy 2-core machine the two turns took more than 5 s, and a 5 s timer went off first
+    evs = agent.text("set a timer for thirty seconds", "cancel the timer", wait_background=40.0)
     assert [c.tool for c in evs.of(ToolCall)] == ["set_timer", "cancel_timer"], evs.of(ToolCall)
     cancelled = [r for r in evs.of(ToolResult) if r.tool == "cancel_timer"]
-    assert cancelled[0].ok and cancelled[0].result == "I cancelled the timer for 5 seconds.", cancelled
-    assert _reply(evs, cancelled[0].turn_id) == "I cancelled the timer for 5 seconds."
-    assert time.monotonic() - t0 < 5.0  # the background wait ended with the cancel, not at 5 s
+    assert cancelled[0].ok and cancelled[0].result == "I cancelled the timer for 30 seconds.", cancelled
+    assert _reply(evs, cancelled[0].turn_id) == "I cancelled the timer for 30 seconds."
+    assert time.monotonic() - t0 < 30.0  # the background wait ended with the cancel, not at 30 s
     assert not evs.of(BackgroundDone)  # nothing went off, nothing was announced
 
 
@@ -216,9 +215,10 @@ def test_what_can_you_do_lists_the_robots_abilities(agent):
     evs = agent.text("what can you do?")
     assert [c.tool for c in evs.of(ToolCall)] == ["abilities"], evs.of(ToolCall)
     [result] = evs.of(ToolResult)
-    assert result.ok and result.result.startswith("I can tell the time, wave, nod, dance, look around"), (
-        result
-    )
+    assert result.ok and result.result.startswith(
+        "I can tell the time anywhere, remember what you tell me, wave, nod, dance, look around"
+    ), result
+    assert "see" not in result.result  # no camera configured: not promised (issue 50)
     assert _reply(evs).endswith(result.result), _reply(evs)
 
 
@@ -232,14 +232,14 @@ def test_a_list_written_for_people_is_said_as_written_after_any_history(agent):
         "what time is it?", "wave your right hand", "nod your head and tell me the time", "what can you do?"
     )
     last = max(e.turn_id for e in evs.of(Reply))
-    [result] = evs.of(ToolResult, last)
-    assert result.tool == "abilities" and result.ok, result
+    # SmolLM2-135M calls get_time first since the skills of issue 50 joined; it is not run (the
+    # words ask for abilities), and the round after calls abilities
+    [result] = [r for r in evs.of(ToolResult, last) if r.ok]
+    assert result.tool == "abilities", result
     assert _reply(evs, last) == result.result
-    assert evs.of(Timing, last)[0].llm_rounds == 1  # no round to read it back
-    times = [r.result for r in evs.of(ToolResult) if r.tool == "get_time"]
-    assert len(times) == 2 and all(
-        _reply(evs, r.turn_id).endswith(r.result) for r in evs.of(ToolResult) if r.tool == "get_time"
-    ), times
+    assert evs.of(Timing, last)[0].llm_rounds == len(evs.of(ToolCall, last))  # no round to read it back
+    times = [r for r in evs.of(ToolResult) if r.tool == "get_time" and r.ok]
+    assert len(times) == 2 and all(_reply(evs, r.turn_id).endswith(r.result) for r in times), times
 
 
 @pytest.mark.parametrize("first", ["what time is it?", "what can you do?"])
@@ -276,7 +276,7 @@ def test_a_timer_below_zero_is_refused_without_an_acknowledgement(agent):
     [result] = evs.of(ToolResult)
     assert result.tool == "set_timer" and not result.ok, result
     reply = _reply(evs)
-    assert reply.startswith("I can't set timer") and "greater than 0" in reply, reply
+    assert reply.startswith("I can't set a timer") and "greater than 0" in reply, reply
 
 
 def test_a_negated_movement_is_answered_as_one(agent):

@@ -35,7 +35,7 @@ def model():
 
 
 SKILLS = list(load_registry([], entry_points=False).skills.values())
-OPENINGS = forced_openings(SKILLS)
+OPENINGS = forced_openings(SKILLS, read_from_words=True)  # the small profile: place is read from the words
 
 
 @pytest.fixture(scope="module")

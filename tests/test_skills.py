@@ -131,10 +131,11 @@ def test_a_bad_timer_is_told_as_what_it_needs(ctx):
     reg.register(set_timer)
     out = reg.call("set_timer", {"seconds": 0}, ctx)
     assert (
-        not out.ok and out.raised == "I can't set timer: the timer length in seconds should be greater than 0"
+        not out.ok
+        and out.raised == "I can't set a timer: the timer length in seconds should be greater than 0"
     )
     missing = reg.call("set_timer", {}, ctx)
-    assert missing.raised == "I can't set timer: I need the timer length in seconds"
+    assert missing.raised == "I can't set a timer: I need the timer length in seconds"
 
 
 def test_timeout(ctx):
@@ -236,15 +237,15 @@ def test_abilities_are_the_skills_offered_in_their_own_words(ctx):
     """ "what can you do?" lists what this body can do: each skill's ability, once, in order."""
     reg = load_registry([])
     said = reg.abilities()
-    assert said[:5] == ["tell the time", "wave", "nod", "dance", "look around"]
+    assert said[:5] == ["tell the time anywhere", "remember what you tell me", "wave", "nod", "dance"]
     assert "set timers" in said and "" not in said and len(said) == len(set(said))
     assert not {"stop", "emergency stop", "abilities"} & set(said)  # ability="": not said
     ctx.abilities = said
     out = reg.call("abilities", {}, ctx)
     assert (
         out.ok
-        and out.result.startswith("I can tell the time, wave, nod,")
-        and out.result.endswith(" and look at people.")
+        and out.result.startswith("I can tell the time anywhere, remember what you tell me, wave, nod,")
+        and out.result.endswith(" and look at people.")  # no devices named: every skill offered
     )
 
     @skill

@@ -147,6 +147,8 @@ def test_only_tools_the_words_still_point_at_are_left():
     assert tools_left("Wave your hand.", skills, set(), 0.0) == {}
 
 
+TIMER_WORDS = ["add_to_timer", "change_timer", "get_time", "set_timer", "timers_left"]
+"""The skills a negated "timer" names: none of them is what "cancel the timer" asks for."""
 NEGATED = [
     ("stop waving", {"stop": 6.0, NO_TOOL: -6.0}, ["wave"]),
     ("Stop dancing!", {"stop": 6.0, NO_TOOL: -6.0}, ["dance"]),
@@ -157,23 +159,24 @@ NEGATED = [
     ("Stop. Wave your hand.", {"stop": 6.0, "wave": 6.0, NO_TOOL: -6.0}, []),
     ("no, wave the other hand", {"wave": 6.0, NO_TOOL: -6.0}, []),
     ("don't stop", {NO_TOOL: 6.0}, []),  # stopping is never held back
-    # "timer" is set_timer's keyword: "cancel the timer" must not point at it, nor run it
-    # (get_time shares the stem "time"; it only reads, so a call of it is never refused)
-    ("cancel the timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
-    ("please cancel my tea timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
+    # "timer" is set_timer's keyword: "cancel the timer" must not point at it, nor run it, nor
+    # any other timer skill (get_time shares the stem "time"; skills that only read, it and
+    # timers_left, are never refused: said_not_to is asked only of skills with side effects)
+    ("cancel the timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, TIMER_WORDS),
+    ("please cancel my tea timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, TIMER_WORDS),
     (
         "cancel the timer and wave",
         {"cancel_timer": 6.0, "wave": 6.0, NO_TOOL: -6.0},
-        ["get_time", "set_timer"],
+        TIMER_WORDS,
     ),
     ("cancel the dance", {NO_TOOL: 6.0}, ["dance"]),  # no timer named: not cancel_timer
     # "stop the timer" ran stop (the body halted) and set_timer ("For how long?"): a new user's chat
-    ("stop the timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
-    ("quit my timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, ["get_time", "set_timer"]),
+    ("stop the timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, TIMER_WORDS),
+    ("quit my timer", {"cancel_timer": 6.0, NO_TOOL: -6.0}, TIMER_WORDS),
     (
         "stop the timer and wave",
         {"cancel_timer": 6.0, "wave": 6.0, NO_TOOL: -6.0},
-        ["get_time", "set_timer"],
+        TIMER_WORDS,
     ),
     ("stop the dance", {"stop": 6.0, NO_TOOL: -6.0}, ["dance"]),  # "the" no longer takes the negation
     ("don't stop the timer", {NO_TOOL: 6.0}, ["cancel_timer"]),
@@ -294,9 +297,11 @@ def test_a_question_during_a_long_animation_is_answered_while_it_runs(agent):
     try:
         evs, stamped = _run(agent, agent.text, "Dance for me.")
         started = evs.of(Transcript)[-1].turn_id
-        # A slow gesture (8 s), as a skill leaves one running: it returns at once.
+        # A slow gesture (8 s), as a skill leaves one running: it returns at once. It cuts the
+        # dance (queue=False: gestures otherwise wait for the one running, issue 48).
         robot.play(
-            linear_move("long_turn", {"head_yaw": robot.positions()["head_yaw"]}, {"head_yaw": 40.0}, 8000)
+            linear_move("long_turn", {"head_yaw": robot.positions()["head_yaw"]}, {"head_yaw": 40.0}, 8000),
+            queue=False,
         )
         agent.core.conversation.history.clear()
         asked = agent.text("What time is it?")
@@ -394,9 +399,12 @@ def test_a_result_read_back_by_the_model_is_its_draft(agent):
     written) drafts it: read in batches, not one decode step per token."""
     conv = agent.core.conversation
     conv.history.clear()
-    done = "Time is up: the tea timer for three minutes is done, so your tea is ready to drink now."
+    # An egg timer: with the tools prompt of issue 50 the greedy model answered the tea timer's
+    # result with a sentence of its own ("I'm glad you're enjoying the tea. ..."), left out before
+    # the data, which was then said as written: nothing of the model's was a read back to draft.
+    done = "Time is up: the egg timer for five minutes is done, so your eggs are ready to eat now."
     res = conv.background_turn(BackgroundDone(-1, tool="set_timer", ok=True, result=done, call_id="t1"), 99)
-    assert res.rounds == 1 and "three minutes" in res.text, res
+    assert res.rounds == 1 and "five minutes" in res.text, res
     assert res.draft_acceptance is not None and res.draft_acceptance >= 0.5, res  # None: nothing drafted
     conv.history.clear()
 
@@ -426,18 +434,14 @@ def test_a_tool_round_stops_the_moment_its_call_is_complete(agent):
     conv.history.clear()
 
 
-def test_a_slow_data_skill_says_its_preamble_before_its_result(agent, fixtures_dir):
-    """describe_scene (no camera here: it fails at once) still says "Let me look." before any result.
-
-    Its failure's reason is said as written, without a follow-up round (one round in all).
-    """
+def test_asking_to_see_without_a_camera_says_why_with_no_round(agent, fixtures_dir):
+    """No camera here: describe_scene is not offered, and the spoken question gets the device's
+    sentence at once, with no model round and no call (its preamble "Let me look." is tested with
+    a camera in test_agent_vision)."""
     evs, _ = _run(agent, agent.listen, fixtures_dir / "commands" / "what_see.wav")
     turn = evs.of(Transcript)[-1].turn_id
-    assert [c.tool for c in evs.of(ToolCall, turn)] == ["describe_scene"]
-    reply = evs.of(Reply, turn)[0].text
-    assert reply.startswith("Let me look.") and len(reply) > len("Let me look. "), reply
-    assert evs.of(PlaybackStarted, turn)[0].text == "Let me look." and _rounds(evs) == 1
-    assert reply == "Let me look. I have no camera, so I cannot see.", reply
+    assert evs.of(ToolCall, turn) == [] and _rounds(evs) == 0
+    assert evs.of(Reply, turn)[0].text == "I have no camera, so I cannot see."
 
 
 def test_multi_step_command_calls_both_tools(agent):

@@ -325,7 +325,7 @@ def test_see_prints_the_vision_models_words_for_a_known_image(fixtures_dir, tmp_
     broken = tmp_path / "broken.toml"
     broken.write_text(config.read_text().replace(str(idefics3_projector()), str(tmp_path / "none.gguf")))
     r = see(broken)
-    # a file the config names that is not there: a config to fix (exit 2, as the README says)
+    # a file the config names that is not there: a config to fix (exit 2, as docs/command-line.md says)
     assert r.returncode == 2 and "none.gguf" in r.stderr and "not found" in r.stderr
     (tmp_path / "junk.gguf").write_bytes(b"not a projector" * 64)
     broken.write_text(config.read_text().replace(str(idefics3_projector()), str(tmp_path / "junk.gguf")))

@@ -55,6 +55,8 @@ class _FakeStream:
                 out = np.zeros((self.block, self.channels), dtype=np.float32)
                 self.callback(out, self.block, None, None)
                 self.backend.played_blocks += 1
+                if self.backend.record:
+                    self.backend.played.append(out.copy())
                 if np.any(out):
                     self.backend.last_sound_t = time.perf_counter()
             delay = t_next - time.perf_counter()
@@ -81,6 +83,7 @@ class FakeBackend:
         speaker_rate: The fake speaker's own rate, Hz.
         refuse_rates: Input rates whose opening raises (a device refusing a rate).
         fail_output: Opening the output raises.
+        record: Keep every output block as the device got it (:attr:`played`).
 
     """
 
@@ -90,6 +93,7 @@ class FakeBackend:
         speaker_rate: int = 48_000,
         refuse_rates: tuple[int, ...] = (),
         fail_output: bool = False,
+        record: bool = False,
     ) -> None:
         self.mic_rate, self.speaker_rate = mic_rate, speaker_rate
         self.refuse_rates, self.fail_output = set(refuse_rates), fail_output
@@ -100,6 +104,9 @@ class FakeBackend:
         """PortAudio's callback status for the next input block (e.g. ``"input overflow"``)."""
         self.last_sound_t = 0.0
         self.opened: list[tuple[str, int, int]] = []
+        self.record = record
+        self.played: list[np.ndarray] = []
+        """Output blocks ``(frames, channels)`` float32 as written by the callback (with ``record``)."""
 
     def feed(self, audio16k: np.ndarray) -> None:
         """Queue ``(n,)`` float32 16 kHz audio to come out of the fake mic in real time."""

@@ -129,6 +129,7 @@ class MicStream:
     def close(self) -> None:
         """Stop and close the stream (never raises; a dead sound server can make this slow)."""
         stream, self._stream = self._stream, None
+        self._rs = None  # a new stream gets a new resampler; none is left to the interpreter's exit
         if stream is None:
             return
         try:

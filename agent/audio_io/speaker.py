@@ -12,6 +12,11 @@ fast but keeps the queue, the sentence being played rewound to its start, and
 :meth:`Speaker.resume` plays on from there (a false interruption: the user only said "uh-huh").
 Items carry the turn and the reply piece they belong to, so the pipeline knows which words were
 actually heard.
+
+The speaking volume is applied here, in software: each block is scaled by the gain
+:attr:`Speaker.gain` returns (:class:`agent.state.volume.Volume`, set by voice) before it is
+written to the device, so it works on any output device, with no mixer; the echo reference
+(:class:`BlockPlayed`) is the block as written.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,12 +97,17 @@ class Speaker:
     Args:
         cfg: ``[audio]`` (output device, rate, block length in ms).
         backend: Where streams come from.
+        gain: Returns the factor samples are scaled by (the speaking volume's
+            :attr:`~agent.state.volume.Volume.gain`, read at every block); None: 1.0.
 
     """
 
-    def __init__(self, cfg: AudioConfig, backend: SoundBackend) -> None:
+    def __init__(
+        self, cfg: AudioConfig, backend: SoundBackend, gain: Callable[[], float] | None = None
+    ) -> None:
         self.cfg = cfg
         self.backend = backend
+        self.gain = gain
         self._items: collections.deque[PlayItem] = collections.deque()
         self._lock = threading.Lock()
         self.reports: queue.Queue[PlayReport] = queue.Queue()
@@ -233,6 +244,10 @@ class Speaker:
                 if it.pos >= it.audio.size:
                     self._items.popleft()
                     self.reports.put(ItemFinished(now + filled / self.rate, it))
+        if filled and self.gain is not None:
+            gain = min(1.0, max(0.0, float(self.gain())))
+            if gain != 1.0:
+                mono *= gain
         outdata[:] = mono[:, None]
         self.reports.put(BlockPlayed(now + frames / self.rate, mono))
 

@@ -36,12 +36,19 @@ class Devices:
         cfg: ``[audio]``.
         backend: Where streams come from.
         emit: Receives :class:`DeviceState` events.
+        gain: Returns the speaking volume's gain (:class:`~agent.audio_io.speaker.Speaker`); None: 1.0.
     """
 
-    def __init__(self, cfg: AudioConfig, backend: SoundBackend, emit: Callable[[Event], None]) -> None:
+    def __init__(
+        self,
+        cfg: AudioConfig,
+        backend: SoundBackend,
+        emit: Callable[[Event], None],
+        gain: Callable[[], float] | None = None,
+    ) -> None:
         self.cfg, self.backend, self.emit = cfg, backend, emit
         self.mic = MicStream(cfg, backend)
-        self.speaker = Speaker(cfg, backend)
+        self.speaker = Speaker(cfg, backend, gain)
         self.ref_resampler: soxr.ResampleStream | None = None  # speaker rate → 16 kHz, for the echo reference
         self._backoff = cfg.backoff_initial_s
         self._next_try = 0.0
@@ -90,6 +97,7 @@ class Devices:
             t = threading.Thread(target=dev.close, daemon=True)
             t.start()
             t.join(2.0)
+        self.ref_resampler = None  # remade at the next open
 
     def lost(self, why: str) -> None:
         """The mic stalled: close everything and schedule the first retry."""

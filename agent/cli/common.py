@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
@@ -113,7 +114,24 @@ def build_agent(
         except BaseException:
             core.close()
             raise
+    listen_for_estop(core, bus)
     return core, bus
+
+
+def listen_for_estop(core: AgentCore, bus: Bus) -> None:
+    """Let a person clear (or latch) the robot's e-stop with ``bolt-agent estop`` while this command runs.
+
+    A socket that cannot be made is a notice: the console (``run --console``) still clears it.
+    """
+    from agent.cli.estop import EstopSocket
+    from agent.events import Notice
+
+    try:
+        sock = EstopSocket(core.robot, bus.publish)
+    except OSError as e:
+        bus.publish(Notice(-1, f"estop: bolt-agent estop cannot reach this agent ({e})"))
+        return
+    core.closers.append(sock.close)
 
 
 def run_pipeline(
@@ -134,7 +152,14 @@ def run_pipeline(
     from agent.pipeline.pipeline import run_to_end
 
     pipeline = Pipeline(core, bus, source, sink, **options)
-    with (stopper or Stopper()).running(pipeline.stop):
+
+    def stop() -> None:
+        # A signal: the robot parks at once, beside the stages ending (its motors off soonest:
+        # a Reachy Mini's sleep move takes seconds); closing the core then finds it parked.
+        pipeline.stop()
+        threading.Thread(target=core.robot.close, name="park", daemon=True).start()
+
+    with (stopper or Stopper()).running(stop):
         try:
             return run_to_end(pipeline, wait_background_s)
         except KeyboardInterrupt:

@@ -1,4 +1,4 @@
-"""``bolt-agent bench``, ``soak`` and ``motion-bench``: development tools, started from a checkout.
+"""``bolt-agent bench``, ``soak``, ``motion-bench``, ``look-bench``: development tools, from a checkout.
 
 The benchmarks and the soak live in the checkout's ``tools/bench/``, which the installed package
 does not ship (the robot never runs them, and the product never imports them). These commands
@@ -21,7 +21,7 @@ import typer
 
 from agent.cli.common import echo_error
 
-TOOLS = ("bench", "soak", "motion-bench")
+TOOLS = ("bench", "soak", "motion-bench", "look-bench")
 """The commands of ``tools/bench`` (``python -m tools.bench COMMAND``)."""
 REPOSITORY = "the bolt-agent source repository"
 
@@ -79,6 +79,7 @@ SUMMARIES = {
     "bench": "Development tool (a checkout's tools/bench): latency, --accuracy, --turns, --vision, --peer.",
     "soak": "Development tool (a checkout's tools/bench): a long run on virtual audio; memory, latency.",
     "motion-bench": "Development tool (a checkout's tools/bench): the body's motion loop, latency, parking.",
+    "look-bench": "Development tool (a checkout's tools/bench): the turn toward a voice, eye contact.",
 }
 """What ``bolt-agent -h`` says of each tool (its own ``-h`` says the rest)."""
 

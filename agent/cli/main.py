@@ -4,21 +4,24 @@ Commands: ``demo`` (the main job, no arguments), ``listen FILE...``, ``chat``, `
 list|new`` (:mod:`~agent.cli.talk`, :mod:`~agent.cli.skills`); ``run`` (:mod:`~agent.cli.live`);
 ``see`` and ``animate`` (:mod:`~agent.cli.see_and_animate`); ``budget`` (:mod:`~agent.cli.budget`);
 ``state show|clear`` (:mod:`~agent.cli.state`); ``models pull`` and ``doctor``
-(:mod:`~agent.cli.ops`); ``bench``, ``soak`` and ``motion-bench``, development tools started from
-a checkout's ``tools/bench`` (:mod:`~agent.cli.devtools`). The app is built here by plain
+(:mod:`~agent.cli.ops`); ``estop clear|status|on`` (:mod:`~agent.cli.estop`); ``bench``, ``soak``,
+``motion-bench`` and ``look-bench``, development tools started from a checkout's ``tools/bench``
+(:mod:`~agent.cli.devtools`). The app is built here by plain
 imports: a command module never imports this one.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from agent.cli import budget, live, ops, see_and_animate, talk
+from agent.cli import budget, estop, live, ops, see_and_animate, talk
 from agent.cli.devtools import add_tools
+from agent.cli.helptext import tidy
 from agent.cli.skills import skills_app
 from agent.cli.state import state_app
 
@@ -27,6 +30,7 @@ DISTRIBUTION = "bolt-agent"
 
 app = typer.Typer(
     add_completion=False,
+    rich_markup_mode=None,  # plain Click layout; helptext.tidy makes every text plain
     no_args_is_help=True,
     help="bolt-agent: an on-device voice and robot agent (Nemotron 3.5 Bolt E4B).",
     # -h everywhere: subcommands and sub-apps (skills, models, state) inherit the context settings.
@@ -75,6 +79,7 @@ app.command("budget")(budget.budget)
 app.add_typer(ops.models_app, name="models")
 app.add_typer(state_app, name="state")
 app.command("doctor")(ops.doctor)
+app.command("estop")(estop.estop)
 add_tools(app)
 
 
@@ -100,6 +105,20 @@ def optional_values(argv: list[str]) -> list[str]:
     return out
 
 
+def command() -> Any:
+    """The Click command of :data:`app`, with every help text made plain (:func:`agent.cli.helptext.tidy`)."""
+    return tidy(typer.main.get_command(app))
+
+
+QUIET_LIBRARIES = {"OPENCV_LOG_LEVEL": "ERROR", "OPENCV_FFMPEG_LOGLEVEL": "-8"}
+"""Environment that keeps OpenCV's and its FFmpeg's own lines off the terminal ("[ WARN:0@0.028]
+global cap.cpp:212 open VIDEOIO(FFMPEG): ...", "[mov,mp4,... @ 0x...] moov atom not found"): the
+command says what failed in words. Set by the entry point before anything imports cv2, unless
+the user set them (``OPENCV_LOG_LEVEL=INFO bolt-agent see 0`` shows them again)."""
+
+
 def main() -> None:
     """Console-script entry point."""
-    app(args=optional_values(sys.argv[1:]), prog_name="bolt-agent")
+    for key, value in QUIET_LIBRARIES.items():
+        os.environ.setdefault(key, value)
+    command()(args=optional_values(sys.argv[1:]), prog_name="bolt-agent")

@@ -8,6 +8,8 @@ Added to the ``bolt-agent`` app by :mod:`agent.cli.main`.
   (cached: checked offline; else downloaded; ``DIR`` is for model files only). Exit 0 when all
   are present and verified, 1 when one failed (offline: the message names the file or dataset
   and where to copy it), 2 on a bad config.
+- ``models list [--config PATH] [--json]``: every model the config names, where its file is and
+  its size, or that it is missing and how to get it; reads only (no download, no network).
 - ``doctor [--config PATH] [--json]``: every check of :mod:`agent.doctor`, one line each with
   the fix command, or one JSON object ``{"ok": ..., "checks": [...]}``; exit 1 when a check
   that blocks ``run`` failed.
@@ -99,6 +101,71 @@ def pull(
         )
     if failed:
         raise typer.Exit(1)
+
+
+@models_app.command("list")
+def list_models(
+    config: ConfigOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="one JSON object per model")] = False,
+) -> None:
+    """List the models of the config: where each file is and its size, or how to get it.
+
+    Reads only: an hf: model is looked up in the Hugging Face cache, never downloaded. Exit 1
+    when one is missing.
+    """
+    use_service_cache(config)
+    from agent.config import ConfigError, load_config
+    from agent.models_pull import config_model_refs
+
+    try:
+        cfg = load_config(config)
+    except ConfigError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
+    missing = 0
+    for key, ref in config_model_refs(cfg):
+        path, why = _model_file(ref)
+        size = _size(path) if path is not None else 0
+        missing += path is None
+        if json_out:
+            typer.echo(
+                json.dumps({"key": key, "ref": ref, "path": str(path) if path else None, "bytes": size})
+            )
+        elif path is not None:
+            typer.echo(f"{key}: {ref}\n    {path} ({size / 1e6:.0f} MB)")
+        else:
+            typer.echo(f"{key}: {ref}\n    missing: {why}")
+    if missing:
+        raise typer.Exit(1)
+
+
+def _model_file(ref: str) -> tuple[Path | None, str]:
+    """Where a model reference's file is without downloading it: ``(path, "")`` or ``(None, why)``."""
+    from agent.models import ModelNotFoundError, resolve_model
+
+    if ref.startswith("hf:"):
+        from huggingface_hub import try_to_load_from_cache
+
+        from agent.models_pull import PullError, split_hf
+
+        try:
+            hit = try_to_load_from_cache(*split_hf(ref))
+        except PullError as e:
+            return None, str(e)
+        if isinstance(hit, str) and Path(hit).exists():
+            return Path(hit), ""
+        return None, "not downloaded yet; get it with: bolt-agent models pull"
+    try:
+        return resolve_model(ref), ""
+    except ModelNotFoundError as e:
+        return None, str(e)
+
+
+def _size(path: Path) -> int:
+    """Bytes of a model file, or of every file in a model folder (CTranslate2 models are folders)."""
+    if path.is_dir():
+        return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return path.stat().st_size
 
 
 def doctor(

@@ -152,6 +152,7 @@ class EventPrinter:
         self.lost_lines = 0
         self._failing = False
         self._robot: dict[int, dict[str, tuple[float, float, int]]] = {}  # turn → joint → lo, hi, n
+        self._started: set[int] = set()  # turns whose timing line named their gesture's joints
         self._lock = threading.Lock()
 
     def _line(self, text: str) -> None:
@@ -197,24 +198,35 @@ class EventPrinter:
             self._line(line)
 
     def _moves(self, turn_id: int | None) -> list[str]:
-        """Lines of the joint commands since the last such lines, per turn (then forgotten).
+        """Lines of the robot's joint commands, per turn, at a turn's timing line or at the park.
 
-        ``turn_id``: the turn whose timing this is ("robot moved"); other turns' gestures "went
-        on"; commands of no turn (-1: a move between turns, the park) are left out at the park
-        (None), whose own line says it.
+        A gesture outlives the turn that starts it: a typed turn's timing comes a moment after
+        its wave began, so its own line names the joints only ("robot moves: right_arm"), and
+        the whole gesture (its range and commands, from its first command) is shown at the next
+        such line ("turn 3's gesture: right_arm 0..140 deg, 89 commands"), then forgotten. It read
+        "robot moved: right_arm 1..1 deg (1 cmds)" while the wave appeared under later turns.
+        Commands of no turn (-1: a move between turns, the park) are shown at a timing line and
+        left out at the park (``turn_id`` None), whose own line says it.
         """
         lines = []
-        for tid in sorted(self._robot):  # this turn's gestures, and earlier ones still running
-            moves = ", ".join(
-                f"{j} {lo:.0f}..{hi:.0f} deg ({n} cmds)" for j, (lo, hi, n) in self._robot[tid].items()
-            )
+        for tid in sorted(self._robot):  # commands arrive from the motion thread meanwhile: copies
+            joints = dict(self._robot[tid])
             if tid == turn_id:
-                lines.append(f"  robot moved: {moves}")
-            elif tid >= 0:
-                lines.append(f"  turn {tid}'s gesture went on: {moves}")
+                lines.append(f"  robot moves: {', '.join(joints)}")
+                self._started.add(tid)
+                continue  # its whole gesture is shown at the next line
+            if turn_id is not None and tid > turn_id:
+                continue  # a later turn's, whose timing line has not come yet: kept for it
+            whole = ", ".join(
+                f"{j} {lo:.0f}..{hi:.0f} deg, {n} command{'s' if n != 1 else ''}"
+                for j, (lo, hi, n) in joints.items()
+            )
+            if tid >= 0:
+                lines.append(f"  turn {tid}'s gesture: {whole}")
             elif turn_id is not None:
-                lines.append(f"  robot moved between turns: {moves}")
-        self._robot.clear()
+                lines.append(f"  robot moved between turns: {whole}")
+            self._robot.pop(tid, None)
+            self._started.discard(tid)
         return lines
 
     def _text(self, ev: Event) -> str | None:
@@ -238,9 +250,7 @@ class EventPrinter:
         if isinstance(ev, Timing):
             return "\n".join([*self._moves(ev.turn_id), timing_line(ev)])
         # The last turn's gesture went on after its timing line.
-        return "\n".join(
-            [*self._moves(None), f"robot parked at neutral, torque {'ON' if ev.torque else 'off'}"]
-        )
+        return "\n".join([*self._moves(None), parked_line(ev)])
 
 
 def _verbose_line(ev: PauseVerdict | HistoryCut | ContextTidied) -> str | None:
@@ -302,3 +312,18 @@ LINES: dict[type[Any], Callable[[Any], str]] = {
     Error: lambda ev: f"  problem: {ev.message}",
 }
 """Events whose text-mode line depends on the event alone, by type (any other event: its fields)."""
+
+
+PARKED_POSES = {
+    "neutral": "at neutral",
+    "sleep": "in its sleep pose",
+    "held": "where it stood (it did not move)",
+    "elsewhere": "short of its rest pose",
+}
+
+
+def parked_line(ev: RobotParked) -> str:
+    """``robot parked in its sleep pose, motors off (read back from the robot)``: what the body reported."""
+    where = PARKED_POSES.get(ev.pose, ev.pose)
+    motors = "motors ON" if ev.torque else "motors off"
+    return f"robot parked {where}, {motors}" + (" (read back from the robot)" if ev.read_back else "")

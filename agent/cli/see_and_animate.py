@@ -44,7 +44,7 @@ def see(
     as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of the summary line")] = False,
     frames: Annotated[int, typer.Option(help="frames to read from a video or camera (motion needs 2+)")] = 5,
     config: Annotated[
-        Path | None, typer.Option("--config", help="robot config TOML (vision settings)")
+        Path | None, typer.Option("--config", "-c", help="robot config TOML (vision settings)")
     ] = None,
 ) -> None:
     """Describe what a picture, video or camera shows (people, faces, light, motion).
@@ -162,7 +162,7 @@ def _quiet_stdout() -> None:
 
 def animate(
     name: Annotated[str, typer.Argument(help="animation name (file stem or its 'name')")],
-    config: Annotated[Path | None, typer.Option("--config", help="robot config TOML")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="robot config TOML")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object per joint command")] = False,
 ) -> None:
     """Play an animation on the configured robot and print every clamped joint command.

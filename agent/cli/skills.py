@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,26 +18,9 @@ skills_app = typer.Typer(no_args_is_help=True, help="Inspect and create skills."
 
 def _registry(config: Path | None) -> tuple[SkillRegistry, list[str]]:
     """The skills of ``config``'s robot (packaged, its folders, entry points) and the libraries' notes."""
-    from agent.skills import load_registry
-    from hardware.factory import load_libraries
+    from agent.doctor import skills_of
 
-    cfg = load_or_exit(config)
-    libraries, notes = load_libraries(cfg.robot)
-    loader = logging.getLogger("agent.skills")
-    level = loader.level
-    loader.setLevel(logging.CRITICAL)  # its load errors are printed once, by the command, as warnings
-    try:
-        reg = load_registry(
-            cfg.skills.folders,
-            cfg.skills.include_builtin,
-            cfg.skills.enabled,
-            cfg.skills.timeout_s,
-            joints=[j.name for j in cfg.robot.joints],
-            libraries={kind: list(lib) for kind, lib in libraries.items()},
-        )
-    finally:
-        loader.setLevel(level)
-    return reg, notes
+    return skills_of(load_or_exit(config))
 
 
 @skills_app.command("list")

@@ -39,7 +39,7 @@ def _refuse(file: Path, problem: str) -> NoReturn:
 
 @state_app.command("show")
 def state_show(config: ConfigOpt = None, path: PathOpt = None, json_out: JsonOpt = False) -> None:
-    """Print the pending timers, the kept conversation and whether the e-stop is latched.
+    """Print the pending timers, the kept conversation, what the robot remembers and the e-stop.
 
     Only reads: a damaged file or a folder is reported (exit status 1) and left where it is.
     """
@@ -66,6 +66,7 @@ def state_show(config: ConfigOpt = None, path: PathOpt = None, json_out: JsonOpt
     latched = "clear" if snap.estop_since_utc is None else f"LATCHED since {time.ctime(snap.estop_since_utc)}"
     typer.echo(f"  e-stop: {latched}")
     typer.echo(f"  conversation: {snap.turns} user turns ({snap.messages} messages)")
+    typer.echo(f"  remembered: {'; '.join(text for _, text in snap.facts) or 'nothing'}")
     typer.echo(f"  timers: {len(snap.timers) or 'none'}")
     for t in snap.timers:
         left = t.due_utc - now

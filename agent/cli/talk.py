@@ -88,10 +88,8 @@ def listen(
 def exit_unless_folder(out: Path) -> None:
     """Exit 1 before any model loads when ``--out`` cannot be the folder of the reply WAVs.
 
-    A file of that name made every reply an error ("cannot write reply WAV
-    /tmp/afile/reply_000.wav: EEXIST") after the models had loaded, and the run ended with
-    status 0 and no WAV (a new user's trial). The folder itself is made when the first reply
-    is written.
+    Checked before the models load (a file of that name would make every reply an error after
+    loading). The folder itself is made when the first reply is written.
 
     Args:
         out: The ``--out`` folder.

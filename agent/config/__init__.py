@@ -15,7 +15,7 @@ One module per group of sections, all re-exported here:
 * :mod:`~agent.config.speech` — ``[asr]``, ``[vad]``, ``[turn]``, ``[tts]``;
 * :mod:`~agent.config.llm` — ``[llm]`` with ``[llm.server]`` and ``[llm.openai]``;
 * :mod:`~agent.config.live` — ``[audio]``, ``[live]``;
-* :mod:`~agent.config.app` — ``[skills]``, ``[console]``;
+* :mod:`~agent.config.app` — ``[agent]``, ``[skills]``, ``[console]``, ``[state]``;
 * :mod:`~agent.config.vlm` — ``[vision]``'s describer and ``[vision.vlm]``;
 * ``hardware/config.py`` — ``[robot]``, ``[camera]``, ``[vision]``'s OpenCV layer, beside the code that uses
   them (``hardware/`` imports nothing from ``agent/``).
@@ -29,9 +29,9 @@ import sys
 from pathlib import Path
 from typing import Any, get_args
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from agent.config.app import ConsoleConfig, SkillsConfig, StateConfig
+from agent.config.app import AgentConfig, ConsoleConfig, SkillsConfig, StateConfig
 from agent.config.live import AudioConfig, LiveConfig
 from agent.config.llm import DEFAULT_SYSTEM_PROMPT, LlamaServerConfig, LLMConfig, OpenAIConfig
 from agent.config.speech import ASRConfig, TTSConfig, TurnConfig, VADConfig
@@ -52,6 +52,7 @@ else:  # pragma: no cover - Python 3.10 (JetPack 6)
 
 __all__ = [
     "DEFAULT_CONFIG",
+    "AgentConfig",
     "DEFAULT_SYSTEM_PROMPT",
     "ASRConfig",
     "AgentVisionConfig",
@@ -85,8 +86,12 @@ class ConfigError(Exception):
 
 
 class Config(StrictModel):
-    """The whole robot configuration (one TOML file)."""
+    """The whole robot configuration (one TOML file).
 
+    ``{name}`` in ``[llm] system_prompt`` is replaced by ``[agent] name`` when it is loaded.
+    """
+
+    agent: AgentConfig = Field(default_factory=AgentConfig)
     asr: ASRConfig = Field(default_factory=ASRConfig)
     vad: VADConfig = Field(default_factory=VADConfig)
     turn: TurnConfig = Field(default_factory=TurnConfig)
@@ -101,6 +106,22 @@ class Config(StrictModel):
     console: ConsoleConfig = Field(default_factory=ConsoleConfig)
     state: StateConfig = Field(default_factory=StateConfig)
     source: Path | None = Field(None, exclude=True, description="file this config was read from")
+
+    @model_validator(mode="after")
+    def _named(self) -> Config:
+        """The system prompt calls the robot by its name: ``{name}`` becomes ``[agent] name``."""
+        if "{name}" in self.llm.system_prompt:
+            prompt = self.llm.system_prompt.replace("{name}", self.agent.name)
+            self.llm = self.llm.model_copy(update={"system_prompt": prompt})
+        return self
+
+    def devices(self) -> frozenset[str]:
+        """The devices this robot is configured with, as skills name them in ``@skill(needs=...)``.
+
+        ``"camera"`` when ``[camera] source`` is set and ``[vision]`` is enabled (a camera that is
+        configured but not plugged in still counts: it is reconnected in the background).
+        """
+        return frozenset({"camera"} if self.camera.source and self.vision.enabled else ())
 
 
 def _section_model(loc: tuple) -> type[BaseModel] | None:

@@ -1,4 +1,4 @@
-"""``[skills]``, ``[console]``, ``[state]``: where skills come from, the web console, what a restart keeps."""
+"""``[agent]``, ``[skills]``, ``[console]``, ``[state]``: the robot's name, skills, console, what is kept."""
 
 from __future__ import annotations
 
@@ -7,6 +7,17 @@ from pathlib import Path
 from pydantic import Field
 
 from hardware.config import StrictModel
+
+
+class AgentConfig(StrictModel):
+    """``[agent]``: who the robot is.
+
+    ``name`` is what it answers to "what's your name?" and what the system prompt calls it:
+    ``{name}`` in ``[llm] system_prompt`` (the default's "You are {name}, ...") becomes it when
+    the config is loaded.
+    """
+
+    name: str = Field("Bolt", min_length=1, max_length=40, description="the robot's name")
 
 
 class SkillsConfig(StrictModel):

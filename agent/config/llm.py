@@ -129,7 +129,7 @@ class OpenAIConfig(StrictModel):
 
 
 DEFAULT_SYSTEM_PROMPT = (
-    "You are Bolt, a small friendly robot with a head and two arms. You talk out loud: keep replies short "
+    "You are {name}, a small friendly robot with a head and two arms. You talk out loud: keep replies short "
     "and plain. When the user asks for something a tool can do, call the tool."
 )
 
@@ -176,9 +176,9 @@ class LLMConfig(StrictModel):
     temperature: float = Field(0.2, ge=0.0, le=2.0)
     top_p: float = Field(0.95, gt=0.0, le=1.0)
     max_tokens: int = Field(160, ge=8)
-    # A compaction's cost is evaluating what it keeps again: 1,909 kept tokens took 10 s here
-    # (2 cores, SmolLM2-135M, ~190 tokens/s); 768 (about ten spoken exchanges) take ~4 s, mostly
-    # spent between turns (Conversation.tidy), not inside one.
+    # A compaction's cost is evaluating what it keeps again (measured: docs/model.md, "Compaction
+    # between turns"); 768 is about ten spoken exchanges, spent between turns (Conversation.tidy),
+    # not inside one.
     history_keep_tokens: int = Field(
         768,
         ge=0,
@@ -194,8 +194,8 @@ class LLMConfig(StrictModel):
         "compaction (llama-server's --cache-reuse); 0 = off",
     )
     repeat_penalty: float = Field(1.1, ge=1.0, le=2.0)
-    # 6, not 4: on SmolLM2-135M "describe_scene" won over "none" by 1.5 logits at 4 (5.5 at 6),
-    # too close to survive another CPU's rounding; bench --accuracy is 0.9 at both.
+    # 6, not 4: at 4 the right tool's margin over "none" was too close to survive another CPU's
+    # rounding (measured: docs/small-model.md, "Tool prior"); bench --accuracy is 0.9 at both.
     tool_prior_bonus: float = Field(
         6.0,
         ge=0.0,
@@ -218,7 +218,9 @@ class LLMConfig(StrictModel):
         "repeating the previous reply word for word (agent.engines.priors); 0 = off",
     )
     seed: int = 1234
-    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    system_prompt: str = Field(
+        DEFAULT_SYSTEM_PROMPT, description="{name} is replaced by [agent] name when the config is loaded"
+    )
     tool_format: Literal["auto", "grammar", "bolt", "hermes", "llama3"] = "auto"
     profile: Literal["auto", "plain", "small"] = Field(
         "auto",

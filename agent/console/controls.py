@@ -112,14 +112,14 @@ class Controls:
         return {"ok": True, "playing": name}
 
     def estop(self) -> dict[str, Any]:
-        """Latch the robot's emergency stop and cut the turn being spoken."""
-        self.core.robot.estop()
+        """Latch the robot's emergency stop and cut the turn being spoken; say what the motors do."""
+        report = self.core.robot.estop()
         self.pipeline.interrupt("stop")
-        self._notice("EMERGENCY STOP latched; motors off until cleared")
-        return {"ok": True, "estopped": True}
+        self._notice(f"EMERGENCY STOP latched until cleared here: {report.says()}")
+        return {"ok": True, "estopped": True, "motors_on": report.motors_on}
 
     def clear(self) -> dict[str, Any]:
-        """Release a latched emergency stop (torque back on)."""
-        self.core.robot.clear_estop()
-        self._notice("emergency stop cleared; motors on")
+        """Release a latched emergency stop (a person's act: torque back on)."""
+        was = self.core.robot.clear_estop()
+        self._notice("emergency stop cleared; motors on" if was else "the emergency stop was not on")
         return {"ok": True, "estopped": False}

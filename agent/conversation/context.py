@@ -106,8 +106,8 @@ def fit_history(
     The budget is ``n_ctx - reserve - 8``; once the prompt plus ``headroom`` is over it, old
     turns are compacted down to 60 % of the budget (so compaction is rare), or to the system
     prompt and tools plus ``keep_tokens`` of history where that is less: everything after the
-    first dropped turn must be evaluated again, about 5 ms a token on a 2-core CPU with the
-    135M model, so what is kept bounds what a compaction costs. If the current turn alone still
+    first dropped turn must be evaluated again, so what is kept bounds what a compaction costs
+    (measured: ``docs/model.md``). If the current turn alone still
     fills the context (tiny ``n_ctx``, many tool rounds), it is tightened with :func:`shrink_turn`.
 
     Args:

@@ -94,10 +94,8 @@ def join_unique(parts: list[str]) -> str:
 def without_say(reply_json: str) -> str:
     """A grammar-mode reply with its ``say`` field removed (``{"call": ...}`` only).
 
-    A 135M model copies the newest ``"say"`` it can see into its next reply word for word
-    (measured on a scripted 13-turn conversation, three seeds, when movements still spoke free
-    text: 16 of 39 replies repeated the previous one, 1 with earlier says hidden; and "What
-    time is it?" after a finished timer was answered with the timer message). The tokens
+    A small model copies the newest ``"say"`` it can see into its next reply word for word
+    (measured: ``docs/small-model.md``, "Repeats"). The tokens
     before ``say`` stay byte-identical, so the KV cache still reuses everything up to the
     newest reply's words. Hidden says need the grammar to forbid an empty ``say`` (the model
     otherwise learns from the history to say nothing).

@@ -263,6 +263,7 @@ class PlainPolicy:
 
     name = "plain"
     hides_earlier_speech = False
+    reads_free_text = False
 
     def __init__(self, registry: SkillRegistry, ctx: SkillContext) -> None:
         self.registry, self.ctx = registry, ctx

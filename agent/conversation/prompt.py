@@ -34,12 +34,9 @@ EXAMPLE_SAY = "Why did the robot go on holiday? It needed to recharge."
 like an earlier reply; ``bench --accuracy`` fails a reply that carries one of its sentences)."""
 
 CHAT_EXAMPLE = f'For example: user "Tell me a joke." → {{"call": {{"tool": "none"}}, "say": "{EXAMPLE_SAY}"}}'
-"""The grammar-mode system prompt's example of a spoken reply. Measured on SmolLM2-135M (six
-seeds, after a timer and a time question): without it "Tell me a short joke" got "I'm not a
-joke, I am a joke." or "It's a joke about the moon." six times in six; with it and earlier
-says hidden, a question-and-answer joke six times (often this one). Movements speak from their
-own list of acknowledgements (:data:`agent.conversation.toolgrammar.ACKNOWLEDGEMENTS`); the one copy seen
-elsewhere was the reply to a failed ``describe_scene``."""
+"""The grammar-mode system prompt's example of a spoken reply: without one a small model's
+jokes were no jokes (measured: ``docs/small-model.md``, "The example reply"). Movements speak
+from their own list of acknowledgements (:data:`agent.conversation.toolgrammar.ACKNOWLEDGEMENTS`)."""
 
 
 @dataclass(frozen=True)
@@ -89,6 +86,8 @@ class Prompter:
         fmt: The resolved tool-call format (:func:`resolve_format`).
         hide_earlier_speech: Grammar mode shows earlier replies by their calls only (the
             small-model profile).
+        read_from_words: Grammar mode leaves each skill's ``from_words`` parameters out of the
+            tools prompt (the small-model profile reads them from the user's words).
     """
 
     def __init__(
@@ -98,9 +97,10 @@ class Prompter:
         cfg: LLMConfig,
         fmt: str,
         hide_earlier_speech: bool = False,
+        read_from_words: bool = False,
     ) -> None:
         self.model, self.registry, self.cfg, self.format = model, registry, cfg, fmt
-        self.hide_earlier_speech = hide_earlier_speech
+        self.hide_earlier_speech, self.read_from_words = hide_earlier_speech, read_from_words
 
     def system_prompt(self) -> str:
         """The system prompt as sent (grammar mode appends the tool list and reply format)."""
@@ -113,7 +113,9 @@ class Prompter:
                 else "\nConversational mode: answer in short spoken sentences"
             ) + ", with no lists, markdown or emoji."
         if self.format == "grammar" and self.registry.skills:
-            text += f"\n{tools_prompt(list(self.registry.skills.values()))}\n{CHAT_EXAMPLE}"
+            text += (
+                f"\n{tools_prompt(list(self.registry.skills.values()), self.read_from_words)}\n{CHAT_EXAMPLE}"
+            )
         return text
 
     def thinks(self, allow_tools: bool) -> bool:

@@ -119,9 +119,9 @@ REASON_SHARE = 0.5
 def carries_reason(reply: str, reason: str, share: float = REASON_SHARE) -> bool:
     """Whether ``reply`` says why a call failed: :data:`REASON_SHARE` of ``reason``'s content words.
 
-    Stricter than :func:`carries_result`, whose one shared word is enough for data: "I'm sorry,
-    I can only move 10% of the way." shares "move" with "my emergency stop is on, so I cannot
-    move until someone clears it" and says nothing of why (SmolLM2-135M, measured).
+    Stricter than :func:`carries_result`, whose one shared word is enough for data: a reply can
+    share a word of the reason ("move") and say nothing of why (``docs/small-model.md``,
+    "The measurements behind the code").
 
     Args:
         reply: What the robot said.

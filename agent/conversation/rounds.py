@@ -37,6 +37,7 @@ from agent.conversation.toolgrammar import (
     ToolNameSpotter,
     parse_reply,
     reply_schema,
+    written_parameters,
 )
 from agent.engines import ChatEngine, Decoding, Generation, Thinking
 from agent.engines.grammar import gbnf_from_schema
@@ -111,15 +112,20 @@ class GrammarRounds:
         model: The chat model.
         registry: Skills (the grammar's tool names and argument schemas).
         cfg: ``[llm]`` (the priors' bonus and penalty).
+        read_from_words: Each skill's ``from_words`` parameters are left out of the grammar
+            (the small-model profile reads them from the user's words).
     """
 
-    def __init__(self, model: ChatEngine, registry: SkillRegistry, cfg: LLMConfig) -> None:
+    def __init__(
+        self, model: ChatEngine, registry: SkillRegistry, cfg: LLMConfig, read_from_words: bool = False
+    ) -> None:
         self.model, self.registry, self.cfg = model, registry, cfg
+        self.read_from_words = read_from_words
 
     def grammar(self, allow_tools: bool, exclude: frozenset[str] = frozenset()) -> str:
         """GBNF of a round's reply; tools in ``exclude`` are left out."""
         skills = [s for s in self.registry.skills.values() if s.name not in exclude]
-        return gbnf_from_schema(reply_schema(skills, allow_tools and bool(skills)))
+        return gbnf_from_schema(reply_schema(skills, allow_tools and bool(skills), self.read_from_words))
 
     def request(self, prompt: Prompt, plan: RoundPlan) -> Decoding:
         """The round's request to the engine: grammar, forced openings, priors, drafting.
@@ -139,7 +145,7 @@ class GrammarRounds:
             template_vars=prompt.template_vars,
             grammar=self.grammar(plan.allow_tools, plan.done),
             prefix=REPLY_OPENING if plan.allow_tools else REPLY_OPENING + SAY_OPENING,
-            forced=forced_openings(offered) if plan.allow_tools else (),
+            forced=forced_openings(offered, self.read_from_words) if plan.allow_tools else (),
             tool_bonuses=dict(plan.bonuses) if plan.allow_tools else {},
             tool_names=(*(s.name for s in offered), NO_TOOL),
             copy_from=as_written if cfg.copy_prior_bonus else (),
@@ -151,6 +157,24 @@ class GrammarRounds:
             # The result a reply reads back is also its draft (greedy rounds: the engine checks).
             draft=bool(as_written and cfg.copy_prior_bonus),
         )
+
+    def _acknowledge(self, names: ToolNameSpotter, text: str, plan: RoundPlan, io: RoundIO) -> str:
+        """Once the tool's name is written: say what the plan says then (``ack``, else the preamble).
+
+        Returns:
+            What was said ("" for nothing, or while the name is not whole yet).
+        """
+        skill = self.registry.skills.get(names.feed(text) or "")
+        if skill is None:
+            return ""
+        # A slow look-up says its preamble while it runs (the small profile: a movement its
+        # acknowledgement while it starts).
+        ack = plan.ack(skill) if plan.ack is not None else skill.preamble
+        if ack and io.on_text:
+            io.on_text(ack)
+        if ack and io.on_utterance:
+            io.on_utterance()
+        return ack
 
     def run(self, prompt: Prompt, gen: Generation, plan: RoundPlan, io: RoundIO) -> RoundOutput:
         """Generate one round; the ``say`` text streams to ``io.on_text`` while it is written.
@@ -179,16 +203,7 @@ class GrammarRounds:
         )
         for piece in self.model.stream(self.request(prompt, plan), gen, stop):
             if plan.allow_tools and names.name is None:
-                name = names.feed(gen.text)
-                skill = self.registry.skills.get(name or "")
-                # A slow look-up says its preamble while it runs (the small profile: a movement
-                # its acknowledgement while it starts).
-                if skill is not None:
-                    ack = plan.ack(skill) if plan.ack is not None else skill.preamble
-                    if ack and io.on_text:
-                        io.on_text(ack)
-                    if ack and io.on_utterance:
-                        io.on_utterance()
+                ack = self._acknowledge(names, gen.text, plan, io) or ack
             if not spotter.done:
                 call = spotter.feed(piece)
                 if call is not None and io.on_call is not None:
@@ -218,7 +233,7 @@ class GrammarRounds:
         return say, calls, problem
 
 
-def forced_openings(skills: list[Skill]) -> tuple[str, ...]:
+def forced_openings(skills: list[Skill], read_from_words: bool = False) -> tuple[str, ...]:
     """The openings a tool round's reply takes, up to where the grammar next leaves a choice.
 
     After ``{"call": {"tool": "NAME`` the grammar of :func:`~agent.conversation.toolgrammar.reply_schema`
@@ -233,14 +248,16 @@ def forced_openings(skills: list[Skill]) -> tuple[str, ...]:
 
     Args:
         skills: The tools the round's grammar offers.
+        read_from_words: Parameters read from the user's words are not written (:func:`written_parameters`).
 
     Returns:
         One opening per tool and one for ``none``, each starting with :data:`REPLY_OPENING`.
     """
     tails = {NO_TOOL: SAY_OPENING[len(NO_TOOL) :]}
     for s in skills:
-        props = s.parameters.get("properties", {})
-        required = [k for k in props if k in s.parameters.get("required", [])]
+        params = written_parameters(s, read_from_words)
+        props = params.get("properties", {})
+        required = [k for k in props if k in params.get("required", [])]
         tail = '", "arguments": {'
         if not props:
             tail += "}}}"

@@ -27,12 +27,24 @@ NO_TOOL = "none"
 SAY_MAX_CHARS = 160
 
 
-def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any]:
+def written_parameters(skill: Skill, read_from_words: bool) -> dict[str, Any]:
+    """The JSON schema of what the model writes for ``skill``.
+
+    With ``read_from_words`` (the small-model profile) the skill's ``from_words`` parameters are
+    left out (:attr:`~agent.skills.Skill.grammar_parameters`): they are read from the user's
+    words. Otherwise every parameter.
+    """
+    return skill.grammar_parameters if read_from_words else skill.parameters
+
+
+def reply_schema(
+    skills: list[Skill], allow_tools: bool = True, read_from_words: bool = False
+) -> dict[str, Any]:
     """JSON schema of one grammar-constrained reply: a tool call, or speech.
 
     ``{"call": {"tool": NAME, "arguments": {...}}}`` calls a skill. For a skill with follow-up
     (``get_time``) the next round speaks about the result, so what the robot says is grounded
-    in it (a 135M model otherwise announces a made-up time before ``get_time`` has answered);
+    in it (a small model otherwise announces a made-up time before ``get_time`` has answered);
     for one without (``wave``) the turn loop says an acknowledgement as soon as the name is
     written. ``{"call": {"tool": "none"}, "say": TEXT}`` only speaks. One call per round keeps
     the choice simple; a multi-step request ("turn, then wave") takes several rounds.
@@ -40,6 +52,7 @@ def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any
     Args:
         skills: Tools the model may call.
         allow_tools: False gives the speech-only variant, used on the last round.
+        read_from_words: Parameters read from the user's words are not written (:func:`written_parameters`).
 
     Returns:
         A JSON schema object for ``LlamaGrammar.from_json_schema``.
@@ -47,7 +60,11 @@ def reply_schema(skills: list[Skill], allow_tools: bool = True) -> dict[str, Any
     say = {"type": "string", "minLength": 2, **({"maxLength": SAY_MAX_CHARS} if SAY_MAX_CHARS else {})}
     variants: list[dict[str, Any]] = []
     for s in skills if allow_tools else []:
-        args = {k: v for k, v in s.parameters.items() if k in ("type", "properties", "required")}
+        args = {
+            k: v
+            for k, v in written_parameters(s, read_from_words).items()
+            if k in ("type", "properties", "required")
+        }
         args.setdefault("type", "object")
         call = {
             "type": "object",
@@ -73,11 +90,15 @@ def _param_text(name: str, prop: dict[str, Any]) -> str:
     return name
 
 
-def tools_prompt(skills: list[Skill]) -> str:
-    """System-prompt text listing the tools (one compact line each) and the reply format."""
+def tools_prompt(skills: list[Skill], read_from_words: bool = False) -> str:
+    """System-prompt text listing the tools (one compact line each) and the reply format.
+
+    ``read_from_words``: parameters read from the user's words are not listed (:func:`written_parameters`).
+    """
     lines = ["Tools:"]
     for s in skills:
-        params = ", ".join(_param_text(k, v) for k, v in s.parameters.get("properties", {}).items())
+        props = written_parameters(s, read_from_words).get("properties", {})
+        params = ", ".join(_param_text(k, v) for k, v in props.items())
         lines.append(f"- {s.name}({params}): {s.description}")
     lines.append(f"- {NO_TOOL}: just talk.")
     lines.append(

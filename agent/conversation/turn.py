@@ -88,11 +88,12 @@ class Conversation(ContextWindow):
         self.policy: TurnPolicy = (
             SmallPolicy(registry, ctx, cfg, fmt) if self.profile == "small" else PlainPolicy(registry, ctx)
         )
-        super().__init__(model, registry, cfg, fmt, self.policy.hides_earlier_speech)
+        words = self.policy.reads_free_text
+        super().__init__(model, registry, cfg, fmt, self.policy.hides_earlier_speech, words)
         self.ctx = ctx
         self.emit = emit if emit is not None else (lambda e: None)
         self.background = BackgroundCalls(registry)
-        self._grammar_rounds = GrammarRounds(model, registry, cfg)
+        self._grammar_rounds = GrammarRounds(model, registry, cfg, words)
         self._native_rounds = NativeRounds(model, cfg, fmt)
 
     def turn(

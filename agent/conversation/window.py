@@ -40,6 +40,8 @@ class ContextWindow:
         cfg: ``[llm]`` settings.
         fmt: The resolved tool-call format.
         hide_earlier_speech: Grammar mode shows earlier replies by their calls only.
+        read_from_words: Grammar mode leaves each skill's ``from_words`` parameters out of the
+            tools prompt (the small-model profile reads them from the user's words).
     """
 
     def __init__(
@@ -49,10 +51,11 @@ class ContextWindow:
         cfg: LLMConfig,
         fmt: str,
         hide_earlier_speech: bool = False,
+        read_from_words: bool = False,
     ) -> None:
         self.model, self.registry, self.cfg, self.format = model, registry, cfg, fmt
         self.history: list[dict[str, Any]] = []
-        self.prompter = Prompter(model, registry, cfg, fmt, hide_earlier_speech)
+        self.prompter = Prompter(model, registry, cfg, fmt, hide_earlier_speech, read_from_words)
 
     def system_prompt(self) -> str:
         """The system prompt as sent (see :class:`~agent.conversation.prompt.Prompter`)."""

@@ -1,18 +1,17 @@
 """Copy prior: a reply that reads a tool result back copies it as written.
 
-A 135M model asked to tell the user about ``"It is 15:25 on Tuesday 01 December 2026."``
-writes "It is 15:26" in about one turn of six (measured here on 40 clock times, greedy: 34
-right). The digits it gets wrong are the ones it is copying from a few hundred tokens back.
+A small model reading a tool result back gets digits wrong that it copies from a few hundred
+tokens back (measured: ``docs/small-model.md``, "The measurements behind the code").
 :class:`CopyPrior` is a logits processor for the round after a data tool: while the end of
 the reply matches a stretch of a tool result, the tokens that continue that stretch get a
 logit bonus. It is the copy mechanism of pointer-generator networks (See et al., 2017, "Get
 To The Point") reduced to a bias, and the lookup of prompt-lookup decoding (Saxena, 2023):
 the model still chooses its words, and nothing is boosted where it paraphrases.
 
-With a negative bonus the same lookup is the *repeat guard*: the same model answers "Tell me
-another joke." and "What can you do?" with its previous reply word for word (greedy, seen
-here); once a reply has copied ``REPEAT_MIN_MATCH`` characters of the previous one, the token
-that would go on copying it is held back, so the words change before the copy is complete.
+With a negative bonus the same lookup is the *repeat guard*: a small model may answer a new
+request with its previous reply word for word; once a reply has copied ``REPEAT_MIN_MATCH``
+characters of the previous one, the token that would go on copying it is held back, so the
+words change before the copy is complete.
 """
 
 from __future__ import annotations
@@ -36,9 +35,8 @@ and "Why did the robot" are shared freely; acknowledgements are shorter)."""
 EXAMPLE_MIN_MATCH = 12
 """Characters of the system prompt's example reply a reply may share before the guard acts.
 Measured on SmolLM2-135M, greedy, "Tell me a short joke.": with the 16 of :data:`REPEAT_MIN_MATCH`
-the punchline was copied ("... holiday? It needed a recharge.": " recharge" is one token after 15
-shared characters); with 8 the guard already acted at "holiday?" and the joke lost its punchline;
-with 12: "Why did the robot decide to go on a holiday? It had to recharge."."""
+the example's punchline was copied, with 8 the joke lost its punchline, with 12 neither (the
+replies: ``docs/small-model.md``, "The measurements behind the code")."""
 
 
 def fold_case(text: str) -> str:
@@ -147,9 +145,8 @@ class ToolChoicePrior:
     name the pieces' biases add up to that name's bonus (minus one constant), so a bonus is never
     counted twice; and a shared piece gets the *lowest* bonus of its names (unless it already
     spells a whole name, which then counts as that name), because a small
-    model that writes an ambiguous piece has usually already chosen: measured on SmolLM2-135M
-    after "what do you see", "d" goes on to "ance" (logit 35.3) far more than to "escribe"
-    (20.8), so a bonus on "d" for ``describe_scene`` made the robot dance. The favoured name
+    model that writes an ambiguous piece has usually already chosen (measured:
+    ``docs/small-model.md``, "The measurements behind the code"). The favoured name
     is reached through its own pieces ("de", "describe"). The grammar still decides what is
     allowed; the bias only tips the choice between valid tools.
 

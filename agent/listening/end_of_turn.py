@@ -44,36 +44,15 @@ them): Smart Turn starts ``[turn] smart_turn_ms`` (32 ms) into the pause
 (:meth:`EndOfTurnJudge.hear`), while the CPU would only wait for the transcript started at
 ``early_asr_ms``, so its 50 ms add nothing to the verdict.
 
-Measured again on the turn-taking set of ``bench --turns`` (:mod:`tools.bench.turn_set`: piper and
-espeak-ng voices, pauses inside one sentence), with both signals computed at every pause: a
-Smart Turn veto on the text's "finished" (hold when Smart Turn < 0.5) would have held 7 of 32
-plain commands (5 under 0.2, espeak-ng's flat prosody and piper alike) and only 1 of the 8
-pauses after a complete clause ("Turn your head to the left, [0.6 s] and then wave": text -0.48,
-Smart Turn 0.43; the other seven 0.70-0.99): on synthetic voices it costs plain commands a long
-wait without keeping those sentences whole, so the text still decides first. Those 8 pauses
-scored -0.48 … -1.27 on the words, inside the plain commands' -0.10 … -0.96: nothing heard at a
-200 ms pause separates them; they are the ``not_whole`` rows of the bench. What does is the
-words after the pause: an utterance that starts with "and then", "to the", "if"
-(:func:`starts_as_continuation`) soon after a turn ended continues that turn (``[turn]
-continue_ms``, :mod:`agent.pipeline.asr_stage`), which is then answered whole.
-
-Checked again on a fresh synthesis of the set (2026-12-04), both signals at the first pause of
-every paused sentence and at the end of every plain command, with 0, 100, 200 and 400 ms of the
-silence after the speech in Smart Turn's window: neither separates them. Smart Turn after a
-complete clause 0.26-0.99 at 200 ms ("Look up," 0.94, "Turn your head thirty degrees" 0.99),
-after a cut one up to 0.99 ("Can you", "Tell me", "Please raise" 0.97-0.99), plain commands
-0.01-0.99 ("What can you do?" 0.03, "Nod your head if you can hear me." 0.02); no trailing
-silence orders them either. Gemma 3 270M (base, Q4_K_M) as the text model instead of
-SmolLM2-135M: plain commands -0.18 … -2.21, pauses after a complete clause -0.70 … -1.89, as
-overlapping. Whisper's own odds of a comma against an end after the transcript (its next-token
-log10 P(``,`` ``...``) / P(``.`` ``?`` ``!`` end of text), forced on the words it heard, the
-same audio: it hears prosody and words together), measured 2026-12-05: the six paused sentences
-still answered in two parts -1.28 … -2.06 at the pause, plain commands -0.70 … -2.76 at their end:
-no better. Words and prosody at a 200 ms pause do not tell "Look up, [0.6 s] and then look
-down" from "Look up." on these voices; only more silence does (``[turn] confirm_ms``: the reply
-is prepared while it lasts). What the silence must confirm grows where the evidence is doubtful
-(:func:`agent.pipeline.turn_taking.confirm_ms`): words Whisper was unclear about ("Can you wave"
-heard as "come your way", logprob -0.54, scores -1.01 here: a finished sentence) and a
+Neither signal at a 200 ms pause tells a pause after a complete clause ("Look up, [0.6 s] and
+then look down") from a finished command ("Look up.") on the bench's synthetic voices, so the
+text decides first and Smart Turn only where the words do not (the measurements:
+``docs/turn-taking.md``). What does tell them apart is the words after the pause: an utterance
+that starts with "and then", "to the", "if" (:func:`starts_as_continuation`) soon after a turn
+ended continues that turn (``[turn] continue_ms``, :mod:`agent.pipeline.asr_stage`), which is
+then answered whole; and more silence (``[turn] confirm_ms``: the reply is prepared while it
+lasts). What the silence must confirm grows where the evidence is doubtful
+(:func:`agent.pipeline.turn_taking.confirm_ms`): words Whisper was unclear about and a
 ``smart_turn`` verdict (the words alone did not say finished) wait ``doubtful_confirm_ms``.
 
 Without the text model rules 3-4 become "Smart Turn says complete"; without Smart Turn rule 4
@@ -289,8 +268,7 @@ class TextEndOfTurn:
     words (trailing punctuation removed, lower case, as Whisper's punctuation is unreliable);
     the score is ``log10`` of the next-token probability of the template's end-of-user-turn
     marker plus ``.``, ``?`` and ``!``. The system-prompt prefix stays in this model's own KV
-    cache, so one call evaluates only the user's words (about 10 tokens, 20-40 ms for
-    SmolLM2-135M on 2 x86 cores).
+    cache, so one call evaluates only the user's words (about 10 tokens).
 
     Args:
         model_path: A GGUF with a chat template (the embedded SmolLM2-135M by default).

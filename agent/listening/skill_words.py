@@ -14,8 +14,7 @@ STOPWORDS = GENERIC_NAME_WORDS | {"the", "and", "for", "you", "can", "your", "wi
 
 ENDING_CUES = frozenset({"stop", "cancel", "quit"})
 """Cues that end a thing: a tool named for one of them (``cancel_timer``) is named by any of them
-with the rest of its name ("stop the timer" ran ``stop``, which halts the body, and then
-``set_timer``, which asked "For how long?": a new user's ``chat``)."""
+with the rest of its name ("stop the timer" names ``cancel_timer``)."""
 
 
 def name_words(name: str) -> set[str]:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from agent.control import CpuArbiter
+from agent.control import CpuArbiter, StopSignal
 from agent.conversation import SORRY, TurnResult
 from agent.events import (
     BackgroundDone,
@@ -48,6 +48,7 @@ from agent.events import (
     UserTurn,
 )
 from agent.pipeline.core import AgentCore
+from agent.pipeline.posture import changes_mind
 from agent.pipeline.queues import StageQueue, TurnGate
 from agent.pipeline.work import WorkTracker
 
@@ -138,19 +139,9 @@ class TurnDriver:
     ) -> None:
         tid = turn.turn_id
         release = turn.release
-        self._untidy = True
-        if release is not None:  # prepared before the silence confirmed it: heard once released
-            if release.dropped:  # the user went on before the turn even started
-                self.gate.cancel(tid)
-                self.publish(TurnDropped(tid, text))
-                return
-            self.gate.hold(tid, release)
-            release.on_drop(lambda: self.gate.cancel(tid))
-        stop = self.gate.stop_signal(tid)  # set when the turn is cancelled (barge-in, new turn)
-        self.core.turn_id = self.core.robot.tag = tid  # gestures started now are this turn's
-        self.publish(turn)  # the turn book opens the turn's latency record
-        self.work.turn_started(tid)
-
+        stop = self._open(turn, text, background)
+        if stop is None:
+            return
         clock = self.inbox.clock
 
         def on_text(delta: str) -> None:
@@ -205,6 +196,31 @@ class TurnDriver:
         if background is None:
             self._last = _LastTurn(tid, text, [m for m in conv.history if id(m) not in before])
         self.core.keep_history()  # the state store keeps the tail across a restart
+
+    def _open(self, turn: UserTurn, text: str, background: BackgroundDone | None) -> StopSignal | None:
+        """Open a turn: its stop signal, the robot's turn, the turn book's record (None: it was dropped).
+
+        A turn prepared before the silence confirmed it is held until released, and cancelled
+        when the user went on before it even started.
+        """
+        tid, release = turn.turn_id, turn.release
+        self._untidy = True
+        if release is not None:  # prepared before the silence confirmed it: heard once released
+            if release.dropped:  # the user went on before the turn even started
+                self.gate.cancel(tid)
+                self.publish(TurnDropped(tid, text))
+                return None
+            self.gate.hold(tid, release)
+            release.on_drop(lambda: self.gate.cancel(tid))
+        stop = self.gate.stop_signal(tid)  # set when the turn is cancelled (barge-in, new turn)
+        self.core.turn_id = tid
+        # Gestures started now are this turn's; "no, nod instead" cuts what an earlier turn plays.
+        self.core.robot.begin_turn(tid, changed_mind=background is None and changes_mind(text))
+        if background is None:
+            self.core.robot.wake()  # talking to a sleeping robot wakes it, as go_to_sleep promises
+        self.publish(turn)  # the turn book opens the turn's latency record
+        self.work.turn_started(tid)
+        return stop
 
     def _forget_continued(self, turn: UserTurn) -> None:
         """A turn that goes on with the last one's sentence: the last turn's exchange leaves the history."""

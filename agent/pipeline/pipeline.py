@@ -36,6 +36,7 @@ interrupts the held one as above; an acknowledgement, a noise or nothing is a
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -60,9 +61,11 @@ from agent.events import (
     TextIn,
     Timing,
     TurnDropped,
+    UserTurn,
 )
 from agent.listening.pace import pause_model
 from agent.pipeline.asr_stage import ASRStage
+from agent.pipeline.body_life import BodyLife, build_body_life
 from agent.pipeline.bus import Bus
 from agent.pipeline.core import AgentCore
 from agent.pipeline.driver import TurnDriver
@@ -133,7 +136,10 @@ class Pipeline:
         self.listener = Listener(
             cfg, source, sink, self.turn_q, self.asr_q, bus.publish, self.work, ping, moving
         )
-        self.postures = Postures(robot)
+        # The body's life between commands (attention, eye contact, idle life) in a live run only:
+        # files and typed lines are processed, not lived with.
+        self.life = build_body_life(core, bus.publish) if isinstance(source, MicSource) else BodyLife()
+        self.postures = Postures(robot, [self.life.floor])
         self.early_start = EarlyStart(self._prefill, self.work)
         # The speaker's pauses, learned over this pipeline's conversation (both stages learn them).
         self.pauses = pause_model(cfg.turn) if core.end_of_turn is not None else None
@@ -191,6 +197,8 @@ class Pipeline:
         bus.route(Timing, self._turn_done)
         bus.route(TurnDropped, self._turn_dropped)
         bus.route(PlaybackStarted, lambda msg: self.postures.robot_speaking())
+        # A typed turn has no voice activity: the floor is the turn's from its start (no idle life).
+        bus.route(UserTurn, lambda msg: self.postures.user_done() if msg.end_rule == "typed" else None)
         bus.route(CutHistory, self.driver_q.put)
         bus.route(Interrupt, self._interrupt)
         bus.route(Hold, self._hold)
@@ -225,6 +233,7 @@ class Pipeline:
         self.source.open()
         for t in self._threads:
             t.start()
+        self.life.start()
         self.core.start_vision(self.work.quiet)  # background looks only while the floor is free
 
     def stop(self) -> None:
@@ -239,6 +248,7 @@ class Pipeline:
         """
         self.stop()
         self.interrupt("shutdown")
+        self.life.close()
         # The robot parks at neutral next: a gesture under way need not finish and must not
         # start a new move while the stages end.
         self.core.robot.stop()
@@ -249,6 +259,7 @@ class Pipeline:
             if t.is_alive():
                 t.join(max(0.0, deadline - time.monotonic()))
         self.source.close()
+        self.sink.close()
         self.early_start.close()
         self.trim_heap.close()
         self.core.arbiter.attach(None)
@@ -267,21 +278,30 @@ class Pipeline:
             if self.work.stopping:
                 return False
         deadline = time.monotonic() + wait_background_s
+        background = self.core.conversation.background
         while not self.work.stopping:
-            self.work.wait_idle(0.1)
             # Read in this order: a finished call is queued before its count drops, and the driver
             # counts a background result as work before it takes it, so no instant shows none of the three.
             running = self.core.conversation.background_running
             busy = self.driver.has_news() or self.work.busy()
-            if not busy and (not running or time.monotonic() >= deadline):
+            left = deadline - time.monotonic()
+            if not busy and (not running or left <= 0):
                 if running:  # a hung background skill is a daemon thread: it never holds the exit
                     msg = (
                         f"{running} background tool calls still running after "
                         f"{wait_background_s:g} s; not waited for"
                     )
-                    log.warning("%s", msg)
+                    log.info("%s", msg)  # said once, as the note
                     self.bus.publish(Notice(-1, msg))
                 return self._last_gesture()
+            # Sleep, never spin: on the turn in flight, or until a background call finishes (at
+            # most 0.1 s: a result the driver is about to take, a stop). This loop used to call
+            # wait_idle alone, which returns at once when nothing is in flight: a core at 100 %
+            # for as long as a timer ran (37 s of CPU in a 35 s chat).
+            if self.work.busy():
+                self.work.wait_idle(0.1)
+            else:
+                background.wait_finished(min(0.1, left) if left > 0 else 0.1)
         return False
 
     def _last_gesture(self) -> bool:
@@ -486,7 +506,7 @@ def live_pipeline(
 
     cfg = core.cfg
     rc = cfg.robot
-    devices = Devices(cfg.audio, backend, bus.publish)
+    devices = Devices(cfg.audio, backend, bus.publish, functools.partial(_gain, core))
 
     def head_motion(pcm: np.ndarray, rate: int) -> None:
         speak_along(
@@ -503,3 +523,9 @@ def live_pipeline(
     source.on_lost = lambda: bus.publish(Interrupt(-1, "device"))
     source.on_recovered = pipeline.listener.reset
     return pipeline
+
+
+def _gain(core: AgentCore) -> float:
+    """The speaking volume's gain now (the volume set by voice; 1.0 without one)."""
+    volume = core.ctx.volume
+    return 1.0 if volume is None else volume.gain

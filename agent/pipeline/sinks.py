@@ -113,6 +113,14 @@ class SpeakerSink:
         """Audio is queued or playing (or paused)."""
         return self.speaker.busy
 
+    def close(self) -> None:
+        """Drop the echo reference's resampler (soxr's native state), remade if played again.
+
+        At exit a resampler still referenced is reported by nanobind as a leak on stderr, which
+        a journal under systemd shows as an unprefixed line.
+        """
+        self._ref = None
+
     def poll(self) -> list[Event]:
         """Translate the speaker callback's reports into messages."""
         out = _drain(self._pending)
@@ -237,6 +245,9 @@ class WavSink:
     def busy(self) -> bool:
         """Never busy: writing is immediate."""
         return False
+
+    def close(self) -> None:
+        """Nothing to close: each turn's file is written when the turn ends."""
 
     def poll(self) -> list[Event]:
         """Reports since the last call."""

@@ -308,7 +308,7 @@ class TextSource:
     def _notice(self, n: int, problems: list[str], text: str) -> None:
         what = "; ".join(problems) or "only spaces and control characters"
         msg = f"typed line {n}: {what}" + ("" if text else "; nothing left to answer, ignored")
-        log.warning("%s", msg)
+        log.info("%s", msg)  # said once, as the note (a warning line printed it twice)
         if self._publish is not None:
             self._publish(Notice(-1, msg))
 

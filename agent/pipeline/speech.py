@@ -81,6 +81,10 @@ class AudioSink(Protocol):
         """Playback reports since the last call (started, spoken, turn played, played blocks)."""
         ...
 
+    def close(self) -> None:
+        """Release what the sink holds (the pipeline is closing; never raises)."""
+        ...
+
 
 class SpeechStage:
     """The chunker + TTS thread body.

@@ -5,6 +5,9 @@ agent being built:
 
 * restores the conversation tail (the last ``history_turns`` user turns with the replies,
   tool calls and results the history kept) into the history, before the model warms up;
+* hands the skills what the user asked to be remembered (``ctx.memory``,
+  :class:`~agent.state.memory.Memory`) and the speaking volume (``ctx.volume``,
+  :class:`~agent.state.volume.Volume`; the speaker reads it through the context);
 * hands ``set_timer`` the :class:`~agent.state.timers.TimerBook` through ``ctx.timers`` and
   re-arms pending timers (:func:`agent.state.timers.rearm`), reporting through the same
   background-call path as a ``set_timer`` result, so the robot says it;
@@ -62,6 +65,8 @@ def open_state(
     restored = state.restored_history()
     conversation.history[:0] = restored
     ctx.timers = state.timers
+    ctx.memory = state.memory  # the user's name and facts, from the last run on
+    ctx.volume = state.volume  # the speaking volume set by voice, from the last run on
 
     def report_as(name: str, call_id: str) -> Callable[[str], None]:
         done = conversation.background.callback(name, call_id, always=True)
@@ -70,8 +75,10 @@ def open_state(
     announced, rearmed = rearm(state.timers, ctx.shutdown, report_as)
     robot = ctx.robot
     if store.estop_since() is not None:
-        robot.estop()
-        emit(Notice(-1, "state: the e-stop was latched before the restart; motors off until it is cleared"))
+        report = robot.estop()
+        emit(
+            Notice(-1, f"state: the e-stop was latched before the restart and stays latched: {report.says()}")
+        )
     robot.on_estop = state.on_estop
     if store.enabled:
         log.info(

@@ -122,11 +122,10 @@ _SPOKEN_TYPES = frozenset(
 def spoken_validation(sk: Skill, err: ValidationError) -> str:
     """Bad arguments in words a person hears, or "" when they are only the model's to mend.
 
-    "cancel the timer" was written as ``set_timer(seconds 0)`` and the model read its error back:
-    "Of course! Error: Invalid arguments for set_timer." (a new user's chat). A missing value, a
-    number out of range or a choice not offered is told as what the skill needs: "I can't set
-    timer: the timer length in seconds should be greater than 0". Other errors (a wrong type, an
-    unknown argument) are the model's writing and say nothing.
+    A raw validation error read back by the model tells a person nothing. A missing value, a
+    number out of range or a choice not offered is told as what the skill needs: "I can't set a
+    timer: the timer length in seconds should be greater than 0" (:func:`doing`). Other errors (a
+    wrong type, an unknown argument) are the model's writing and say nothing.
 
     Args:
         sk: The skill called.
@@ -146,4 +145,26 @@ def spoken_validation(sk: Skill, err: ValidationError) -> str:
             parts.append(f"I need the {what}")
         else:
             parts.append(f"the {what} {e['msg'].removeprefix('Input ')}")
-    return f"I can't {sk.name.replace('_', ' ')}: " + "; ".join(parts) if parts else ""
+    return f"I can't {doing(sk.name)}: " + "; ".join(parts) if parts else ""
+
+
+_A_NEW_ONE = frozenset("set start make add create".split())
+"""Verbs whose thing is a new one: "set a timer", not "set the timer"."""
+_PREPOSITIONS = frozenset("at to on in up down off out of for with".split())
+
+
+def doing(name: str) -> str:
+    """A skill's name as the words after "I can't": ``set_timer`` → "set a timer".
+
+    It read "I can't set timer"; ``cancel_timer`` → "cancel the timer", ``look_at`` → "look at",
+    ``nod`` → "nod".
+
+    Args:
+        name: The skill's name, words joined by ``_``.
+    """
+    words = name.lower().split("_")
+    if len(words) != 2 or words[1] in _PREPOSITIONS:
+        return " ".join(words)
+    verb, thing = words
+    article = ("an" if thing[0] in "aeiou" else "a") if verb in _A_NEW_ONE else "the"
+    return f"{verb} {article} {thing}"

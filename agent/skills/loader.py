@@ -150,6 +150,7 @@ def load_registry(
     animations: Iterable[str] | None = None,
     joints: Iterable[str] | None = None,
     libraries: Mapping[str, Iterable[str]] | None = None,
+    devices: Iterable[str] | None = None,
 ) -> SkillRegistry:
     """Build the registry the config asks for.
 
@@ -169,6 +170,8 @@ def load_registry(
             None: the default robot's (``RobotConfig()``: a head and two arms).
         libraries: The body's animation libraries' names by kind (``robot.libraries``:
             ``"dances"``, ``"emotions"``), the enums of the skills that play them.
+        devices: The devices of :data:`~agent.skills.skill.DEVICES` the robot is configured
+            with (``Config.devices()``): skills that need others are left out. None: all offered.
 
     Returns:
         The registry; problems are in its ``load_errors`` (nothing is raised).
@@ -178,7 +181,9 @@ def load_registry(
         from hardware.config import RobotConfig
 
         joints = [j.name for j in RobotConfig().joints]
-    reg = SkillRegistry(timeout_s=timeout_s, joints=frozenset(joints))
+    reg = SkillRegistry(
+        timeout_s=timeout_s, joints=frozenset(joints), devices=None if devices is None else frozenset(devices)
+    )
     if animations is not None:
         reg.choices[ANIMATIONS] = tuple(animations)
     for key, names in (libraries or {}).items():

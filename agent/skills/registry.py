@@ -15,8 +15,9 @@ The registry also holds the name lists that :class:`~agent.skills.skill.Choices`
 parameters draw their enums from (the robot's animations, a Reachy Mini's dances and
 emotions); handing it a new list rebuilds the skills that use it. It knows the body's joints:
 a skill that ``needs`` a joint the body lacks, or whose choices are an empty list (no
-emotions downloaded), is left out of the tool list (:attr:`SkillRegistry.left_out` says
-why). Where skills come from is the loader's concern (``loader.py``).
+emotions downloaded), or a device the robot is not configured with (no camera), is left out
+of the tool list (:attr:`SkillRegistry.left_out` says why). Where skills come from is the
+loader's concern (``loader.py``).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agent.skills.args import clamp_args, spoken_validation, validation_message
-from agent.skills.skill import Skill, SkillContext, SkillError, ToolOutcome, build_skill
+from agent.skills.skill import DEVICES, Skill, SkillContext, SkillError, ToolOutcome, build_skill
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,13 @@ class SkillRegistry:
     load_errors: list[str] = field(default_factory=list)
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
     joints: frozenset[str] | None = None
+    devices: frozenset[str] | None = None
+    """The devices of :data:`~agent.skills.skill.DEVICES` this robot is configured with (its
+    camera); None offers every skill whatever devices it ``needs``."""
     left_out: dict[str, str] = field(default_factory=dict)
+    absent: dict[str, tuple[Skill, str]] = field(default_factory=dict)
+    """Skills left out for a device the robot is not configured with, by name, with what the robot
+    says instead ("I have no camera, so I cannot see.": :data:`~agent.skills.skill.DEVICES`)."""
     stuck: dict[str, int] = field(default_factory=dict)
     """Calls still running past their timeout, by skill name."""
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -92,6 +99,10 @@ class SkillRegistry:
         why = self._not_offered(sk)
         if why:
             self.left_out[sk.name] = f"{why} ({sk.source})"
+            if self.devices is not None and (
+                gone := [d for d in sk.needs if d in DEVICES and d not in self.devices]
+            ):
+                self.absent[sk.name] = (sk, DEVICES[gone[0]])
             log.info("skill %s left out: %s", sk.name, self.left_out[sk.name])
             return None
         if sk.name in self.skills:
@@ -104,9 +115,13 @@ class SkillRegistry:
     def _not_offered(self, sk: Skill) -> str:
         """Why a skill is not offered on this body ('' when it is)."""
         if self.joints is not None:
-            missing = [j for j in sk.needs if j not in self.joints]
+            missing = [j for j in sk.needs if j not in DEVICES and j not in self.joints]
             if missing:
                 return f"this body has no {', '.join(missing)}"
+        if self.devices is not None:
+            absent = [d for d in sk.needs if d in DEVICES and d not in self.devices]
+            if absent:
+                return f"no {' or '.join(d.replace('_', ' ') for d in absent)} is configured"
         empty = [k for k in sk.choices if k in self.choices and not self.choices[k]]
         if empty:
             return f"no {', '.join(empty)} installed"
@@ -172,7 +187,9 @@ class SkillRegistry:
             or the skill's exception. A background skill returns at once with
             ``{"status": "started"}``; its real outcome goes to ``on_background_done`` from a
             worker thread when it finishes (never a timeout: background work may be long). A
-            call refused before it starts (``ok=False``) never calls ``on_background_done``.
+            background skill written as a generator returns what it yields first instead of
+            "started" (:meth:`_start_in_two_steps`). A call refused before it starts
+            (``ok=False``) never calls ``on_background_done``.
 
         """
         sk = self.skills.get(name)
@@ -194,9 +211,11 @@ class SkillRegistry:
             return ToolOutcome(False, validation_message(sk, e), raised=spoken_validation(sk, e))
         kwargs = {k: getattr(parsed, k) for k in type(parsed).model_fields}
         call = (lambda: sk.fn(ctx, **kwargs)) if sk.wants_context else (lambda: sk.fn(**kwargs))
+        limit = max(sk.timeout_s or 0.0, self.timeout_s)
+        if sk.background and inspect.isgeneratorfunction(sk.fn):
+            return self._start_in_two_steps(sk, call, on_background_done, " ".join(said), limit)
         if sk.background:
             return self._start_background(sk, call, on_background_done, " ".join(said))
-        limit = max(sk.timeout_s or 0.0, self.timeout_s)
         with self._lock:
             stuck = self.stuck.get(name, 0)
         if stuck >= STUCK_MAX:
@@ -251,6 +270,65 @@ class SkillRegistry:
             {"status": "started", "note": "Okay, it is running. I will tell you when it is done."},
             told=told,
         )
+
+    def _start_in_two_steps(
+        self,
+        sk: Skill,
+        call: Callable[[], Any],
+        done: Callable[[ToolOutcome], None] | None,
+        told: str,
+        limit: float,
+    ) -> ToolOutcome:
+        """Run a background skill written as a generator: what it yields first is the call's result.
+
+        The generator runs on its own thread. Its first ``yield`` hands the caller the immediate
+        result (``set_timer``'s "Ten-minute tea timer."), written once the work has really
+        started; its return value is the real outcome, handed to ``done`` later. An exception
+        before the first ``yield`` fails the call (``done`` is never called, as for a call
+        refused before it starts); one after it is the background outcome. A generator that
+        returns without yielding has finished at once: its value is the result and ``done``
+        gets None (nothing more to say).
+        """
+        first: concurrent.futures.Future = concurrent.futures.Future()
+        abandoned = threading.Event()  # the caller stopped waiting: the call failed, report nothing
+
+        def report(outcome: ToolOutcome) -> None:
+            if done is not None and not abandoned.is_set():
+                done(outcome)
+
+        def run() -> None:
+            first.set_running_or_notify_cancel()
+            try:
+                gen = call()
+                started = next(gen)
+            except StopIteration as stop:  # finished without a word to say later
+                first.set_result(stop.value)
+                report(ToolOutcome(True, None))
+                return
+            except BaseException as e:  # noqa: BLE001 - refused before it started: the caller says why
+                first.set_exception(e)
+                return
+            first.set_result(started)
+            try:
+                while True:
+                    next(gen)  # a later yield says nothing: the generator goes on
+            except StopIteration as stop:
+                outcome = ToolOutcome(True, plain_result(sk.name, stop.value))
+            except BaseException as e:  # noqa: BLE001 - reported to the model like any failed call
+                log.warning("background skill %s raised %s: %s", sk.name, type(e).__name__, e)
+                outcome = ToolOutcome(False, f"{sk.name} failed: {type(e).__name__}: {e}", raised=str(e))
+            report(outcome)
+
+        threading.Thread(target=run, name=f"bg-{sk.name}", daemon=True).start()
+        try:
+            value = first.result(timeout=limit)
+        except concurrent.futures.TimeoutError:
+            abandoned.set()
+            return ToolOutcome(False, f"{sk.name} did not start within {limit:g} s")
+        except BaseException as e:  # noqa: BLE001 - the skill's own refusal, written for people
+            log.info("skill %s refused: %s: %s", sk.name, type(e).__name__, e)
+            return ToolOutcome(False, f"{sk.name} failed: {type(e).__name__}: {e}", raised=str(e))
+        return ToolOutcome(True, plain_result(sk.name, value), told=told)
 
 
 def _start(call: Callable[[], Any], name: str) -> concurrent.futures.Future:

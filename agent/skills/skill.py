@@ -33,7 +33,9 @@ from pydantic import BaseModel, ConfigDict, create_model
 from pydantic.fields import FieldInfo
 
 if TYPE_CHECKING:
+    from agent.state.memory import Memory
     from agent.state.timers import TimerBook
+    from agent.state.volume import Volume
     from hardware.perception.watcher import Vision
     from hardware.robot import Robot
 
@@ -44,6 +46,16 @@ GENERIC_NAME_WORDS = frozenset({"get", "set", "make", "do"})
 """Words of a skill's name that say nothing of the skill (``get_time``, ``set_timer``): the tool
 prior does not wait for them to be said, its logit bias lets the words after them decide, and
 ``skills new`` leaves them out of a template's keywords (``get_battery`` → "battery")."""
+
+
+DEVICES = {
+    "camera": "I have no camera, so I cannot see.",
+    "microphone_array": "I have no microphone array, so I cannot tell where a sound comes from.",
+}
+"""Devices a skill may name in ``@skill(needs=...)`` besides the body's joints, each with what the
+robot says when asked for a skill it is not offered for want of it. On a robot configured
+without one the skill is not offered (``describe_scene`` and ``look_at`` need the camera). Any
+other name in ``needs`` is a joint."""
 
 
 @dataclass
@@ -64,6 +76,13 @@ class SkillContext:
             context: ``set_timer`` then only waits, and ``cancel_timer`` finds nothing to cancel.
         abilities: What the robot can do, one phrase per skill offered, to say after "I can"
             (:meth:`agent.skills.SkillRegistry.abilities`).
+        memory: What the user asked the robot to remember (:class:`agent.state.memory.Memory`;
+            the pipeline always hands one over, kept across restarts when a state store is on),
+            or None in a bare context: ``remember`` then keeps nothing.
+        robot_name: The robot's own name (``[agent] name``), said when asked.
+        volume: The speaking volume (:class:`agent.state.volume.Volume`) the speaker scales its
+            samples by (the pipeline always hands one over, kept across restarts when a state
+            store is on), or None in a bare context: the volume skills then say they cannot.
 
     """
 
@@ -74,6 +93,9 @@ class SkillContext:
     narrator: Any = None
     timers: TimerBook | None = None
     abilities: list[str] = field(default_factory=list)
+    memory: Memory | None = None
+    robot_name: str = "Bolt"
+    volume: Volume | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +155,7 @@ class _Marker:
     moves: bool | None = None
     ability: str | None = None
     as_written: bool = False
+    from_words: Mapping[str, Callable[[str], Any]] | None = None
 
 
 def skill(
@@ -150,6 +173,7 @@ def skill(
     moves: bool | None = None,
     ability: str | None = None,
     as_written: bool = False,
+    from_words: Mapping[str, Callable[[str], Any]] | None = None,
 ) -> Any:
     """Mark a function as a skill (usable bare, ``@skill``, or with options, ``@skill(clamp=True)``).
 
@@ -169,8 +193,10 @@ def skill(
             that takes a while, so the user hears an answer at once. Empty: none. Grammar mode
             only: a native-format model writes its own words before a call.
         needs: Joints the body must have (``("right_arm",)`` for a wave, a Reachy Mini's
-            antennas for its dances): on a robot that lacks one the skill is left out of the
-            tool list, so the model never sees what the body cannot do.
+            antennas for its dances) and devices of :data:`DEVICES` (``("camera",)`` for a
+            look): on a robot that lacks one the skill is left out of the tool list and of what
+            the robot says it can do, so the model never sees what the body cannot do (``skills
+            list`` and ``doctor`` say what was left out and why).
         timeout_s: Longest this skill may run, s, when it needs longer than ``[skills]
             timeout_s`` (a vision-language model's look); None = the registry's.
         side_effects: The skill changes something (moves the body, sets a timer). False for a
@@ -180,9 +206,9 @@ def skill(
             waits for the release and never runs when the user goes on. Default True: nothing is
             done before the user has finished.
         moves: The skill moves the body, so it fails while the emergency stop is latched, and
-            the robot says why at once. None (default): it moves when it ``needs`` joints;
-            ``play_animation`` needs none (an animation names its own joints) and says
-            ``moves=True``.
+            the robot says why at once. None (default): it moves when it ``needs`` joints (a
+            device alone moves nothing); ``play_animation`` needs none (an animation names its
+            own joints) and says ``moves=True``.
         ability: What the robot says it can do with this skill, after "I can" ("tell the
             time"), when asked "what can you do?" (the ``abilities`` skill). None (default):
             the words of its name ("greet guest"); "": not said (``abilities`` itself).
@@ -190,6 +216,13 @@ def skill(
             said as written, with no model round to read it back (pipecat's ``run_llm=False``), in
             every profile: the ``abilities`` list, ``stop``, a timer's "Time is up: ...". Default
             False: the model reads the result and speaks.
+        from_words: Arguments read from the user's words instead of written by a small model:
+            parameter name → a function of what the user said returning its value
+            (``get_time``'s ``{"place": place_in}``: "Tokyo" for "what time is it in Tokyo?",
+            "" for "what time is it?"). With the small-model profile in grammar mode these
+            parameters are left out of the reply grammar and the tools prompt, and the values
+            are read from the words: small models copy free text badly. A capable model sees
+            and writes every parameter. None (default): none.
 
     Returns:
         The same function, with a marker attribute the loader looks for.
@@ -210,9 +243,10 @@ def skill(
                 tuple(needs),
                 timeout_s,
                 side_effects,
-                bool(needs) if moves is None else moves,
+                any(n not in DEVICES for n in needs) if moves is None else moves,
                 ability.strip() if ability is not None else None,
                 as_written,
+                dict(from_words or {}),
             ),
         )
         return f
@@ -269,7 +303,7 @@ class Skill:
         follow_up: Its result needs a spoken follow-up round (see :func:`skill`).
         preamble: Said as soon as the model chooses it, before the result (see :func:`skill`).
         choices: Keys of the :class:`Choices` lists its schema was built from.
-        needs: Joints the body must have for it to be offered (see :func:`skill`).
+        needs: Joints and devices the body must have for it to be offered (see :func:`skill`).
         timeout_s: Its own time limit, s (None: the registry's; see :func:`skill`).
         side_effects: It changes something; False: it only reads and may run before a prepared
             turn is confirmed (see :func:`skill`).
@@ -277,6 +311,8 @@ class Skill:
         clamped: Per parameter, the sentences said when its value was clamped (:class:`Clamped`).
         ability: What the robot can do with it, said after "I can" ("": not said; see :func:`skill`).
         as_written: Its result is said as written, without a model round (see :func:`skill`).
+        from_words: Reads its free-text arguments from the user's words, for small models (see
+            :func:`skill`).
 
     """
 
@@ -300,6 +336,24 @@ class Skill:
     clamped: dict[str, Clamped] = field(default_factory=dict)
     ability: str = ""
     as_written: bool = False
+    from_words: Mapping[str, Callable[[str], Any]] = field(default_factory=dict)
+
+    @property
+    def grammar_parameters(self) -> dict[str, Any]:
+        """The JSON schema a small model writes in grammar mode.
+
+        :attr:`parameters` without those read from the user's words (:attr:`from_words`).
+        """
+        if not self.from_words:
+            return self.parameters
+        props = {k: v for k, v in self.parameters.get("properties", {}).items() if k not in self.from_words}
+        out = {**self.parameters, "properties": props}
+        required = [k for k in self.parameters.get("required", []) if k not in self.from_words]
+        if required:
+            out["required"] = required
+        else:
+            out.pop("required", None)
+        return out
 
     def tool_schema(self) -> dict[str, Any]:
         """OpenAI-style tool definition ``{"type": "function", "function": {...}}``."""
@@ -432,4 +486,5 @@ def build_skill(fn: Callable, source: str = "", choices: Mapping[str, Iterable[s
         clamped=clamped,
         ability=(marker.name or fn.__name__).replace("_", " ") if marker.ability is None else marker.ability,
         as_written=marker.as_written,
+        from_words=marker.from_words or {},
     )

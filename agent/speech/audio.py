@@ -104,12 +104,23 @@ def decode_file(path: str | Path) -> np.ndarray:
         raise
     except (av.error.FFmpegError, ValueError, IndexError, OSError) as e:
         raise AudioError(
-            f"{p}: not a readable audio file ({type(e).__name__}: {e}); pass a WAV, FLAC, MP3 or OGG file"
+            f"{p}: not a readable audio file ({decode_problem(e)}); pass a WAV, FLAC, MP3 or OGG file"
         ) from None
     if not chunks or rate <= 0:
         raise AudioError(f"{p}: contains no audio samples")
     planar = np.concatenate(chunks, axis=1)  # (channels, n)
     return to_mono_16k(planar.T, rate)
+
+
+def decode_problem(e: BaseException) -> str:
+    """What went wrong decoding a file, in words: FFmpeg's message without its errno or the file name.
+
+    PyAV's ``InvalidDataError: [Errno 1094995529] Invalid data found when processing input:
+    'bad.mp4'`` became "invalid data found when processing input" (a new user saw the raw form).
+    """
+    text = getattr(e, "strerror", None) or str(e) or type(e).__name__
+    text = str(text).strip().rstrip(".")
+    return text[:1].lower() + text[1:]
 
 
 def write_wav(path: str | Path, audio: np.ndarray, sample_rate: int) -> Path:

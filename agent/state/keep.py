@@ -2,8 +2,10 @@
 
 :func:`state_path` picks the file (config, then systemd's ``$STATE_DIRECTORY``, then the XDG
 state folder); :func:`history_tail` cuts the history to its last user turns; :class:`AgentState`
-is the open store of one running agent, with its timers. The wiring into a running agent
-(restore at start-up, save after each turn, the e-stop observer) is :mod:`agent.pipeline.state`.
+is the open store of one running agent, with its timers, what it remembers of the user and
+its speaking volume. The
+wiring into a running agent (restore at start-up, save after each turn, the e-stop observer) is
+:mod:`agent.pipeline.state`.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from agent.state.memory import Memory
 from agent.state.store import StateStore
 from agent.state.timers import TimerBook
+from agent.state.volume import Volume
 
 FILE_NAME = "state.sqlite3"
 
@@ -57,6 +61,8 @@ class AgentState:
     def __init__(self, store: StateStore, history_turns: int) -> None:
         self.store, self.history_turns = store, history_turns
         self.timers = TimerBook(store)
+        self.memory = Memory(store)
+        self.volume = Volume(store)
 
     def keep_history(self, history: list[dict[str, Any]]) -> None:
         """Save the tail of ``history`` (one transaction); call from the thread that owns it."""

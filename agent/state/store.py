@@ -1,8 +1,10 @@
 """The state store: one SQLite file that keeps what must survive a restart.
 
 What it holds (one table each): pending timers (label, length, wall-clock due time in UTC),
-the tail of the conversation (OpenAI-style message dicts as JSON, in order) and flags (the
-latched e-stop). Everything else the agent rebuilds at start-up.
+the tail of the conversation (OpenAI-style message dicts as JSON, in order), flags (the
+latched e-stop), what the user asked the robot to remember (their name, facts) and settings
+changed by voice (the speaking volume); a file made before a table existed gets it at its next
+open. Everything else the agent rebuilds at start-up.
 
 Durability: every write is one ``BEGIN IMMEDIATE … COMMIT`` transaction in WAL mode with
 ``synchronous=FULL``. WAL lets ``bolt-agent state show`` read while the service writes, and
@@ -20,6 +22,7 @@ Calls are safe from any thread (one connection under a lock).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -43,6 +46,8 @@ CREATE TABLE IF NOT EXISTS timers (
     due_utc REAL NOT NULL, set_utc REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS history (seq INTEGER PRIMARY KEY, message TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS flags (key TEXT PRIMARY KEY, since_utc REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, text TEXT NOT NULL, set_utc REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS settings (key TEXT PRIMARY KEY, value TEXT NOT NULL, set_utc REAL NOT NULL);
 """
 
 _TABLES = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
@@ -84,6 +89,7 @@ class StateSnapshot:
         turns: User turns in the kept conversation tail.
         messages: Messages in the kept tail.
         estop_since_utc: When the e-stop was latched (s since the epoch), or None when clear.
+        facts: What the user asked the robot to remember.
     """
 
     path: Path
@@ -91,6 +97,8 @@ class StateSnapshot:
     turns: int
     messages: int
     estop_since_utc: float | None
+    facts: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    """What the user asked the robot to remember, ``(key, text)``, oldest first."""
 
 
 def not_a_state_file(path: Path) -> str | None:
@@ -147,11 +155,12 @@ class StateStore:
     Args:
         path: The database file (its folder is created).
         on_problem: Receives one line for each fault (corrupt file moved aside, unwritable,
-            locked); also logged as a warning.
+            locked); also logged (a warning without a handler, info with one).
     """
 
     def __init__(self, path: Path, on_problem: Callable[[str], None] | None = None) -> None:
         self.path = path
+        self._told = on_problem is not None  # someone says it to people: logged at info only
         self.on_problem = on_problem if on_problem is not None else (lambda _m: None)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
@@ -242,7 +251,9 @@ class StateStore:
         return aside
 
     def _problem(self, message: str) -> None:
-        log.warning("state: %s", message)
+        # Once on the screen: a handler that prints it (run's "problem: state: ...") makes a
+        # warning line a second copy of the same words.
+        log.log(logging.INFO if self._told else logging.WARNING, "state: %s", message)
         self.on_problem(message)
 
     def _write(self, what: str, statements: list[tuple[str, tuple[Any, ...]]]) -> bool:
@@ -311,6 +322,31 @@ class StateStore:
                 out.append(msg)
         return out
 
+    # --- facts the user asked the robot to remember ------------------------------------------
+    def set_fact(self, key: str, text: str) -> bool:
+        """Remember ``text`` under ``key`` (a fact of that key is replaced)."""
+        sql = "INSERT OR REPLACE INTO facts VALUES (?, ?, ?)"
+        return self._write("a fact", [(sql, (key, text, time.time()))])
+
+    def forget_facts(self, keys: list[str]) -> bool:
+        """Forget the facts of ``keys`` (one transaction)."""
+        return self._write("a forgotten fact", [("DELETE FROM facts WHERE key = ?", (k,)) for k in keys])
+
+    def facts(self) -> list[tuple[str, str]]:
+        """The remembered facts, ``(key, text)``, oldest first (none in a file from before facts)."""
+        return [(k, t) for k, t in self._read("SELECT key, text FROM facts ORDER BY set_utc, rowid")]
+
+    # --- settings changed by voice ---------------------------------------------------------------
+    def set_setting(self, key: str, value: str) -> bool:
+        """Keep ``value`` under ``key`` (the speaking volume: ``volume``, "60")."""
+        sql = "INSERT OR REPLACE INTO settings VALUES (?, ?, ?)"
+        return self._write("a setting", [(sql, (key, value, time.time()))])
+
+    def setting(self, key: str) -> str | None:
+        """The value kept under ``key``, or None (none kept, or a file from before settings)."""
+        rows = self._read("SELECT value FROM settings WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else None
+
     # --- e-stop ------------------------------------------------------------------------------
     def set_estop(self, latched: bool) -> bool:
         """Record that the e-stop is latched (True) or cleared (False)."""
@@ -328,7 +364,7 @@ class StateStore:
         """Everything in the store (for people: ``bolt-agent state show``)."""
         history = self.history()
         turns = sum(m.get("role") == "user" for m in history)
-        return StateSnapshot(self.path, self.timers(), turns, len(history), self.estop_since())
+        return StateSnapshot(self.path, self.timers(), turns, len(history), self.estop_since(), self.facts())
 
     def close(self) -> None:
         """Close the file (later writes are dropped silently)."""

@@ -6,9 +6,11 @@ gives them and keeps only the newest (frame, capture time); readers call
 ``dead_s``, a black picture for ``black_s`` or identical frames for ``frozen_s`` (live sources
 only: a still image is allowed to be still) → the source is closed and reopened with exponential
 backoff (``backoff_initial_s`` doubling to ``backoff_max_s``), sleeping on an event between
-tries; so is a source whose path disappears (a file or folder removed, ``/dev/videoN``
-unplugged), until it is back. While offline :meth:`Camera.latest` gives no frame. A named source
-that is ``still`` (a rendered simulation) is exempt from the frozen rule.
+tries (a source that raises anything while opening or reading is such a fault too: the
+thread never ends before :meth:`Camera.close`); so is a source whose path disappears (a file
+or folder removed, ``/dev/videoN`` unplugged), until it is back. While offline
+:meth:`Camera.latest` gives no frame. A named source that is ``still`` (a rendered simulation)
+is exempt from the frozen rule.
 Frames are BGR ``uint8`` arrays of shape ``(h, w, 3)``; times are monotonic seconds.
 """
 
@@ -160,16 +162,24 @@ class Camera:
         while not self._stop.is_set():
             try:
                 reader, self.kind, fps = open_reader(self.cfg.source, self.cfg, self.named)
-            except CameraError as e:
-                self._set("offline", f"{e}; retrying in the background")
+            except Exception as e:  # noqa: BLE001 - CameraError, or a backend's own (cv2.error): a fault
+                why = str(e) if isinstance(e, CameraError) else f"{type(e).__name__}: {e}"
+                self._set("offline", f"{why}; retrying in the background")
                 self._first.set()
                 self._stop.wait(delay)
                 delay = min(delay * 2, self.cfg.backoff_max_s)
                 continue
             self.opens += 1
             self._set("online", "")
-            problem = self._capture(reader, fps)
-            reader.release()
+            try:
+                problem = self._capture(reader, fps)
+            except Exception as e:  # noqa: BLE001 - a reader that raises is a fault, not the thread's end
+                log.exception("camera %s: reading failed", self.cfg.source)
+                problem = f"reading failed ({type(e).__name__}: {e})"
+            try:
+                reader.release()
+            except Exception:  # noqa: BLE001 - releasing a broken reader must not end the thread
+                log.exception("camera %s: releasing failed", self.cfg.source)
             if problem and not self._stop.is_set():
                 self._set("offline", f"camera {self.cfg.source}: {problem}; reopening")
                 self._stop.wait(delay)
@@ -204,7 +214,8 @@ class Camera:
                 if not ok or frame is None:
                     problem = health.missed(now)
                     if problem:
-                        return problem
+                        why = getattr(reader, "problem", "")  # a renderer says why (its process died)
+                        return f"{problem}: {why}" if why else problem
                     self._stop.wait(0.05)
                     continue
             with self._lock:

@@ -150,8 +150,9 @@ def open_reader(
             if kind == "gstreamer" and "GStreamer:                   YES" not in cv2.getBuildInformation()
             else ""
         )
-        what = "video file" if kind == "file" else "camera"
-        raise CameraError(f"cannot open {what} {arg}{hint}; it may be empty, corrupt or in use")
+        if kind == "file":
+            raise CameraError(f"cannot open video file {arg}{hint}; it may be empty, corrupt or in use")
+        raise CameraError(f"cannot open camera {arg}{hint}; it may not exist, or another program uses it")
     if kind == "v4l2":
         if cfg.width:
             cap.set(cv2.CAP_PROP_FRAME_WIDTH, cfg.width)

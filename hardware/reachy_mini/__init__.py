@@ -9,7 +9,9 @@
 * :mod:`~hardware.reachy_mini.collision` — head-vs-body clearance on Pollen's collision hulls;
 * :mod:`~hardware.reachy_mini.moves` — Pollen's dances and recorded moves (emotions) as gestures;
 * :mod:`~hardware.reachy_mini.camera` — the Lite's USB camera and the simulator's eye camera, as
-  named camera sources;
+  named camera sources; :mod:`~hardware.reachy_mini.sim_eye` renders the eye camera with MuJoCo,
+  in a child process (:mod:`~hardware.reachy_mini.sim_render`); :mod:`~hardware.reachy_mini.mujoco_gl`
+  binds MuJoCo's offscreen OpenGL before its first import;
 * :mod:`~hardware.reachy_mini.doctor` — ``bolt-agent doctor``'s checks of daemon, release, motors
   and emotions.
 

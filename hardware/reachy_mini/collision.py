@@ -58,14 +58,14 @@ class SelfCollision:
     """
 
     def __init__(self, head_z_offset: float, neutral_motors: np.ndarray) -> None:
-        try:
-            from importlib.resources import files
+        from importlib.resources import files
 
-            import mujoco
-        except ImportError as e:
-            raise SelfCollisionUnavailable(
-                f"the self-collision check needs MuJoCo (BOLT_REACHY=1 bash launch/setup.sh run): {e}"
-            ) from None
+        from hardware.reachy_mini.mujoco_gl import MujocoUnavailable, import_mujoco
+
+        try:
+            mujoco = import_mujoco()  # the process's GL backend is bound here: offscreen, not GLFW
+        except MujocoUnavailable as e:
+            raise SelfCollisionUnavailable(f"the self-collision check needs MuJoCo: {e}") from None
         try:
             path = files("reachy_mini").joinpath(MODEL)
             self._m = mujoco.MjModel.from_xml_path(str(path))

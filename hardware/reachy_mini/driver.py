@@ -25,11 +25,15 @@ already clamped every joint to its limits and speed; this driver then
    bisection to the farthest reachable point (:meth:`ReachyMiniDriver.safe_pose`), so the
    robot goes as far as it can instead of freezing.
 
-**E-stop** holds the present pose (the head would sink with the motors off) and drops every
-later frame until it is cleared; clearing it resumes, or parks (``estop_release = "sleep"``).
+**E-stop** (``[robot.reachy_mini] estop``) holds the present pose with the motors on (``hold``,
+the default: the head would sink with them off) or turns the motors off through the daemon
+(``motors_off``), and drops every later frame until a person clears it; clearing it resumes,
+or parks (``estop_release = "sleep"``). What the robot then says about its motors is what the
+daemon reports (:meth:`ReachyMiniDriver.motors`: ``GET /api/motors/status``).
 **Parking** (:meth:`ReachyMiniDriver.park`: SIGTERM, shutdown) moves to the SDK's sleep pose
 (through its initial pose when far from it, as the SDK's ``goto_sleep``) and turns the
-motors off; the next frame turns them on again.
+motors off; the next frame turns them on again. The robot reads the pose it reached and the
+motors' mode back from the daemon (:meth:`hardware.robot.Robot.close`).
 
 **Versions.** Client and daemon must be the same release (Pollen: "Install matching
 reachy_mini versions for the SDK and daemon"): a different major.minor version keeps the
@@ -54,9 +58,10 @@ from typing import Any
 
 import numpy as np
 
-from hardware.config import REACHY_MINI, ReachyMiniConfig
+from hardware.config import REACHY_MINI, ReachyMiniConfig, RobotConfig
+from hardware.doa import DoaSource
 from hardware.driver import Driver, DriverError, DriverRequest, DriverSpec, DriverState, StatusCallback
-from hardware.reachy_mini.daemon import SDK_PACKAGE, same_release, sdk_version
+from hardware.reachy_mini.daemon import SDK_PACKAGE, motor_mode, same_release, sdk_version
 from hardware.reachy_mini.moves import load_libraries
 from hardware.reachy_mini.pose import HEAD_POSITION, HEAD_ROTATION, from_sdk, to_sdk
 
@@ -123,9 +128,6 @@ class ReachyMiniDriver:
         DriverError: the SDK is not installed (the message says how to install it).
     """
 
-    holds_on_estop = True
-    """An e-stop holds the pose instead of cutting torque (the head would sink)."""
-
     def __init__(
         self,
         cfg: ReachyMiniConfig,
@@ -167,6 +169,26 @@ class ReachyMiniDriver:
         self._collision: Any = None
         self.notes: list[str] = []
         """What the driver could not check (e.g. no MuJoCo: no self-collision check)."""
+
+    @property
+    def holds_on_estop(self) -> bool:
+        """An e-stop holds the pose with the motors on (``estop = "hold"``) instead of turning them off."""
+        return self.cfg.estop == "hold"
+
+    def motors(self) -> bool | None:
+        """Whether the motors are on, as the daemon reports (``enabled``, ``gravity_compensation``: on).
+
+        Returns:
+            None when the daemon does not answer (then nothing can be said of them).
+        """
+        try:
+            return motor_mode(self.cfg, 1.0) != "disabled"
+        except (OSError, ValueError):
+            return None
+
+    def rest_pose(self) -> dict[str, float]:
+        """Where parking puts the robot: the SDK's sleep pose, as our joints."""
+        return sleep_pose()
 
     # --- connection -------------------------------------------------------------------
     def describe(self) -> str:
@@ -401,10 +423,12 @@ class ReachyMiniDriver:
             if on:
                 self._halted = False
             mini = self._mini
-        if on and was_halted and self.release_policy == "sleep":
-            self.park(True)
-            return
         if mini is None:
+            return
+        if on and was_halted and self.release_policy == "sleep":
+            if self.cfg.estop == "motors_off":
+                self._enable(mini)  # the sleep move needs them
+            self.park(True)
             return
         try:
             if on:
@@ -415,14 +439,28 @@ class ReachyMiniDriver:
         except Exception as e:  # the SDK's connection errors come as many types: a lost daemon
             self._drop(f"lost {self.describe()} ({type(e).__name__}: {e})")
 
+    def _enable(self, mini: Any) -> None:
+        try:
+            mini.enable_motors()
+            self._parked = False
+        except Exception as e:  # noqa: BLE001
+            self._drop(f"lost {self.describe()} ({type(e).__name__}: {e})")
+
     def estop(self) -> None:
-        """Hold the present pose and drop every frame until cleared (:meth:`set_torque` (True))."""
+        """Hold the pose, or turn the motors off (``estop = "motors_off"``); drop frames until cleared.
+
+        Cleared by :meth:`set_torque` (True).
+        """
         with self._lock:
             self._halted = True
             mini = self._mini
         if mini is None:
             return
         try:
+            if self.cfg.estop == "motors_off":
+                mini.disable_motors()
+                self._parked = True
+                return
             head_joints, antennas = mini.get_current_joint_positions()
             mini.set_target(
                 head=mini.get_current_head_pose(), antennas=list(antennas), body_yaw=float(head_joints[0])
@@ -531,7 +569,7 @@ def _sdk_connect(cfg: ReachyMiniConfig) -> Any:
         )
 
 
-WAKE_MS = 1500.0
+REACHY_WAKE_MS = 1500.0
 """A Reachy Mini moves from the pose it was found in (often asleep) to neutral over this long, ms."""
 
 
@@ -546,5 +584,12 @@ def build(req: DriverRequest) -> tuple[Driver, float | None]:
     return driver, rm.connect_wait_s
 
 
-SPEC = DriverSpec(REACHY_MINI, build, wake_ms=WAKE_MS, libraries=load_libraries)
+def daemon_doa(cfg: RobotConfig) -> DoaSource:
+    """The daemon's direction of arrival (``GET /api/state/doa``; none with ``--no-media``)."""
+    from hardware.reachy_mini.doa import DaemonDoa
+
+    return DaemonDoa(cfg.reachy_mini)
+
+
+SPEC = DriverSpec(REACHY_MINI, build, wake_ms=REACHY_WAKE_MS, libraries=load_libraries, doa=daemon_doa)
 """``[robot] driver = "reachy_mini"`` (built in): the whole body, through its daemon."""

@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 BLEND_MS = 300.0
 """A dance blends from the pose it starts in to its own first frame over this long, ms."""
+RETURN_MS = 600.0
+"""After its last frame a dance returns to the pose it started in over this long, ms."""
 DANCES_PACKAGE = "reachy-mini-dances-library"
 
 
@@ -131,7 +133,8 @@ class DanceGesture:
 
     The dance is performed facing where the body faces when it starts: its head yaw and body
     yaw are added to the start's body yaw. It blends in from the start pose over
-    :data:`BLEND_MS`.
+    :data:`BLEND_MS` and, after Pollen's last frame, back to that pose over :data:`RETURN_MS`
+    (Pollen's dances end away from neutral: the head tilted, the antennas apart).
 
     Attributes:
         name: The dance's name (``simple_nod``).
@@ -150,8 +153,8 @@ class DanceGesture:
 
     @property
     def duration_ms(self) -> float:
-        """Length of the dance, ms."""
-        return float(self.move.duration) * 1000.0
+        """Length of the dance with its return to the start pose, ms."""
+        return float(self.move.duration) * 1000.0 + RETURN_MS
 
     @property
     def joints(self) -> set[str]:
@@ -173,6 +176,10 @@ class DanceGesture:
         if t_ms < BLEND_MS:
             u = 0.5 - 0.5 * math.cos(math.pi * max(t_ms, 0.0) / BLEND_MS)
             pose = {j: start[j] + (v - start[j]) * u if j in start else v for j, v in pose.items()}
+        end_ms = float(self.move.duration) * 1000.0
+        if t_ms > end_ms:  # back to where it started
+            u = 0.5 - 0.5 * math.cos(math.pi * min(1.0, (t_ms - end_ms) / RETURN_MS))
+            pose = {j: v + (start[j] - v) * u if j in start else v for j, v in pose.items()}
         return pose
 
 

@@ -85,8 +85,8 @@ class SimulatedDriver:
 
 
 def build(req: DriverRequest) -> tuple[Driver, float | None]:
-    """A simulated driver named ``req.name``; it reports every command to ``req.on_command``."""
-    return SimulatedDriver(on_command=req.on_command, name=req.name), None
+    """A simulated driver named ``req.name`` (the robot reports what it sends: ``Robot.on_command``)."""
+    return SimulatedDriver(name=req.name), None
 
 
 SPEC = DriverSpec("sim", build)

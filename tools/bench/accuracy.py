@@ -18,6 +18,10 @@ not a refusal or a statement about the request; and no reply repeats the previou
 for word. One more pass, run first, plays the commands as **one conversation** (background
 commands first, so a timer finishes on the way; then the ``skill`` and ``chat`` commands again,
 after it): that is where a small model copies its previous reply.
+
+Last, the typed set of everyday requests (:mod:`tools.bench.everyday`: timers named and asked
+about, the time anywhere, names, what a body without a camera says), each typed into a fresh
+conversation, with its tools, arguments and reply checked (``everyday_accuracy``).
 """
 
 from __future__ import annotations
@@ -160,6 +164,12 @@ class _Runner:
 
         return self._run(FileSource([self.fixtures / item["file"]], False, self.bus.publish), biased)
 
+    def type(self, lines: list[str]) -> list[Event]:
+        """Run typed lines as ``chat`` does (one turn each, no speech synthesis); their messages."""
+        from agent.pipeline import TextSource
+
+        return self._run(TextSource(lines, publish=self.bus.publish))
+
     def wait_background(self, timeout_s: float) -> list[Event]:
         """Let running background calls finish and be spoken (at most ``timeout_s``); the messages."""
         from agent.pipeline import TextSource
@@ -183,9 +193,10 @@ def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) ->
     Returns:
         JSON-ready dict: ``tool_accuracy``, ``tool_accuracy_unbiased`` (names and arguments),
         ``tool_name_accuracy``, ``tool_name_accuracy_unbiased``, ``reply_check``,
-        ``reply_check_unbiased``, ``reply_check_conversation`` (fractions 0..1), ``turns``,
-        ``asr_wer``, ``asr_wer_unbiased``, per-command ``details`` and the conversation
-        pass's ``conversation`` (one row per turn).
+        ``reply_check_unbiased``, ``reply_check_conversation``, ``everyday_accuracy``
+        (fractions 0..1), ``turns``, ``asr_wer``, ``asr_wer_unbiased``, per-command
+        ``details``, the conversation pass's ``conversation`` (one row per turn) and the typed
+        requests' ``everyday`` (one row each).
 
     Raises:
         FileNotFoundError: no ``manifest.json`` in ``fixtures``.
@@ -198,10 +209,12 @@ def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) ->
     runner = _Runner(cfg, fixtures, stopper)
     details: list[dict[str, Any]] = []
     schemas = {name: sk.parameters for name, sk in runner.core.registry.skills.items()}
+    sees = "camera" in cfg.devices()  # a body without a camera is offered no skill that looks
     try:
         with stopper.running(runner.stop):
             # First, so no timer of the single-command passes finishes inside the conversation.
             convo = _conversation(runner, manifest)
+            everyday = _everyday(runner, cfg.devices())
             for biased in (True, False):
                 for item in manifest:
                     runner.core.conversation.history.clear()
@@ -210,6 +223,8 @@ def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) ->
                     heard = " ".join(e.text for e in evs if isinstance(e, Transcript))
                     calls = [e.tool for e in evs if isinstance(e, ToolCall)]
                     expect = item["expect_any"]
+                    if item.get("intent") == "vision" and not sees:
+                        expect = []  # no camera: no call, the robot says why
                     named = any(w in c for c in calls for w in expect) if expect else not calls
                     args_ok, args_why = arguments_fit(
                         item["text"], [(e.tool, e.arguments) for e in evs if isinstance(e, ToolCall)], schemas
@@ -247,9 +262,33 @@ def run_accuracy(cfg: Config, fixtures: Path, stopper: Stopper | None = None) ->
             word_error_rate([d["said"] for d in rows], [d["heard"] for d in rows]), 3
         )
     out["reply_check_conversation"] = round(sum(r["reply_ok"] for r in convo) / max(len(convo), 1), 3)
+    out["everyday_accuracy"] = round(sum(r["ok"] for r in everyday) / max(len(everyday), 1), 3)
     out["details"] = details
     out["conversation"] = convo
+    out["everyday"] = everyday
     return out
+
+
+def _everyday(runner: _Runner, devices: frozenset[str]) -> list[dict[str, Any]]:
+    """The typed everyday requests (:data:`~tools.bench.everyday.EVERYDAY`), each in a fresh conversation.
+
+    Before each, the conversation is cleared, running timers cancelled, what the robot
+    remembers of the user forgotten and the volume put back to 100 percent
+    (:func:`~tools.bench.everyday.fresh`), so no request leans on another's.
+    """
+    from tools.bench.everyday import EVERYDAY, applies, check, fresh
+
+    core = runner.core
+    rows: list[dict[str, Any]] = []
+    for req in (r for r in EVERYDAY if applies(r, devices)):
+        fresh(core)
+        evs = runner.type([*req.before, req.said])
+        ok, why = check(req, evs)
+        tid = max((e.turn_id for e in evs if isinstance(e, Transcript)), default=-1)
+        reply = next((e.text for e in evs if isinstance(e, Reply) and e.turn_id == tid), "")
+        tools = [e.tool for e in evs if isinstance(e, ToolCall) and e.turn_id == tid]
+        rows.append({"said": req.said, "ok": ok, "why": why, "tools": tools, "reply": reply})
+    return rows
 
 
 def _conversation(runner: _Runner, manifest: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -293,6 +332,12 @@ def format_accuracy(report: dict[str, Any]) -> str:
             f"  {what:<22} {'✓' if r['reply_ok'] else '✗'} {','.join(r['tools']) or '-':<18} {r['reply']!r}"
             f"{' (' + r['reply_why'] + ')' if r['reply_why'] else ''}"
         )
+    lines.append("typed everyday requests (tools, arguments and reply checked):")
+    for r in report.get("everyday", []):
+        lines.append(
+            f"  {'✓' if r['ok'] else '✗'} {r['said']!r}: {','.join(r['tools']) or '-'} / {r['reply']!r}"
+            f"{' (' + r['why'] + ')' if r['why'] else ''}"
+        )
     lines.append(
         f"tool accuracy (names and arguments): {report['tool_accuracy']:.0%} with ASR biasing, "
         f"{report['tool_accuracy_unbiased']:.0%} without ({report['turns']} turns; names alone "
@@ -302,6 +347,7 @@ def format_accuracy(report: dict[str, Any]) -> str:
     lines.append(
         f"reply check: {report['reply_check']:.0%} with ASR biasing, {report['reply_check_unbiased']:.0%} "
         f"without, {report['reply_check_conversation']:.0%} in one conversation "
-        f"({len(report['conversation'])} turns)"
+        f"({len(report['conversation'])} turns); typed everyday requests "
+        f"{report.get('everyday_accuracy', 0.0):.0%} ({len(report.get('everyday', []))} requests)"
     )
     return "\n".join(lines)

@@ -1,11 +1,12 @@
-"""The command line of the development tools: ``bench``, ``soak`` and ``motion-bench``.
+"""The command line of the development tools: ``bench``, ``soak``, ``motion-bench`` and ``look-bench``.
 
 Run as ``python -m tools.bench COMMAND ...`` from a checkout, which is what ``bolt-agent bench``,
 ``bolt-agent soak`` and ``bolt-agent motion-bench`` do (:mod:`agent.cli.devtools`). The commands
 only parse options and print; the work is in the modules beside this one:
 :mod:`~tools.bench.latency`, :mod:`~tools.bench.accuracy`, :mod:`~tools.bench.turns`,
 :mod:`~tools.bench.peer`, :mod:`~tools.bench.vision_bench` (``bench``), :mod:`~tools.bench.soak` and
-:mod:`~tools.bench.soak_report` (``soak``), :mod:`~tools.bench.motion` (``motion-bench``).
+:mod:`~tools.bench.soak_report` (``soak``), :mod:`~tools.bench.motion` (``motion-bench``),
+:mod:`~tools.bench.look_bench` (``look-bench``).
 Exit codes: 0 success, 1 a failed run (a crash, an unanswered turn, a robot offline), 2 bad
 options or a bad config.
 """
@@ -32,6 +33,7 @@ TEST_DATA = Path(__file__).resolve().parents[2] / "tests" / "data"
 
 app = typer.Typer(
     add_completion=False,
+    rich_markup_mode=None,  # plain Click layout; helptext.tidy makes every text plain
     no_args_is_help=True,
     help="bolt-agent's development tools: benchmarks and the soak (a checkout's tools/bench).",
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -421,7 +423,7 @@ def _robot(cfg: Config) -> Robot:
 
 
 def motion_bench(
-    config: Annotated[Path | None, typer.Option("--config", help="robot config TOML")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="robot config TOML")] = None,
     trials: Annotated[int, typer.Option(help="head-yaw steps for the command-to-motion latency")] = 20,
     park: Annotated[
         bool, typer.Option(help="also time SIGTERM-to-parked on a bolt-agent chat child (Reachy Mini)")
@@ -460,11 +462,59 @@ def motion_bench(
     typer.echo(json.dumps(figures) if as_json else summary(figures))
 
 
+def look_bench(
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="robot config TOML")] = None,
+    trials: Annotated[int, typer.Option(help="voice direction changes to time")] = 10,
+    video: Annotated[
+        Optional[Path], typer.Option("--video", help="also measure eye contact on this video as the camera")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the figures as one JSON object")] = False,
+) -> None:
+    """Time the turn toward a voice (a scripted direction of arrival) and the eye-contact tracking rate."""
+    from tools.bench.look_bench import tracking_rate, turn_onsets
+
+    cfg = _config(config)
+    robot = _robot(cfg)
+    figures: dict[str, Any] = {"driver": cfg.robot.driver}
+    try:
+        state, message = robot.status()
+        if state != "online":
+            _fail(f"the robot is {state}: {message}")
+        robot.wait_idle(10)  # a Reachy Mini's wake-up move
+        figures["turn"] = turn_onsets(robot, trials)
+        if video is not None:
+            figures["eye_contact"] = tracking_rate(robot, video, hfov_deg=cfg.camera.hfov_deg)
+    finally:
+        robot.close()
+    if as_json:
+        typer.echo(json.dumps(figures))
+        return
+    t = figures["turn"]
+    typer.echo(
+        f"turn toward a voice ({figures['driver']}): onset p50 {t['onset_p50_ms']} ms, "
+        f"p95 {t['onset_p95_ms']} ms, max {t['onset_max_ms']} ms ({t['trials']} trials, {t['missed']} missed)"
+    )
+    if "eye_contact" in figures:
+        e = figures["eye_contact"]
+        typer.echo(
+            f"eye contact: {e['tracking_hz']} corrections/s over {e['seconds']:g} s "
+            f"({e['frames_with_a_face']} of {e['frames_looked']} frames with a face)"
+        )
+
+
 app.command("bench")(bench)
 app.command("soak")(soak)
 app.command("motion-bench")(motion_bench)
+app.command("look-bench")(look_bench)
+
+
+def command() -> Any:
+    """The Click command of :data:`app`, every help text plain (:func:`agent.cli.helptext.tidy`)."""
+    from agent.cli.helptext import tidy
+
+    return tidy(typer.main.get_command(app))
 
 
 def main() -> None:
     """``python -m tools.bench``."""
-    app(prog_name="bolt-agent")
+    command()(prog_name="bolt-agent")

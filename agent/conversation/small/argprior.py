@@ -21,7 +21,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from agent.conversation.small.quantities import spoken_count, spoken_degrees, spoken_numbers, spoken_seconds
+from agent.conversation.small.quantities import (
+    TENS,
+    UNITS,
+    spoken_count,
+    spoken_degrees,
+    spoken_durations,
+    spoken_numbers,
+    spoken_seconds,
+)
 from agent.speech.words import words
 
 OPPOSITES = {
@@ -45,6 +53,11 @@ the right sign, and a turn nobody sees."""
 _CONVENTION = re.compile(r"positive\s*=\s*(\w+)", re.IGNORECASE)
 
 
+def _is_number(word: str) -> bool:
+    """A number said as one word: digits, a number word, "a"/"an" (a name is none of these)."""
+    return bool(re.fullmatch(r"\d+(\.\d+)?", word)) or word in UNITS or word in TENS or word in ("a", "an")
+
+
 def length_unsaid(user_text: str, parameters: dict[str, Any]) -> str | None:
     """The required argument "in seconds" the words give no length for ("set a timer"), or None.
 
@@ -59,12 +72,57 @@ def length_unsaid(user_text: str, parameters: dict[str, Any]) -> str | None:
         The argument's name when one is required, described "in seconds", and the words say no
         duration (:func:`spoken_seconds`); None otherwise.
     """
-    if spoken_seconds(user_text) is not None:
+    if spoken_seconds(user_text) is not None or spoken_durations(user_text):
         return None
     props = parameters.get("properties") or {}
     for name in parameters.get("required") or ():
         if "in seconds" in str((props.get(name) or {}).get("description", "")):
             return name
+    return None
+
+
+_NAMING = frozenset({"called", "named"})
+_NAME_ENDS = frozenset("and then for but please".split())
+_NO_NAME = frozenset(
+    (
+        "a an the my your our his her their this that these those its it is are was what which how long "
+        "left on of for to in at with set start make cancel stop change add another one new other every "
+        "all any each first last next second seconds minute minutes hour hours half quarter running"
+    ).split()
+)
+"""Words that name nothing: determiners, questions, commands, lengths ("is my timer done", "the ten
+minute timer", "another timer")."""
+
+
+def said_label(user_text: str, noun: str) -> str | None:
+    """The name the user gave a thing: the words after "called" or "named", else the word before ``noun``.
+
+    SmolLM2-135M labelled "set a timer for ten minutes called tea" ``ten timer`` and "set a pasta
+    timer" ``timer``: the name was lost, and "cancel the pasta timer" cancelled whatever ran.
+
+    Args:
+        user_text: What the user said this turn.
+        noun: What the thing is (the label's default: "timer"); "" for none.
+
+    Returns:
+        "tea" for "a timer called tea" and for "the tea timer"; None where the words give no name
+        ("set a timer", "is my timer done", "the ten minute timer").
+    """
+    said = words(user_text.replace("-", " "))
+    at = next((i for i, w in enumerate(said) if w in _NAMING), None)
+    if at is not None:
+        name: list[str] = []
+        for w in said[at + 1 :]:
+            if w in _NAME_ENDS or len(name) == 3:
+                break
+            if w not in _NO_NAME and w != noun and not _is_number(w):
+                name.append(w)
+        if name:
+            return " ".join(name)
+    if noun and noun in said:
+        before = said[said.index(noun) - 1] if said.index(noun) > 0 else ""
+        if before and before not in _NO_NAME and not _is_number(before):
+            return before
     return None
 
 
@@ -234,8 +292,9 @@ def follow_words(
     """``arguments`` as the user's words say them, rule by rule (each a measured failure of the model).
 
     * a duration: an argument "in seconds" is the duration said (:func:`spoken_seconds`);
-    * a label (an argument named ``label``, free text): only the words of it the user said,
-      or its default where they said none of them;
+    * a label (an argument named ``label``, free text): the name the user gave the thing
+      (:func:`said_label`: "called tea", "the pasta timer"), else only the words of the model's
+      label the user said, or its default where they said none of them;
     * a count: a count of repetitions (:func:`is_count`) is the count said ("nod twice"), or its
       schema default when the words say none;
     * a limb's side named: an enum of sides (``wave``'s ``hand``) is the one side the words name
@@ -283,28 +342,8 @@ def follow_words(
         # set_timer(seconds 2.5) for "two hours" (a new user's chat, measured).
         if duration is not None and "in seconds" in str(prop.get("description", "")):
             out[name] = duration  # also where the model left it out ("cancel the ten minute timer")
-        # A label is what the user called the thing: SmolLM2-135M labelled timers "ten-minute-game"
-        # and "Cancel the game" (a new user's chat), and cancelling by such a label picked both.
-        value = out.get(name)
-        if name == "label" and isinstance(value, str) and not prop.get("enum"):
-            kept = " ".join(w for w in words(value.replace("-", " ")) if w in said)
-            if kept != " ".join(words(value)):
-                out[name] = kept or prop.get("default", value)
-        # A side the words do not choose is the skill's own default: "wave" and "goodbye" ran
-        # wave(hand left) every time against the schema's "right" (a new user's chat).
-        values = set(prop.get("enum") or ())
-        limb = limb_sides(user_text) & values
-        if values and values <= set(OPPOSITES) and len(limb) == 1:
-            # "wave with your left hand three times" ran wave(times 3): the hand the words name,
-            # also where the model left it out (SmolLM2-135M, measured once wave took a count).
-            out[name] = next(iter(limb))
-        elif values and values <= set(OPPOSITES) and not said & values:
-            last = (before or {}).get(name)
-            if other and OPPOSITES.get(last) in values:
-                # "now the other hand" after a right-hand wave (a new user's chat: the same hand)
-                out[name] = OPPOSITES[last]
-            elif name in out and "default" in prop and not said & OTHER_WORDS:
-                out[name] = prop["default"]
+        _label(user_text, name, prop, said, out)
+        _hand(user_text, name, prop, said, other, before, out)
     named = named_sides(directions(user_text), parameters)
     if other and before and not any(p or n for p, n in named.values()):
         for name in named:  # "the other way" after look(yaw 30): the same turn, mirrored
@@ -322,6 +361,53 @@ def follow_words(
     taken = {n for n, p in props.items() if _claimed_by_a_rule(n, p)} | set(named) | {angle}
     _from_schema(user_text, {n: p for n, p in props.items() if n not in taken}, out)
     return out
+
+
+def _label(user_text: str, name: str, prop: dict[str, Any], said: set[str], out: dict[str, Any]) -> None:
+    """A label is what the user called the thing (in place).
+
+    The name they gave it (:func:`said_label`: "called tea", "the pasta timer"), else only the
+    words of the model's label they said. SmolLM2-135M labelled timers "ten-minute-game" and
+    "Cancel the game", and cancelling by such a label picked both.
+    """
+    value = out.get(name)
+    given = said_label(user_text, str(prop.get("default", ""))) if name == "label" else None
+    if given and not prop.get("enum"):
+        out[name] = given  # "a timer called tea", "the pasta timer": the name they gave it
+    elif name == "label" and isinstance(value, str) and not prop.get("enum"):
+        kept = " ".join(w for w in words(value.replace("-", " ")) if w in said)
+        if kept != " ".join(words(value)):
+            out[name] = kept or prop.get("default", value)
+
+
+def _hand(
+    user_text: str,
+    name: str,
+    prop: dict[str, Any],
+    said: set[str],
+    other: bool,
+    before: dict[str, Any] | None,
+    out: dict[str, Any],
+) -> None:
+    """An enum of sides (``wave``'s ``hand``) from the words (in place).
+
+    The side named with its limb ("wave with your left hand three times"), also where the model
+    left it out; "the other hand" after the last call's; else, where the words choose no side,
+    the skill's own default ("wave" and "goodbye" ran ``wave(hand left)`` against the schema's
+    "right").
+    """
+    values = set(prop.get("enum") or ())
+    if not values or not values <= set(OPPOSITES):
+        return
+    limb = limb_sides(user_text) & values
+    if len(limb) == 1:
+        out[name] = next(iter(limb))
+    elif not said & values:
+        last = (before or {}).get(name)
+        if other and OPPOSITES.get(last) in values:
+            out[name] = OPPOSITES[last]  # "now the other hand" after a right-hand wave
+        elif name in out and "default" in prop and not said & OTHER_WORDS:
+            out[name] = prop["default"]
 
 
 def _claimed_by_a_rule(name: str, prop: dict[str, Any]) -> bool:

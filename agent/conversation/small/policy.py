@@ -75,6 +75,8 @@ class SmallPolicy:
 
     name = "small"
     hides_earlier_speech = True
+    reads_free_text = True
+    """Grammar mode: a skill's ``from_words`` parameters are not in the grammar; read from the words."""
 
     def __init__(self, registry: SkillRegistry, ctx: SkillContext, cfg: LLMConfig, fmt: str) -> None:
         self.registry, self.ctx, self.cfg, self.format = registry, ctx, cfg, fmt
@@ -110,6 +112,7 @@ class SmallRules(PlainRules):
         self.skills = list(self.registry.skills.values())
         self.before = _last_turn_speech(start.history)  # not acknowledged the same way twice in a row
         self.earlier = _last_turn_calls(start.history)  # "and now to the right" goes on the last call
+        self.worked = _last_turn_calls(start.history, worked_only=True)  # what "again" repeats
         self.carried = functools.partial(_carries, frozenset(start.data))
         self.claims: list[str] = []  # movements claimed while no call worked (left unsaid)
         self.replaying = False  # the turn repeats the last one's calls as they were (:meth:`answer`)
@@ -120,18 +123,21 @@ class SmallRules(PlainRules):
 
         The last turn's words are said again as they were; the last turn's calls run again with
         their arguments (a movement with an acknowledgement first; a reading's result is read
-        back after the rounds). None where the last turn had no words, or no calls to repeat.
+        back after the rounds). Words that ask only for skills this body has no device for get
+        the device's sentence (:meth:`_body_cannot`). None otherwise.
         """
         if not self.grammar:
             return None
+        if self.start.tools and (cannot := self._body_cannot()):
+            return Answer(cannot)  # no round: nothing on offer can do it
         if asks_what_was_said(self.text):
             last = " ".join(reversed(self.before))
             return Answer(last or "I haven't said anything yet.")
-        if asks_again(self.text) and self.earlier:
+        if asks_again(self.text) and self.worked:
             self.replaying = True
-            calls = tuple({"name": n, "arguments": dict(a)} for n, a in self.earlier)
+            calls = tuple({"name": n, "arguments": dict(a)} for n, a in self.worked)
             moves = any(
-                not self.registry.skills[n].follow_up for n, _ in self.earlier if n in self.registry.skills
+                not self.registry.skills[n].follow_up for n, _ in self.worked if n in self.registry.skills
             )
             return Answer(self.policy.acks.next(frozenset(self.before)) if moves else "", calls)
         return None
@@ -169,8 +175,8 @@ class SmallRules(PlainRules):
 
     def _ack(self, said: frozenset[str], no_ack: frozenset[str], skill: Skill) -> str:
         """A movement's acknowledgement, a slow look-up's preamble, or "" (see :meth:`plan`)."""
-        if skill.name in no_ack or (skill.follow_up and not skill.preamble):
-            return ""
+        if skill.name in no_ack or skill.as_written or (skill.follow_up and not skill.preamble):
+            return ""  # a result written for people is the answer: no "Sure!" before it
         return skill.preamble or self.policy.acks.next(said)
 
     def speech(
@@ -194,10 +200,20 @@ class SmallRules(PlainRules):
 
     # --- a call --------------------------------------------------------------------------------
     def fix(self, skill: Skill, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The arguments the words give (:func:`~.argprior.follow_words`), the last turn's call as a base."""
+        """The arguments the words give (:func:`~.argprior.follow_words`), the last turn's call as a base.
+
+        In grammar mode a skill's ``from_words`` parameters, left out of the grammar, are read
+        from the words by the skill's own readers (a reader that raises leaves the default).
+        """
         if not self.text or self.replaying:
             return arguments
-        return follow_words(self.text, skill.parameters, arguments, dict(self.earlier).get(skill.name))
+        fixed = follow_words(self.text, skill.parameters, arguments, dict(self.earlier).get(skill.name))
+        for name, read in skill.from_words.items() if self.grammar else ():
+            try:
+                fixed[name] = read(self.text)
+            except Exception:  # noqa: BLE001 - a skill author's reader: the default stands
+                log.exception("from_words %s of %s failed on %r", name, skill.name, self.text)
+        return fixed
 
     def vet(self, skill: Skill, arguments: Any) -> ToolOutcome | None:
         """Not run: the user said not to, said no length the skill needs, or asked for other tools."""
@@ -230,7 +246,7 @@ class SmallRules(PlainRules):
         reason = failure_reason(outcome)
         if reason:
             return reason
-        if skill is None or not skill.follow_up or not outcome.ok:
+        if skill is None or not outcome.ok or not (skill.follow_up or skill.as_written):
             return ""
         words = spoken_result(outcome.result).strip()
         return words if skill.as_written or said_as_written(outcome.result) else ""
@@ -285,7 +301,7 @@ class SmallRules(PlainRules):
             skill = self.registry.skills.get(name)
             if skill is None:
                 continue
-            if outcome.ok and skill.follow_up and spoken_result(outcome.result):
+            if outcome.ok and (skill.follow_up or skill.as_written) and spoken_result(outcome.result):
                 out[spoken_result(outcome.result)] = None
             elif failure_reason(outcome):
                 out[failure_reason(outcome)] = None
@@ -303,6 +319,23 @@ class SmallRules(PlainRules):
         if refused:
             return f"Okay, I won't {refused[0].replace('_', ' ')}."
         return CANNOT if any(asked_for(self.text, c) for c in self.claims) else MISSED
+
+    def _body_cannot(self) -> str:
+        """What the robot says when the words ask only for skills this body has no device for.
+
+        With no camera configured ``describe_scene`` is not offered, and SmolLM2-135M answered
+        "what do you see right now?" with a joke. Where every tool the words point at
+        (:func:`~.toolprior.tool_prior`) is one left out for a device
+        (:attr:`~agent.skills.SkillRegistry.absent`), the turn says why ("I have no camera, so I
+        cannot see."). "" when the words point at no such skill or also at an offered one.
+        """
+        absent = self.registry.absent
+        if not absent or not self.text.strip():
+            return ""
+        skills = [*self.skills, *(sk for sk, _ in absent.values())]
+        bonuses = tool_prior(self.text, skills, set(), 1.0)
+        pointed = [n for n, v in bonuses.items() if v > 0 and n != NO_TOOL]
+        return absent[pointed[0]][1] if pointed and all(n in absent for n in pointed) else ""
 
     def _asked_for(self) -> list[str]:
         """The tools the user's words point at (:func:`~.toolprior.tool_prior`; grammar mode, else none)."""
@@ -404,15 +437,29 @@ def _last_turn_speech(history: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-def _last_turn_calls(history: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """The calls of the newest turn of ``history``, in order: ``(tool, arguments)`` ({} for non-objects)."""
+def _last_turn_calls(
+    history: list[dict[str, Any]], worked_only: bool = False
+) -> list[tuple[str, dict[str, Any]]]:
+    """The calls of the newest turn of ``history``, in order: ``(tool, arguments)``.
+
+    Arguments that are no object are ``{}``. With ``worked_only`` a call whose tool message is an
+    error (refused as not asked for, failed) is left out: what "again" repeats ("a bit quieter"
+    had the stand-in call ``abilities`` first, refused, and "again" read the list out). A refused
+    call still names what a follow-on goes on ("set a timer" → "For how long?" → "three seconds").
+    """
     out: list[tuple[str, dict[str, Any]]] = []
+    failed: set[str] = set()
     for msg in reversed(history):
         if msg["role"] == "user":
             break
+        if worked_only and msg["role"] == "tool" and str(msg.get("content", "")).startswith("ERROR: "):
+            failed.add(str(msg.get("tool_call_id")))
         if msg["role"] == "assistant":
-            calls = [c["function"] for c in msg.get("tool_calls") or ()]
-            out[:0] = [(f["name"], f["arguments"] if isinstance(f["arguments"], dict) else {}) for f in calls]
+            calls = [c for c in msg.get("tool_calls") or () if str(c.get("id")) not in failed]
+            out[:0] = [
+                (f["name"], f["arguments"] if isinstance(f["arguments"], dict) else {})
+                for f in (c["function"] for c in calls)
+            ]
     return out
 
 

@@ -32,17 +32,22 @@ NEGATIONS: tuple[tuple[str, ...], ...] = tuple(
         "no more",
         "not",
         "without",
+        "clear",
+        "reset",
+        "release",
+        "unlatch",
     )
 )
 """Words after which the next word is what the user does *not* want ("stop waving", "don't dance",
-"cancel the timer": not ``set_timer``, whose keyword "timer" it is);
+"cancel the timer": not ``set_timer``, whose keyword "timer" it is; "clear the emergency stop": not
+``emergency_stop``, which latched it again);
 "don t": a typographic apostrophe splits the word. Not a bare "no": "no, wave the other hand"."""
 
 _CUE_WORDS = frozenset(c[0] for c in NEGATIONS if len(c) == 1)
 """One-word negation cues. A tool name's cue ("cancel" of ``cancel_timer``) is no stem to match
 on its own: "cancel the dance" does not point at ``cancel_timer``."""
 
-_OBJECT_CUES = frozenset({("cancel",)})
+_OBJECT_CUES = frozenset({("cancel",), ("clear",), ("reset",), ("release",), ("unlatch",)})
 """Cues that negate a thing, not a verb: every word after them up to :data:`_CLAUSE_JOINS`."""
 
 _CLAUSE_JOINS = frozenset("and then but".split())
@@ -217,10 +222,34 @@ def tool_prior(user_text: str, skills: list[Skill], done: set[str], bonus: float
             out[s.name] = bonus / 2
     if any(v == bonus for v in out.values()):  # an exact word beats a shared stem ("timer" vs "time")
         out = {k: v for k, v in out.items() if v == bonus}
+    out = answered_by_reading(user_text, skills, out)
     out = {k: v for k, v in out.items() if k not in done}
     # Push "none" the other way when the user named an action, toward it when they did not.
     out[NO_TOOL] = -bonus if out else bonus
     return out
+
+
+QUESTION_OPENERS = frozenset(
+    "what what's whats how how's which when where who whose is are does did has have was were".split()
+)
+"""First words of a question that asks for facts ("how long is left on the tea timer?", "is my
+timer done?"); not "can/could/would you ...", which ask for an action."""
+
+
+def answered_by_reading(user_text: str, skills: list[Skill], bonuses: dict[str, float]) -> dict[str, float]:
+    """A question is answered by a skill that reads: the skills that change things lose their bonus.
+
+    "how long is left on the tea timer?" named ``timers_left`` (keywords "how long", "is left")
+    and ``set_timer`` (its keyword "timer"); SmolLM2-135M called ``set_timer``, which asked "For
+    how long?". Only where a question (:data:`QUESTION_OPENERS`) points at a skill without side
+    effects; otherwise ``bonuses`` as they are.
+    """
+    said = words(user_text)
+    if not said or said[0] not in QUESTION_OPENERS:
+        return bonuses
+    by_name = {s.name: s for s in skills}
+    reading = {n for n in bonuses if n in by_name and not by_name[n].side_effects}
+    return {n: v for n, v in bonuses.items() if n in reading} if reading else bonuses
 
 
 def tool_words(user_text: str, skill: Skill) -> set[str]:

@@ -9,11 +9,10 @@ alive. libgomp then counts more OpenMP threads than CPUs and cuts its spin-wait 
 1000 and 100 spins for OMP_WAIT_POLICY being ACTIVE or undefined"), so every barrier of the
 graph, hundreds per token, sleeps in the kernel and wakes late.
 
-Measured here (SmolLM2-135M Q4_1, 2 threads, 2 x86 cores): 11-12 ms per decoded token on the
-thread that decoded first, 28-31 ms on a second thread while the first one's team is alive; the
-bench's replies decoded at 23 tokens/s against 91 tokens/s for the same model alone. Neither
-``OMP_WAIT_POLICY=active`` nor ``GOMP_SPINCOUNT`` restored it (active waiting teams then take
-the cores from each other). Decoding on one thread keeps one team.
+A decode from a second thread is much slower while the first one's team is alive (measured:
+``docs/facts.md``, "This machine class"). Neither ``OMP_WAIT_POLICY=active`` nor
+``GOMP_SPINCOUNT`` restored it (active waiting teams then take the cores from each other).
+Decoding on one thread keeps one team.
 
 A model decoding with one thread (the text end-of-turn scorer) starts no parallel region and
 needs no thread of its own, but using one costs only a thread switch per call (tens of us).

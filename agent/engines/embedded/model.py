@@ -39,6 +39,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,10 @@ class ChatModel(Completions):
         if mmproj is not None and not vocab_only:
             info = check_projector(Path(mmproj))  # before the model load: a bad file costs nothing
         try:
-            with vendor.lazy_per_layer_embeddings(cfg.lazy_per_layer_embd):
+            with (
+                vendor.lazy_per_layer_embeddings(cfg.lazy_per_layer_embd),
+                vendor.quiet_native_log(vocab_only),
+            ):
                 self.llm = Llama(
                     model_path=str(model_path),
                     n_ctx=cfg.n_ctx,
@@ -455,9 +459,58 @@ class ChatModel(Completions):
                 ``prefix``; images on a model without :attr:`vision`, image markers that do not
                 match the images, an image that cannot be decoded or encoded.
         """
-        from agent.engines.embedded.sampling import TokenSampler
-
         cfg = self.cfg
+        prompt, forced, n_cells, compiled = self._compile(request, gen)
+        limit = min(request.max_tokens or cfg.max_tokens, self.n_ctx - n_cells)
+        temperature = cfg.temperature if request.temperature is None else request.temperature
+        t0 = time.perf_counter()  # time to first token includes a wait for the model (an early start)
+        with self._holding():
+            try:
+                self._yield_cpu(stop)  # the speaker waits for a sentence: the prompt waits too
+                gen.prompt_tokens += self._eval(prompt, forced, gen)
+            finally:
+                _close(prompt)
+            sampler = self._sampler(request, temperature)
+            self._rounds += 1
+            draft = compiled.draft if temperature <= 0.0 else None
+            run = _Decoding(
+                compiled.processor, compiled.jump, draft, _TextStream([s for s in request.stop if s])
+            )
+            n0 = gen.completion_tokens
+            try:
+                for token in forced:
+                    if not sampler.allowed(token):
+                        raise LLMError(f"the grammar does not allow the forced prefix {request.prefix!r}")
+                    sampler.accept(token)
+                if request.prefix:
+                    gen.text += request.prefix
+                    yield request.prefix
+                yield from self._decode(request, gen, stop, sampler, run, limit, t0)
+                tail = run.text.flush()
+                if tail:
+                    gen.text += tail
+                    yield tail
+            finally:
+                if request.grammar:
+                    gen.extra["grammar_full_passes"] = (
+                        gen.extra.get("grammar_full_passes", 0) + sampler.full_passes
+                    )
+                sampler.close()
+                now = time.perf_counter()
+                gen.total_ms += (now - t0) * 1000.0
+                n = gen.completion_tokens - n0
+                if n > 1 and now > run.t_first:
+                    gen.tokens_per_s = (n - 1) / (now - run.t_first)
+
+    def _compile(
+        self, request: Decoding, gen: Generation
+    ) -> tuple[list[int] | MediaPrompt, list[int], int, Any]:
+        """The round's prompt, its forced prefix tokens, the cells they take, and the compiled request.
+
+        Raises:
+            ContextFull: the prompt (with ``prefix``) leaves no room in ``n_ctx``.
+            LLMError: as :meth:`stream`.
+        """
         prompt = self._prompt(request.prompt, request.images)
         try:
             tokens = prompt.ids if isinstance(prompt, MediaPrompt) else prompt
@@ -472,108 +525,98 @@ class ChatModel(Completions):
         except BaseException:
             _close(prompt)
             raise
-        limit = min(request.max_tokens or cfg.max_tokens, self.n_ctx - n_cells)
-        stops = [s for s in request.stop if s]
-        temperature = cfg.temperature if request.temperature is None else request.temperature
-        t0 = time.perf_counter()  # time to first token includes a wait for the model (an early start)
-        with self._holding():
-            try:
-                self._yield_cpu(stop)  # the speaker waits for a sentence: the prompt waits too
-                gen.prompt_tokens += self._eval(prompt, forced, gen)
-            finally:
-                _close(prompt)
-            try:
-                sampler = TokenSampler(
-                    vendor.vocab_pointer(self.llm),
-                    self.llm.n_vocab(),
-                    temperature=temperature,
-                    top_p=cfg.top_p if request.top_p is None else request.top_p,
-                    repeat_penalty=cfg.repeat_penalty,
-                    seed=(cfg.seed + self._rounds) if request.seed is None else request.seed,
-                    grammar=request.grammar,
-                )
-            except ValueError as e:
-                raise LLMError(str(e)) from None
-            self._rounds += 1
-            processor, jump = compiled.processor, compiled.jump
-            draft = compiled.draft if temperature <= 0.0 else None
-            text = _TextStream(stops)
-            n0, t_first = gen.completion_tokens, 0.0
-            try:
-                for token in forced:
-                    if not sampler.allowed(token):
-                        raise LLMError(f"the grammar does not allow the forced prefix {request.prefix!r}")
-                    sampler.accept(token)
-                if request.prefix:
-                    gen.text += request.prefix
-                    yield request.prefix
-                # Drafted tokens still to check: (logits before it, context length, the token).
-                checks: collections.deque[tuple[Any, int, int]] = collections.deque()
-                for _ in range(limit):
-                    if stop is not None and stop.is_set():
-                        gen.cancelled = True
-                        break
-                    expected = None
-                    if checks:
-                        logits, n_ids, expected = checks.popleft()
-                    else:
-                        logits, n_ids = vendor.last_logits(self.llm), self.llm.n_tokens
-                    unbiased = None
-                    if processor is not None:
-                        unbiased = logits.copy() if request.grammar else None
-                        logits[:] = processor(self.llm.input_ids[:n_ids], logits)
-                    token = sampler.sample(logits, unbiased)
-                    if not t_first:
-                        t_first = time.perf_counter()
-                    if (yield from self._take(token, gen, text, t0)):
-                        break
-                    if expected is not None:
-                        if token == expected:  # the drafted token, already in the KV cache
-                            gen.draft_accepted += 1
-                            continue
-                        self.llm.n_tokens = n_ids  # the rest of the draft leaves the KV cache
-                        checks.clear()
-                    ahead = self._jump(jump, gen.text, sampler)
-                    if ahead:
-                        # Forced text is known before it is evaluated: handed out first, so a
-                        # call it completes starts (and its acknowledgement is spoken) meanwhile.
-                        gen.extra["jump_tokens"] = gen.extra.get("jump_tokens", 0) + len(ahead)
-                        piece, stopped = text.feed(self.llm.detokenize(ahead))
-                        if piece:
-                            gen.text += piece
-                            yield piece
-                        if stopped:
-                            gen.finish_reason = "stop"
-                            break
-                    if stop is not None and stop.is_set():  # what was handed out needs no evaluation
-                        gen.cancelled = True
-                        break
-                    self._yield_cpu(stop)
-                    proposal = self._draft(draft, gen.text) if draft and not ahead else []
-                    if proposal:
-                        n_past = self.llm.n_tokens
-                        rows = self._decoder.run(vendor.eval_rows, self.llm, [token, *proposal])
-                        gen.draft_tokens += len(proposal)
-                        checks.extend((rows[i], n_past + 1 + i, t) for i, t in enumerate(proposal))
-                    else:
-                        self._decoder.run(self.llm.eval, [token, *ahead])
-                else:
-                    gen.finish_reason = "length"
-                tail = text.flush()
-                if tail:
-                    gen.text += tail
-                    yield tail
-            finally:
-                if request.grammar:
-                    gen.extra["grammar_full_passes"] = (
-                        gen.extra.get("grammar_full_passes", 0) + sampler.full_passes
-                    )
-                sampler.close()
-                now = time.perf_counter()
-                gen.total_ms += (now - t0) * 1000.0
-                n = gen.completion_tokens - n0
-                if n > 1 and now > t_first:
-                    gen.tokens_per_s = (n - 1) / (now - t_first)
+        return prompt, forced, n_cells, compiled
+
+    def _sampler(self, request: Decoding, temperature: float) -> Any:
+        """The round's token sampler (temperature, nucleus, repeat penalty, seed, grammar).
+
+        Raises:
+            LLMError: the grammar is invalid.
+        """
+        from agent.engines.embedded.sampling import TokenSampler
+
+        cfg = self.cfg
+        try:
+            return TokenSampler(
+                vendor.vocab_pointer(self.llm),
+                self.llm.n_vocab(),
+                temperature=temperature,
+                top_p=cfg.top_p if request.top_p is None else request.top_p,
+                repeat_penalty=cfg.repeat_penalty,
+                seed=(cfg.seed + self._rounds) if request.seed is None else request.seed,
+                grammar=request.grammar,
+            )
+        except ValueError as e:
+            raise LLMError(str(e)) from None
+
+    def _decode(
+        self,
+        request: Decoding,
+        gen: Generation,
+        stop: StopSignal | None,
+        sampler: Any,
+        run: _Decoding,
+        limit: int,
+        t0: float,
+    ) -> Iterator[str]:
+        """Sample up to ``limit`` tokens: each taken, then forced text, drafts or the token evaluated."""
+        for _ in range(limit):
+            if stop is not None and stop.is_set():
+                gen.cancelled = True
+                return
+            token, expected, n_ids = self._pick(request, sampler, run)
+            if not run.t_first:
+                run.t_first = time.perf_counter()
+            if (yield from self._take(token, gen, run.text, t0)):
+                return
+            if expected is not None:
+                if token == expected:  # the drafted token, already in the KV cache
+                    gen.draft_accepted += 1
+                    continue
+                self.llm.n_tokens = n_ids  # the rest of the draft leaves the KV cache
+                run.checks.clear()
+            ahead = self._jump(run.jump, gen.text, sampler)
+            if ahead:
+                # Forced text is known before it is evaluated: handed out first, so a call it
+                # completes starts (and its acknowledgement is spoken) meanwhile.
+                gen.extra["jump_tokens"] = gen.extra.get("jump_tokens", 0) + len(ahead)
+                piece, stopped = run.text.feed(self.llm.detokenize(ahead))
+                if piece:
+                    gen.text += piece
+                    yield piece
+                if stopped:
+                    gen.finish_reason = "stop"
+                    return
+            if stop is not None and stop.is_set():  # what was handed out needs no evaluation
+                gen.cancelled = True
+                return
+            self._yield_cpu(stop)
+            self._evaluate(token, ahead, run, gen)
+        gen.finish_reason = "length"
+
+    def _pick(self, request: Decoding, sampler: Any, run: _Decoding) -> tuple[int, int | None, int]:
+        """The next token, with the drafted token it is checked against (or None) and the context length."""
+        expected = None
+        if run.checks:
+            logits, n_ids, expected = run.checks.popleft()
+        else:
+            logits, n_ids = vendor.last_logits(self.llm), self.llm.n_tokens
+        unbiased = None
+        if run.processor is not None:
+            unbiased = logits.copy() if request.grammar else None
+            logits[:] = run.processor(self.llm.input_ids[:n_ids], logits)
+        return sampler.sample(logits, unbiased), expected, n_ids
+
+    def _evaluate(self, token: int, ahead: list[int], run: _Decoding, gen: Generation) -> None:
+        """Evaluate the token (with forced text after it), or the token and a draft to check."""
+        proposal = self._draft(run.draft, gen.text) if run.draft and not ahead else []
+        if proposal:
+            n_past = self.llm.n_tokens
+            rows = self._decoder.run(vendor.eval_rows, self.llm, [token, *proposal])
+            gen.draft_tokens += len(proposal)
+            run.checks.extend((rows[i], n_past + 1 + i, t) for i, t in enumerate(proposal))
+        else:
+            self._decoder.run(self.llm.eval, [token, *ahead])
 
     def close(self) -> None:
         """Free the projector and the model, and end the decode thread."""
@@ -598,6 +641,27 @@ def _ggml_type(name: str) -> int:
     import llama_cpp
 
     return getattr(llama_cpp, f"GGML_TYPE_{name.upper()}")
+
+
+@dataclass
+class _Decoding:
+    """What one round's token loop carries from token to token.
+
+    Attributes:
+        processor: The logits processor of the round's priors, or None.
+        jump: Forced openings (jump-forward), or None.
+        draft: Texts to draft from (greedy rounds), or None.
+        text: Generated bytes to text pieces.
+        checks: Drafted tokens still to check: (logits before it, context length, the token).
+        t_first: When the first token was sampled (``perf_counter``), 0 before.
+    """
+
+    processor: Any
+    jump: Any
+    draft: Any
+    text: _TextStream
+    checks: collections.deque[tuple[Any, int, int]] = field(default_factory=collections.deque)
+    t_first: float = 0.0
 
 
 class _TextStream:

@@ -1,8 +1,8 @@
 """Token sampling for in-process generation: a llama.cpp sampler chain with a lazy grammar check.
 
 llama-cpp-python's ``create_completion`` applies a grammar to the whole vocabulary before
-every token. For a JSON grammar that is most of the cost of a tool round: measured on the
-embedded SmolLM2-135M here, 44 tokens/s grammar-constrained against 176 tokens/s free. llama.cpp's
+every token. For a JSON grammar that is most of the cost of a tool round (measured:
+``docs/model.md``, "Engines"). llama.cpp's
 own ``common_sampler_sample`` (``common/sampling.cpp``, ``grammar_first = false``) does it the
 other way round, and so does :class:`TokenSampler`:
 

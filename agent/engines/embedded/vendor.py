@@ -230,3 +230,24 @@ def lazy_per_layer_embeddings(on: bool) -> Iterator[None]:
             yield
         finally:
             low.llama_model_default_params = base
+
+
+@contextmanager
+def quiet_native_log(on: bool) -> Iterator[None]:
+    """Keep llama.cpp's own lines off the terminal while a model object is made.
+
+    A vocabulary-only load has no training context, and llama.cpp warns about it on stderr
+    ("n_ctx_seq (4096) > n_ctx_train (0)") past llama-cpp-python's ``verbose=False``, on every
+    ``doctor`` and every server engine's start. llama-cpp-python's own redirection of the file
+    descriptors (``llama_cpp._utils.suppress_stdout_stderr``) holds them for the construction.
+
+    Args:
+        on: False: do nothing.
+    """
+    if not on:
+        yield
+        return
+    from llama_cpp._utils import suppress_stdout_stderr
+
+    with suppress_stdout_stderr(disable=False):
+        yield

@@ -38,7 +38,7 @@ from agent.config import LLMConfig
 from agent.engines.base import LLMError
 from agent.engines.priors import ToolChoicePrior
 from agent.engines.remote.chat_api import chat_body
-from agent.engines.request import MEDIA_MARKER, Decoding
+from agent.engines.request import MEDIA_MARKER, Decoding, Thinking
 from agent.engines.thinking import ThinkingMarkers, ThinkingStats, ThinkWatch
 
 TOOL_NAME_AT = ('{"call": {"tool": ', '{"call": {"tool": "')
@@ -145,20 +145,48 @@ def build_request(
     if chat:
         body |= chat_body(req, extensions, tool_choice, thinking)
     else:
-        body["prompt"] = tokens if extensions else req.prompt
-        if req.images:
-            body["prompt"] = _multimodal_prompt(req, extensions, media_marker, bos_text)
-        if thinking is not None:
-            body |= {
-                "reasoning_budget_tokens": thinking.max_tokens,
-                "reasoning_budget_start_tag": markers.open,
-                "reasoning_budget_end_tags": [markers.close],
-                "reasoning_budget_message": "",
-            }
-            if thinking.starts_inside:
-                body["generation_prompt"] = markers.open  # the sampler starts inside the block
+        body |= _completion_fields(req, tokens, extensions, markers, thinking, media_marker, bos_text)
     if thinking is not None and thinking.max_ms > 0:
         body["reasoning_control"] = True
+    dropped += _biases(req, body, chat, extensions, vocab)
+    path = "/v1/chat/completions" if chat else "/completion" if native else "/v1/completions"
+    return ServerRequest(path, body, chat, watch, dropped)
+
+
+def _completion_fields(
+    req: Decoding,
+    tokens: list[int],
+    extensions: bool,
+    markers: ThinkingMarkers,
+    thinking: Thinking | None,
+    media_marker: str,
+    bos_text: str,
+) -> dict[str, Any]:
+    """The ``completions`` api's prompt (token ids, a string, or the multimodal object) and reasoning budget.
+
+    Raises:
+        LLMError: images on a server without llama.cpp's extensions.
+    """
+    out: dict[str, Any] = {"prompt": tokens if extensions else req.prompt}
+    if req.images:
+        out["prompt"] = _multimodal_prompt(req, extensions, media_marker, bos_text)
+    if thinking is not None:
+        out |= {
+            "reasoning_budget_tokens": thinking.max_tokens,
+            "reasoning_budget_start_tag": markers.open,
+            "reasoning_budget_end_tags": [markers.close],
+            "reasoning_budget_message": "",
+        }
+        if thinking.starts_inside:
+            out["generation_prompt"] = markers.open  # the sampler starts inside the block
+    return out
+
+
+def _biases(
+    req: Decoding, body: dict[str, Any], chat: bool, extensions: bool, vocab: Vocabulary | None
+) -> list[str]:
+    """Add the grammar and the tool prior's ``logit_bias`` where the server carries them; returns the rest."""
+    dropped = []
     if req.grammar:
         if chat and req.tools:
             dropped.append("the grammar (the chat api takes none together with tools)")
@@ -177,8 +205,7 @@ def build_request(
         dropped.append("the copy prior")
     if (req.avoid or req.avoid_examples) and req.avoid_penalty:
         dropped.append("the repeat guard")
-    path = "/v1/chat/completions" if chat else "/completion" if native else "/v1/completions"
-    return ServerRequest(path, body, chat, watch, dropped)
+    return dropped
 
 
 def _multimodal_prompt(req: Decoding, extensions: bool, marker: str, bos_text: str) -> dict[str, Any]:

@@ -48,6 +48,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -277,47 +278,13 @@ class ServerChatModel(Completions):
         watch: ThinkWatch | None,
         n_text: int | None = None,
     ) -> Iterator[str]:
-        t0 = time.perf_counter()
-        t_first = t_last = 0.0
-        pieces = 0
-        timings: dict[str, Any] = {}
-        usage: dict[str, Any] = {}
-        deltas = ChatDeltas(markers_for(self.template), watch)
+        read = _Reading(time.perf_counter(), ChatDeltas(markers_for(self.template), watch), chat, watch)
         try:
             for attempt in (0, 1):
                 stream = self._open(path, body, stop)
                 try:
-                    for event in stream:
-                        timings = event.get("timings") or timings
-                        usage = event.get("usage") or usage
-                        choices = event.get("choices")
-                        if choices is None and "content" in event:  # llama-server's /completion
-                            choice = _native_choice(event)
-                        elif not choices:
-                            continue
-                        else:
-                            choice = choices[0]
-                        if choice.get("finish_reason"):
-                            gen.finish_reason = choice["finish_reason"]
-                        for piece in deltas.feed(choice) if chat else [choice.get("text") or ""]:
-                            if not piece:
-                                continue
-                            now = time.perf_counter()
-                            if not gen.ttft_ms:
-                                gen.ttft_ms = (now - t0) * 1000.0
-                                t_first = now
-                            t_last = now
-                            pieces += 1
-                            gen.text += piece
-                            if watch is not None and not chat:
-                                watch.feed(piece)
-                            yield piece
-                        if watch is not None and watch.over_ms():
-                            self._end_reasoning(event.get("id"), watch)
-                        if stop is not None and stop.is_set():
-                            gen.cancelled = True
-                            break
-                    for piece in deltas.flush():
+                    yield from self._read(stream, read, gen, stop)
+                    for piece in read.deltas.flush():
                         gen.text += piece
                         yield piece
                     if self.server is not None:
@@ -327,7 +294,7 @@ class ServerChatModel(Completions):
                     if stream.cancelled or (stop is not None and stop.is_set()):
                         gen.cancelled = True
                         return
-                    if attempt == 0 and e.before_output and not pieces:
+                    if attempt == 0 and e.before_output and not read.pieces:
                         log.warning("model server failed before answering (%s); retrying once", e)
                         continue  # a managed server is restarted by _open
                     raise LLMError(
@@ -338,10 +305,41 @@ class ServerChatModel(Completions):
                 finally:
                     stream.close()
         finally:
-            gen.total_ms += (time.perf_counter() - t0) * 1000.0
-            total = _account(gen, timings, usage, pieces, t_first, t_last)
+            gen.total_ms += (time.perf_counter() - read.t0) * 1000.0
+            total = _account(gen, read.timings, read.usage, read.pieces, read.t_first, read.t_last)
             if n_text is not None and total:
                 gen.extra["image_tokens"] = max(0, total - n_text)
+
+    def _read(
+        self, stream: EventStream, read: _Reading, gen: Generation, stop: StopSignal | None
+    ) -> Iterator[str]:
+        """The text pieces of one stream's events, in order; the round's statistics kept in ``read``.
+
+        Raises:
+            ServerUnreachable: the stream broke.
+            ServerError: the server reported an error.
+        """
+        for event in stream:
+            read.timings = event.get("timings") or read.timings
+            read.usage = event.get("usage") or read.usage
+            choices = event.get("choices")
+            if choices is None and "content" in event:  # llama-server's /completion
+                choice = _native_choice(event)
+            elif not choices:
+                continue
+            else:
+                choice = choices[0]
+            if choice.get("finish_reason"):
+                gen.finish_reason = choice["finish_reason"]
+            for piece in read.deltas.feed(choice) if read.chat else [choice.get("text") or ""]:
+                if piece:
+                    read.took(piece, gen)
+                    yield piece
+            if read.watch is not None and read.watch.over_ms():
+                self._end_reasoning(event.get("id"), read.watch)
+            if stop is not None and stop.is_set():
+                gen.cancelled = True
+                return
 
     def _end_reasoning(self, cmpl_id: str | None, watch: ThinkWatch) -> None:
         """Ask the server to end the thinking block now (``reasoning_end``); tried on up to 3 chunks."""
@@ -376,6 +374,45 @@ class ServerChatModel(Completions):
         """Stop the managed server, if any (the remote one is left alone)."""
         if self.server is not None:
             self.server.stop()
+
+
+@dataclass
+class _Reading:
+    """One round's stream as it is read: its start, its pieces, the server's statistics.
+
+    Attributes:
+        t0: When the request was made (``perf_counter``).
+        deltas: Chat stream chunks to raw text.
+        chat: The ``chat`` api (deltas), not ``completions`` (text).
+        watch: Follows the thinking block, or None.
+        t_first: When the first piece came, 0 before.
+        t_last: When the newest piece came.
+        pieces: Pieces so far.
+        timings: llama-server's newest ``timings``.
+        usage: OpenAI's ``usage``.
+    """
+
+    t0: float
+    deltas: ChatDeltas
+    chat: bool
+    watch: ThinkWatch | None
+    t_first: float = 0.0
+    t_last: float = 0.0
+    pieces: int = 0
+    timings: dict[str, Any] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+
+    def took(self, piece: str, gen: Generation) -> None:
+        """Count one piece of text into the round (its time, ``gen.text``, the thinking watch)."""
+        now = time.perf_counter()
+        if not gen.ttft_ms:
+            gen.ttft_ms = (now - self.t0) * 1000.0
+            self.t_first = now
+        self.t_last = now
+        self.pieces += 1
+        gen.text += piece
+        if self.watch is not None and not self.chat:
+            self.watch.feed(piece)
 
 
 _NATIVE_FINISH = {"eos": "stop", "word": "stop", "limit": "length"}
