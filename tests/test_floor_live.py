@@ -111,7 +111,7 @@ def test_an_interruption_over_the_robot_holds_it_and_becomes_the_turn(live):
     held = live.since(start, Held)
     assert held and held[0].turn_id == story and held[0].after_ms > 0, live.log.events[start:]
     assert live.log.events.index(held[0]) < live.log.events.index(cut)  # silent first, cancelled later
-    assert cut.reason == "new_turn" and not live.since(start, Resumed)
+    assert cut.reason == "speech" and cut.stop_ms == held[0].stop_ms and not live.since(start, Resumed)
     live.quiet()
 
 

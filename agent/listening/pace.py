@@ -12,13 +12,13 @@ user goes on). How long depends on two things:
   nothing; an unfinished verdict waits for the long silence.
 * **the speaker** (:class:`PauseModel`): the pauses a speaker makes inside their turns, learned
   over a conversation as LiveKit's dynamic endpointing learns them (an exponential average,
-  ``alpha`` 0.9 on the history, bounded by 0.5 and 3.0 s). Every wait is scaled by the learned
-  pause over its lower bound (:attr:`PauseModel.scale`: 1 for a brisk speaker, 2 for one whose
-  pauses average a second), so a slow speaker stops being cut off and a brisk one is answered
-  after the shortest waits.
+  ``alpha`` 0.9 on the history, bounded by 0.5 and 3.0 s). Every wait but a stop's grows by how
+  much longer than the lower bound the learned pause is (:attr:`PauseModel.extra_ms`: 0 for a
+  brisk speaker, 500 ms for one whose pauses average a second), so a slow speaker stops being cut
+  off and a brisk one is answered after the shortest waits.
 
 :func:`wait_ms` puts the two together; ``bench --eot`` measures the curve of false cut-offs
-against the added latency for these waits, for other scales and for Smart Turn alone
+against the added latency for these waits, for the waits scaled, and for Smart Turn alone
 (:mod:`tools.bench.eot`).
 """
 

@@ -204,7 +204,7 @@ class Pipeline:
         bus.route(Hold, self._hold)
         bus.route(Resume, self._resume)
         self._floor_lock = threading.Lock()
-        self._held: tuple[int, float] | None = None  # the held turn and when it was held (perf_counter s)
+        self._held: tuple[int, float, float] | None = None  # the held turn, when (perf_counter s), stop ms
         self._threads = [
             threading.Thread(target=self._guard, args=(fn,), name=name, daemon=True)
             for name, fn in (
@@ -335,16 +335,20 @@ class Pipeline:
 
         Args:
             reason: ``speech`` (barge-in), ``stop`` (stop phrase), ``new_turn``, ``device`` or ``shutdown``.
+                A turn held for the user's speech (:meth:`hold`) that their new turn cancels is a
+                barge-in for ``speech``, its ``stop_ms`` the hold's (the speaker fell silent then).
         """
         with self._floor_lock:
             tid = self.work.take_current()
-            self._held = None
+            held, self._held = self._held, None
             if tid is None:
                 return
             self.gate.cancel(tid)  # the turn's stop signal: its model stops after the current token
             t0 = time.perf_counter()
             cut = self.sink.clear()  # a paused sink plays again (the next turn's audio)
         stop_ms = (time.perf_counter() - t0) * 1000
+        if held is not None and held[0] == tid and reason == "new_turn":
+            reason, stop_ms = "speech", held[2]
         self.listener.drain_sink()
         self.bus.publish(BargeIn(tid, reason, round(stop_ms, 2)))
         for spoken in cut:
@@ -375,7 +379,7 @@ class Pipeline:
             t0 = time.perf_counter()
             cut = self.sink.pause()
             stop_ms = (time.perf_counter() - t0) * 1000
-            self._held = (tid, t0)
+            self._held = (tid, t0, stop_ms)
         self.bus.publish(Held(tid, round((t0 - onset_t) * 1000, 1), reason, round(stop_ms, 2)))
         for spoken in cut:
             self.bus.publish(spoken)

@@ -13,8 +13,8 @@ policies are scored on them without running the models again:
 * ``vad``: every pause ends after a fixed silence (the action delay);
 * ``smart_turn``: Smart Turn alone: over a threshold the turn ends after the action delay,
   otherwise at the timeout (eot-bench's policy for a detector);
-* ``judge_fixed``: our judge with the waits before evidence decided them (``[turn] confirm_ms``
-  for every finished verdict, ``doubtful_confirm_ms`` where Smart Turn decided or Whisper was
+* ``judge_fixed``: our judge with the waits before evidence decided them (700 ms for every
+  finished verdict, ``doubtful_confirm_ms`` where Smart Turn decided or Whisper was
   unclear, the long silence for an unfinished one), its scale swept;
 * ``judge``: our judge with the waits of :mod:`agent.listening.pace` by evidence (the shipped
   ``[turn]``), scale swept;
@@ -216,7 +216,7 @@ def curves(records: list[PauseRecord], turn: TurnConfig) -> dict[str, Any]:
         judge (fixed scale 1, and with learned pauses) and the waits before this change.
     """
     short = turn.short_silence_ms
-    before = turn.model_copy(update={"strong_confirm_ms": 0})
+    before = turn.model_copy(update={"strong_confirm_ms": 0, "confirm_ms": 700})  # the waits before issue 49
     delays = range(0, 3001, 100)
 
     def learner() -> PauseModel:
