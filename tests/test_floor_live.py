@@ -25,6 +25,12 @@ from tools.bench.latency import EventLog
 
 pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
+STORY_REQUESTS = (
+    "Tell me a story about a cat and a robot.",
+    "Tell me a long story about a cat and a robot.",
+    "Tell me about the moon and the stars.",
+)
+
 
 def _espeak(text: str, voice: str = "en-us") -> np.ndarray:
     """``text`` spoken by espeak-ng, 16 kHz float32, with 0.3 s of silence before and 0.5 s after."""
@@ -64,12 +70,20 @@ class Live:
         return ev
 
     def robot_talking(self) -> tuple[int, int]:
-        """Ask for a story; return (its turn, the event index) once it has been heard for a second."""
-        start = len(self.log.events)
-        self.pipeline.submit_text("Tell me a long story about a cat and a robot.")
-        said = self.wait(lambda e: isinstance(e, PlaybackStarted), start)
-        time.sleep(1.0)
-        return said.turn_id, len(self.log.events)
+        """Ask for a story; return (its turn, the event index) once it has been heard for a second.
+
+        The small stand-in model does not always tell one (it may ask "For how long?"): the next
+        request is tried until the robot is still speaking a second into its reply.
+        """
+        for request in STORY_REQUESTS * 2:
+            start = len(self.log.events)
+            self.pipeline.submit_text(request)
+            said = self.wait(lambda e: isinstance(e, PlaybackStarted), start)
+            time.sleep(1.0)
+            if self.pipeline.speaking_turn() == said.turn_id:
+                return said.turn_id, len(self.log.events)
+            self.quiet()
+        raise AssertionError(f"no request made the robot talk for a second: {STORY_REQUESTS}")
 
     def quiet(self) -> None:
         """Silence the robot and wait until nothing is in flight."""

@@ -82,11 +82,15 @@ class TurnConfig(StrictModel):
     learn_pauses: bool = Field(
         True,
         description="learn the speaker's pauses inside their turns over a conversation and lengthen every "
-        "wait by how much longer than pause_min_ms they are (pause_alpha, pause_min_ms, pause_max_ms; LiveKit's dynamic endpointing)",
+        "wait by how much longer than pause_min_ms they are (pause_alpha, pause_min_ms, pause_max_ms; "
+        "LiveKit's dynamic endpointing)",
     )
     pause_alpha: float = Field(0.9, gt=0.0, le=1.0, description="weight of the history in the pause average")
     pause_min_ms: int = Field(
-        500, ge=100, le=3000, description="the learned pause's lower bound and start, ms: no wait grows below it"
+        500,
+        ge=100,
+        le=3000,
+        description="the learned pause's lower bound and start, ms: no wait grows below it",
     )
     pause_max_ms: int = Field(3000, ge=100, le=10000, description="the learned pause's upper bound, ms")
     unclear_logprob: float = Field(

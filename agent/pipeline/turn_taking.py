@@ -431,7 +431,9 @@ class TurnTaking:
             judge_ms=v.ms,
             asr_logprob=res.avg_logprob,
             unclear=doubt,
-            confirm_ms=confirm_ms(turn, v.rule, v.complete, doubt, v.text_score, v.smart_turn, res.text, extra),
+            confirm_ms=confirm_ms(
+                turn, v.rule, v.complete, doubt, v.text_score, v.smart_turn, res.text, extra
+            ),
             evidence=level,
             pause_ms=round(self.pauses.value_ms) if self.pauses is not None else 0,
         )

@@ -237,12 +237,11 @@ def _bench_floor_of_turns(
             typer.echo(json.dumps(report) if json_out else format_conversation(report))
             return
         from tools.bench.floor_bench import format_floor, run_floor
-        from tools.bench.floor_set import build_floor_set
+        from tools.bench.floor_set import build_floor_set, build_story
         from tools.bench.floor_set import default_folder as floor_folder
-        from tools.bench.soak_set import build_soak_set
 
         clips = build_floor_set(floor_folder(), voice, TEST_DATA / "audio" / "jfk.flac")
-        story = build_soak_set(voice).story.wav  # the soak's story request: a long reply to talk over
+        story = build_story(floor_folder(), voice)  # a long reply to talk over
         report = run_floor(config or DEFAULT_CONFIG, clips, floor_folder(), story, log, note)
         typer.echo(json.dumps(report) if json_out else format_floor(report))
     except RuntimeError as e:

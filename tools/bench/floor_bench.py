@@ -37,7 +37,6 @@ WATCH_S = 4.0
 """How long after a clip the agent's response to it is read, s (past the false-interruption timeout)."""
 STOP_WITHIN_MS = 400.0
 """An interruption must stop the robot this fast (the issue's target)."""
-STORY = "Tell me a long story about a cat and a robot."
 
 
 def run_floor(

@@ -245,3 +245,27 @@ def build_floor_set(folder: Path, piper_voice: Path, jfk: Path | None = None) ->
         have[clip.file] = entry
     manifest.write_text(json.dumps(sorted(have.values(), key=lambda c: c["file"]), indent=1))
     return list(CLIPS)
+
+
+STORY_FILE = "story.wav"
+STORY = "Tell me a story about a cat and a robot."
+"""The request the robot answers at length while the clips are played. Not the soak's "Tell me a
+*long* story": the small stand-in model hears a timer in "long" and asks "For how long?"."""
+
+
+def build_story(folder: Path, piper_voice: Path) -> Path:
+    """The spoken story request (:data:`STORY`, the product's voice) in ``folder``, made once.
+
+    Raises:
+        RuntimeError: piper made no audio.
+    """
+    from tools.bench.turn_set import VOICES as TURN_VOICES
+
+    folder.mkdir(parents=True, exist_ok=True)
+    wav, said = folder / STORY_FILE, folder / (STORY_FILE + ".txt")
+    if wav.is_file() and said.is_file() and said.read_text() == STORY:
+        return wav
+    pad = np.zeros(SAMPLE_RATE // 2, np.float32)
+    write_wav(wav, np.concatenate([pad, Synthesizer(piper_voice).speak(STORY, TURN_VOICES[0]), pad]))
+    said.write_text(STORY)
+    return wav
