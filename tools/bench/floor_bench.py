@@ -4,7 +4,8 @@ Through the live audio path, as ``bench --conversation`` (:class:`~tools.bench.l
 ``bolt-agent run --json`` on a private PulseAudio server): the robot is asked for a long story
 (a spoken request), and once it has been talking for a moment (:data:`INTO_SPEECH_S`, mid-sentence)
 a clip of the floor set (:mod:`tools.bench.floor_set`) is played into the microphone over it. What
-the agent does is read from its events for :data:`WATCH_S` after the clip:
+the agent does is read from its events for :data:`WATCH_S` after the clip (and up to as long again
+for what came of a hold: a resume or the cancel):
 
 * **stopped**: it held or interrupted the story's turn (``held``, ``barge_in``); the stop's
   latency is the agent's own ``Held.after_ms`` (from the first speech frame of the clip to the
@@ -125,12 +126,19 @@ def _one(live: LiveAgent, clip: Clip, wav: Path, story: int) -> dict[str, Any]:
     start = a.mark()
     t_sound = live.play(wav) + LEAD_S
     time.sleep(WATCH_S)
+    if any(e["turn_id"] == story for e in a.since(start, "held")):  # held: wait for what came of it
+        a.wait(lambda e: e["event"] in ("resumed", "barge_in") and e["turn_id"] == story, start, WATCH_S)
     held = [e for e in a.since(start, "held") if e["turn_id"] == story]
     barge = [e for e in a.since(start, "barge_in") if e["turn_id"] == story]
     resumed = [e for e in a.since(start, "resumed") if e["turn_id"] == story]
     heard = [e.get("text", "") for e in a.since(start, "transcript")]
     ended = [e for e in a.since(start, "timing") if e["turn_id"] == story]
-    silent = bool(ended) and ended[0]["t"] < t_sound + 0.5  # the story ended as the clip began
+    utterances = a.since(start, "utterance")
+    # The story ended as the clip began, or every utterance of the clip began once the robot was
+    # silent (the agent's own ``overlap``): the clip was not said over the robot's speech.
+    silent = (bool(ended) and ended[0]["t"] < t_sound + 0.5) or (
+        bool(utterances) and not held and not barge and not any(u.get("overlap") for u in utterances)
+    )
     stop_ms: float | None = None
     if held:
         stop_ms = float(held[0]["after_ms"])
@@ -169,7 +177,8 @@ def floor_report(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """What the robot did with each kind of clip, against the issue's targets.
 
     Returns:
-        ``clips``; ``robot_silent`` (clips that came as the story ended: not counted below);
+        ``clips``; ``robot_silent`` (clips that came as the story ended, or whose utterances all
+        began once the robot had fallen silent: not counted below);
         ``harmless`` (acknowledgements, laughs, coughs, noise): ``passed`` (no stop, no
         reply) of ``clips``, ``stopped``, ``replied``; ``interruptions``: ``stopped``, ``in_time``
         (within :data:`STOP_WITHIN_MS`), ``answered`` (became the turn), ``stop_ms`` p50/p95;
@@ -233,12 +242,13 @@ def format_floor(r: dict[str, Any]) -> str:
             f"{k} {v['clips']} (stopped {v['stopped']}, replied {v['replied']})"
             for k, v in r["by_kind"].items()
         ),
+        f"not said over the robot's speech (it was silent; not counted above): {len(r['robot_silent'])}; "
         f"not played (the robot would not tell a story): {len(r.get('not_played', []))}",
         "per clip:",
     ]
     for p in r["per_clip"]:
         stop = f"stopped in {p['stop_ms']:.0f} ms ({p['stop_by']})" if p["stopped"] else "went on"
-        more = " resumed" if p["resumed"] else ""
+        more = (" resumed" if p["resumed"] else "") + (" (robot silent)" if p["robot_silent"] else "")
         lines.append(
             f"  {p['file']:17} {p['said'][:28]!r:31} {stop}{more}; replied {p['heard'] or 'no'}; "
             f"heard as {p['backchannel'] or '-'}"
