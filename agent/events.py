@@ -155,6 +155,9 @@ class Utterance(Event):
         robot_audible: The robot's own speech could be in the utterance's audio (some frame of
             it came while the speaker played, or within the echo gate's tail after): only then
             can its transcript be an echo.
+        overlap: It began while the robot was speaking a turn: an acknowledgement or a noise
+            (:func:`agent.listening.floor.overlap_kind`) is no turn, and a turn held for it
+            resumes.
     """
 
     name: ClassVar[str] = "utterance"
@@ -168,6 +171,7 @@ class Utterance(Event):
     transcript: ASRResult | None = _no_json(None)
     release: ReleaseGate | None = _no_json(None)
     robot_audible: bool = _no_json(False)
+    overlap: bool = False
 
 
 @dataclass(frozen=True)
@@ -226,8 +230,12 @@ class PauseVerdict(Event):
             decoded).
         unclear: ``asr_logprob`` is under ``[turn] unclear_logprob``: Whisper may have misheard.
         confirm_ms: Silence that must confirm a finished verdict before its reply is heard
-            (``[turn] confirm_ms``; ``doubtful_confirm_ms`` for unclear words or a Smart Turn
-            verdict), ms; 0: at once.
+            (:func:`agent.pipeline.turn_taking.confirm_ms`: ``[turn] strong_confirm_ms``,
+            ``confirm_ms`` or ``doubtful_confirm_ms`` by the evidence, grown by the speaker's
+            learned pauses), ms; 0: at once.
+        evidence: How sure the verdict is (:func:`agent.listening.pace.evidence`: ``stop``,
+            ``strong``, ``normal``, ``doubtful``, ``unfinished``).
+        pause_ms: The speaker's learned pause inside a turn, ms (0: not learned).
     """
 
     name: ClassVar[str] = "end_of_turn_check"
@@ -242,6 +250,56 @@ class PauseVerdict(Event):
     asr_logprob: float = 0.0
     unclear: bool = False
     confirm_ms: int = 0
+    evidence: str = ""
+    pause_ms: int = 0
+
+
+@dataclass(frozen=True)
+class OverlapCheck(Event):
+    """Turn-taking → ASR stage: transcribe the user's speech over the robot's (does it want the floor?).
+
+    Attributes:
+        check_id: Names the question (an answer to an older one is stale).
+        audio: ``(n,)`` float32 16 kHz: the speech so far, with its pre-roll.
+    """
+
+    name: ClassVar[str] = "overlap_check"
+    public: ClassVar[bool] = False
+    check_id: int = 0
+    audio: np.ndarray | None = _no_json()
+
+
+@dataclass(frozen=True)
+class OverlapTranscript(Event):
+    """ASR stage → turn-taking: the words of an :class:`OverlapCheck` and what they are.
+
+    Attributes:
+        check_id: The question answered.
+        result: The transcript (None: the recognizer failed).
+        kind: :func:`agent.listening.floor.overlap_kind`'s answer: ``backchannel``, ``nothing``
+            or ``interruption``.
+    """
+
+    name: ClassVar[str] = "overlap_transcript"
+    public: ClassVar[bool] = False
+    check_id: int = 0
+    result: ASRResult | None = _no_json(None)
+    kind: str = ""
+
+
+@dataclass(frozen=True)
+class Backchannel(Event):
+    """The user spoke over the robot without taking the floor: an acknowledgement or a noise, no turn.
+
+    Attributes:
+        text: What Whisper heard ("" for a cough or a noise).
+        kind: ``backchannel`` (an acknowledgement: "uh-huh", "yeah", "right") or ``nothing``
+            (a laugh, a cough, a noise).
+    """
+
+    name: ClassVar[str] = "backchannel"
+    text: str = ""
+    kind: str = ""
 
 
 # --- ASR → turn driver ----------------------------------------------------------------------------------
@@ -548,6 +606,72 @@ class Interrupt(Event):
     public: ClassVar[bool] = False
     control: ClassVar[bool] = True
     reason: str = "speech"
+
+
+@dataclass(frozen=True)
+class Hold(Event):
+    """Turn-taking asks that the robot fall silent now and keep its turn: the user may be interrupting.
+
+    The speaker pauses; the turn goes on being prepared. An interruption then becomes a turn (which
+    cancels the held one); an acknowledgement, a noise or nothing within ``[live]
+    false_interruption_ms`` resumes it (:class:`Resume`).
+
+    Attributes:
+        onset_t: When the user's speech began (perf_counter s).
+        reason: What decided: the words (``words: 'wait'``) or speech sustained this long
+            before any word was known (``speech``).
+    """
+
+    name: ClassVar[str] = "hold"
+    public: ClassVar[bool] = False
+    control: ClassVar[bool] = True
+    onset_t: float = 0.0
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Resume(Event):
+    """A held turn goes on: the speech that stopped the robot was no interruption.
+
+    Attributes:
+        reason: ``backchannel``, ``nothing`` or ``no turn`` (what the speech turned out to be),
+            or ``timeout`` (no words within ``[live] false_interruption_ms``).
+    """
+
+    name: ClassVar[str] = "resume"
+    public: ClassVar[bool] = False
+    control: ClassVar[bool] = True
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Held(Event):
+    """The robot fell silent because the user may be interrupting; its turn is kept.
+
+    Attributes:
+        after_ms: From the start of the user's speech to the speaker going silent, ms.
+        reason: What decided (:attr:`Hold.reason`).
+        stop_ms: Time the speaker took to go silent, ms.
+    """
+
+    name: ClassVar[str] = "held"
+    after_ms: float = 0.0
+    reason: str = ""
+    stop_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Resumed(Event):
+    """A false interruption: the robot goes on from the start of the sentence it was cut in.
+
+    Attributes:
+        held_ms: How long it was silent, ms.
+        reason: What the speech turned out to be (:attr:`Resume.reason`).
+    """
+
+    name: ClassVar[str] = "resumed"
+    held_ms: float = 0.0
+    reason: str = ""
 
 
 @dataclass(frozen=True)

@@ -19,17 +19,23 @@ import pytest
 from agent.config import load_config
 from agent.events import (
     Event,
+    Hold,
     InputEnded,
     InputStarted,
     Interrupt,
+    OverlapCheck,
+    OverlapTranscript,
     PauseCheck,
     PauseTranscript,
     PauseVerdict,
+    Resume,
     Skipped,
     Utterance,
     VoiceFrame,
 )
 from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn
+from agent.listening.floor import BACKCHANNEL, INTERRUPTION
+from agent.listening.pace import PauseModel
 from agent.listening.vad import FRAME
 from agent.models import resolve_model
 from agent.pipeline.queues import StageQueue, TurnGate
@@ -40,10 +46,11 @@ from agent.speech.asr import ASRResult
 
 
 class Speaker:
-    """The sink's ``busy`` (audio queued or playing), set by the test."""
+    """The sink's ``busy`` (audio queued or playing) and ``paused`` (held), set by the test."""
 
     def __init__(self, busy: bool = False) -> None:
         self.busy = busy
+        self.paused = False
 
 
 # --- the work tracker ----------------------------------------------------------------------------------
@@ -103,9 +110,13 @@ class Harness:
         semantic: bool = True,
         early_asr_ms: int = 96,
         text: TextEndOfTurn | None = None,
+        live: dict | None = None,
+        pauses: PauseModel | None = None,
     ) -> None:
         cfg = load_config()
         cfg.turn.early_asr_ms = early_asr_ms
+        for k, v in (live or {}).items():
+            setattr(cfg.live, k, v)
         self.cfg = cfg
         gate = TurnGate()
         self.inbox, self.asr = StageQueue(gate), StageQueue(gate)
@@ -124,6 +135,7 @@ class Harness:
             None,
             realtime=realtime,
             barge_in=True,
+            pauses=pauses,
         )
         self.t = 0.0
 
@@ -257,19 +269,150 @@ def test_silence_only_endpointing_without_a_judge():
     assert utt.end_rule == "silence" and utt.transcript is None and not h.of(PauseVerdict)
 
 
-def test_speech_over_the_robot_asks_for_an_interruption():
-    h = Harness()
+def _robot_speaking(h: Harness) -> None:
+    """The user's turn is over and the robot speaks its reply."""
     h.frames(SPEECH_FRAMES, SPEECH)
-    assert not h.of(Interrupt)  # the robot is not speaking
     h.frames(PAUSE, SILENCE)
+    h.answer(h.taken()[0], "Stop.")
     h.taken()
     h.work.turn_started(7)
     h.speaker.busy = True
-    h.frames(9, SPEECH)  # 288 ms over the robot: not yet
-    assert not h.of(Interrupt)
-    h.frames(1, SPEECH)  # 320 ms >= [live] barge_in_ms 300
-    [interrupt] = h.of(Interrupt)
-    assert interrupt.reason == "speech"
+
+
+def _overlap_checks(h: Harness) -> list[OverlapCheck]:
+    got = h.taken()
+    assert all(isinstance(m, OverlapCheck) for m in got), got
+    return got
+
+
+def _words(h: Harness, check: OverlapCheck, text: str, kind: str) -> None:
+    h.stage._handle(OverlapTranscript(-1, check.check_id, ASRResult(text, duration_ms=5.0), kind))
+
+
+def test_words_over_the_robot_that_interrupt_hold_its_turn_at_once():
+    h = Harness()
+    _robot_speaking(h)
+    h.frames(5, SPEECH)  # 160 ms over the robot: the words are not asked for yet
+    assert not h.taken()
+    h.frames(1, SPEECH)  # 192 ms: [live] overlap_words_ms
+    [check] = _overlap_checks(h)
+    assert check.audio.size == (10 + 6) * FRAME  # 320 ms of pre-roll and the speech
+    onset = h.t - 6 * FRAME / 16000
+    _words(h, check, "Wait.", INTERRUPTION)
+    [hold] = h.of(Hold)
+    assert hold.onset_t == pytest.approx(onset) and hold.reason == "words: 'Wait.'"
+    assert not h.of(Interrupt)  # the turn is kept: the utterance decides
+    h.frames(10, SPEECH)
+    assert len(h.of(Hold)) == 1 and not _overlap_checks(h)  # decided: no more checks
+
+
+def test_an_acknowledgement_over_the_robot_never_stops_it_and_is_marked_for_the_asr_stage():
+    h = Harness()
+    _robot_speaking(h)
+    h.frames(6, SPEECH)
+    [check] = _overlap_checks(h)
+    _words(h, check, "Yeah.", BACKCHANNEL)
+    h.frames(4, SPEECH)  # 320 ms: under the recheck interval
+    assert not _overlap_checks(h)
+    h.frames(6, SPEECH)  # 512 ms of speech: asked again (it goes on: is it still only that?)
+    [again] = _overlap_checks(h)
+    _words(h, again, "Yeah, yeah.", BACKCHANNEL)
+    h.frames(6, SPEECH)  # 704 ms: past [live] barge_in_ms, but the words are known
+    assert not h.of(Hold) and not h.of(Interrupt)
+    h.frames(PAUSE, SILENCE)
+    [pause] = [m for m in h.taken() if isinstance(m, PauseCheck)]
+    h.answer(pause, "Yeah, yeah.")  # no model: unfinished, the long silence ends it
+    h.frames(50, SILENCE)
+    [utt] = [m for m in h.taken() if isinstance(m, Utterance)]
+    assert utt.overlap and utt.transcript.text == "Yeah, yeah."  # the ASR stage makes no turn of it
+
+
+def test_speech_over_the_robot_with_no_words_yet_stops_it_after_barge_in_ms():
+    h = Harness()
+    _robot_speaking(h)
+    h.frames(6, SPEECH)
+    assert len(_overlap_checks(h)) == 1  # its words are slow to come
+    h.frames(12, SPEECH)  # 576 ms
+    assert not h.of(Hold)
+    h.frames(1, SPEECH)  # 608 ms >= [live] barge_in_ms 600
+    [hold] = h.of(Hold)
+    assert hold.reason == "speech"
+
+
+def test_a_hold_no_utterance_came_of_resumes_after_the_users_silence():
+    """A word too short to become an utterance (under [vad] min_speech_ms) held the robot: nothing
+    will decide it but the silence ([live] false_interruption_ms, LiveKit's 2 s)."""
+    h = Harness()
+    _robot_speaking(h)
+    h.frames(6, SPEECH)  # 192 ms: no utterance starts under 250 ms
+    [check] = _overlap_checks(h)
+    _words(h, check, "No.", INTERRUPTION)
+    assert h.of(Hold)
+    h.speaker.paused = True  # the pipeline held the turn
+    h.frames(62, SILENCE)  # 1.98 s
+    assert not h.of(Resume)
+    h.frames(1, SILENCE)  # 2.02 s
+    [resume] = h.of(Resume)
+    assert resume.reason == "timeout" and not [m for m in h.taken() if isinstance(m, Utterance)]
+
+
+def test_a_hold_an_utterance_came_of_waits_for_the_asr_stage():
+    h = Harness()
+    _robot_speaking(h)
+    h.frames(6, SPEECH)
+    _words(h, _overlap_checks(h)[0], "No,", INTERRUPTION)
+    h.speaker.paused = True
+    h.frames(10, SPEECH)
+    h.frames(PAUSE, SILENCE)
+    h.answer(next(m for m in h.taken() if isinstance(m, PauseCheck)), "Stop.")
+    [utt] = [m for m in h.taken() if isinstance(m, Utterance)]
+    assert utt.overlap
+    h.frames(80, SILENCE)  # the ASR stage answers with a turn or a resume; the silence does not
+    assert not h.of(Resume)
+
+
+@pytest.mark.parametrize(
+    ("live", "expected"),
+    [
+        ({"backchannels": False}, Hold),  # any speech, no words asked for: held at barge_in_ms
+        ({"backchannels": False, "resume_false_interruption": False}, Interrupt),  # as before
+    ],
+)
+def test_without_backchannels_any_speech_over_the_robot_stops_it(live, expected):
+    h = Harness(live=live)
+    _robot_speaking(h)
+    h.frames(18, SPEECH)
+    assert not h.taken() and not h.of(Hold) and not h.of(Interrupt)
+    h.frames(1, SPEECH)
+    [stop] = h.of(expected)
+    assert getattr(stop, "reason", "") == "speech"
+
+
+def test_speech_while_the_robot_is_silent_is_no_overlap():
+    h = Harness()
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(PAUSE, SILENCE)
+    h.answer(h.taken()[0], "Stop.")
+    [utt] = h.taken()
+    assert not utt.overlap and not h.of(Hold)
+
+
+def test_a_pause_the_user_goes_on_after_is_learned_and_lengthens_the_waits():
+    pauses = PauseModel(0.9, 500, 3000)
+    h = Harness(pauses=pauses)
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(31, SILENCE)  # 992 ms
+    h.answer(next(m for m in h.taken() if isinstance(m, PauseCheck)), "Turn left and then")
+    assert pauses.samples == 0
+    h.frames(SPEECH_FRAMES, SPEECH)  # the user goes on
+    assert pauses.samples == 1 and pauses.value_ms == pytest.approx(0.9 * 500 + 0.1 * 992)
+    h.frames(PAUSE, SILENCE)
+    h.answer(next(m for m in h.taken() if isinstance(m, PauseCheck)), "Stop.")
+    [verdict] = [v for v in h.of(PauseVerdict) if v.complete]
+    assert verdict.pause_ms == round(pauses.value_ms)
+    extra = pauses.value_ms - 500
+    assert confirm_ms(h.cfg.turn, "text", True, False, extra_ms=extra) == round(h.cfg.turn.confirm_ms + extra)
+    assert h.stage.endpointer._end_frames == round((1600 + extra) / 32)
 
 
 def test_an_input_without_speech_is_reported_and_the_last_input_ends_the_source():
@@ -337,13 +480,17 @@ def test_doubtful_evidence_needs_a_longer_silence_to_confirm_it():
         turn, turn.unclear_logprob - 0.04
     )
     clear, unclear = False, True
-    assert confirm_ms(turn, "text", True, clear) == turn.confirm_ms == 700
+    assert confirm_ms(turn, "text", True, clear) == turn.confirm_ms == 600
     assert confirm_ms(turn, "text", True, unclear) == turn.doubtful_confirm_ms == 1400
     assert confirm_ms(turn, "smart_turn", True, clear) == turn.doubtful_confirm_ms  # the words alone: no
     for rule, complete in (("stop", True), ("continuation", False), ("unfinished", False)):
         assert confirm_ms(turn, rule, complete, unclear) == 0  # heard at once, or not a turn yet
     off = turn.model_copy(update={"doubtful_confirm_ms": 0})
-    assert confirm_ms(off, "text", True, unclear) == confirm_ms(off, "smart_turn", True, clear) == 700
+    assert confirm_ms(off, "text", True, unclear) == confirm_ms(off, "smart_turn", True, clear) == 600
+    # Strong evidence: the words surely complete and Smart Turn (or a question) agreeing.
+    assert confirm_ms(turn, "text", True, clear, -0.2, 0.9, "look up") == turn.strong_confirm_ms == 300
+    assert confirm_ms(turn, "text", True, clear, -0.2, 0.1, "what time is it?") == 300
+    assert confirm_ms(turn, "text", True, clear, -0.2, 0.1, "look up") == 600  # the sound disagrees
     with pytest.raises(ValueError, match="doubtful_confirm_ms"):
         type(turn)(doubtful_confirm_ms=turn.long_silence_ms)
 
@@ -359,7 +506,7 @@ def text_model():
 @pytest.mark.parametrize(
     ("heard", "logprob", "wait_ms"),
     [
-        ("look up", -0.11, 700),  # bench --turns: a plain command, heard clearly
+        ("look up", -0.11, 600),  # bench --turns: a plain command, heard clearly
         ("come your way", -0.54, 1400),  # "Can you wave [1.2 s] with your left hand?", misheard
     ],
 )

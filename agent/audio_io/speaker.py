@@ -7,8 +7,11 @@ every block played (mono, stream rate, for the echo reference), and each item's 
 sample and completion. It never blocks for long: a short lock shared with :meth:`Speaker.clear`.
 
 :meth:`Speaker.clear` drops every queued item at once; the next callback writes silence, so
-playback stops within one block plus the device's own latency. Items carry the turn and
-the reply piece they belong to, so the pipeline knows which words were actually heard.
+playback stops within one block plus the device's own latency. :meth:`Speaker.pause` stops it as
+fast but keeps the queue, the sentence being played rewound to its start, and
+:meth:`Speaker.resume` plays on from there (a false interruption: the user only said "uh-huh").
+Items carry the turn and the reply piece they belong to, so the pipeline knows which words were
+actually heard.
 
 The speaking volume is applied here, in software: each block is scaled by the gain
 :attr:`Speaker.gain` returns (:class:`agent.state.volume.Volume`, set by voice) before it is
@@ -109,6 +112,7 @@ class Speaker:
         self._lock = threading.Lock()
         self.reports: queue.Queue[PlayReport] = queue.Queue()
         self._stream: Any = None
+        self._paused = False
         self.name = ""
         self.rate = 0
         self.channels = 0
@@ -174,11 +178,37 @@ class Speaker:
         return True
 
     def clear(self) -> list[PlayItem]:
-        """Drop everything queued; return the dropped items (the first may be partly played)."""
+        """Drop everything queued, end a pause; return the dropped items (the first may be partly played)."""
         with self._lock:
             dropped = list(self._items)
             self._items.clear()
+            self._paused = False
         return dropped
+
+    def pause(self) -> PlayItem | None:
+        """Fall silent now, keeping the queue; the sentence being played starts again on :meth:`resume`.
+
+        Returns:
+            The item that was cut (partly played), now rewound to its start; None when nothing
+            was playing.
+        """
+        with self._lock:
+            self._paused = True
+            head = self._items[0] if self._items else None
+            if head is None or head.audio is None or head.pos == 0:
+                return None
+            head.pos = 0
+        return head
+
+    def resume(self) -> None:
+        """Play on after :meth:`pause` (from the start of the sentence it cut)."""
+        with self._lock:
+            self._paused = False
+
+    @property
+    def paused(self) -> bool:
+        """:meth:`pause` was called and neither :meth:`resume` nor :meth:`clear` since."""
+        return self._paused
 
     @property
     def busy(self) -> bool:
@@ -199,7 +229,7 @@ class Speaker:
         mono = np.zeros(frames, dtype=np.float32)
         filled = 0
         with self._lock:
-            while filled < frames and self._items:
+            while filled < frames and self._items and not self._paused:
                 it = self._items[0]
                 if it.audio is None or it.end_of_turn:
                     self._items.popleft()

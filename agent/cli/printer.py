@@ -17,12 +17,14 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from agent.events import (
+    Backchannel,
     BackgroundDone,
     BargeIn,
     ContextTidied,
     DeviceState,
     Error,
     Event,
+    Held,
     HistoryCut,
     InputStarted,
     Notice,
@@ -30,6 +32,7 @@ from agent.events import (
     PlaybackStarted,
     Ready,
     Reply,
+    Resumed,
     RobotCommand,
     RobotParked,
     SceneDescribed,
@@ -304,6 +307,11 @@ LINES: dict[type[Any], Callable[[Any], str]] = {
     ToolResult: lambda ev: f"  tool {'result' if ev.ok else 'ERROR '} {ev.tool}: {_value(ev.result)}",
     Reply: _reply_line,
     BargeIn: _barge_in_line,
+    Held: lambda ev: f"  [turn {ev.turn_id}] the robot paused: you may be interrupting ({ev.reason})",
+    Resumed: lambda ev: (
+        f"  [turn {ev.turn_id}] the robot goes on ({ev.reason}; paused {ev.held_ms / 1000:.1f} s)"
+    ),
+    Backchannel: lambda ev: f"  heard over the robot: {ev.text or '(a sound)'} ({ev.kind}: no turn)",
     BackgroundDone: _background_line,
     DeviceState: lambda ev: f"{ev.kind} device {ev.device}: {ev.message or ev.state}",
     SceneDescribed: lambda ev: f"  the robot sees ({ev.trigger}, {ev.took_ms / 1000:.1f} s): {ev.text}",

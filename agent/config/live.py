@@ -108,7 +108,39 @@ class LiveConfig(StrictModel):
     )
     barge_in: bool = True
     barge_in_ms: int = Field(
-        300, ge=32, le=3000, description="user speech sustained this long stops playback"
+        600,
+        ge=32,
+        le=3000,
+        description="user speech sustained this long over the robot stops it before any of its words "
+        "are known (with backchannels off: any speech this long stops it), ms",
+    )
+    backchannels: bool = Field(
+        True,
+        description="speech over the robot is transcribed early and only an interruption stops it: "
+        "acknowledgements ('uh-huh', 'yeah'), laughs, coughs and noise never stop it or become turns",
+    )
+    overlap_words_ms: int = Field(
+        192, ge=32, le=2000, description="speech over the robot after which its words are transcribed, ms"
+    )
+    overlap_recheck_ms: int = Field(
+        320,
+        ge=32,
+        le=3000,
+        description="while speech over the robot goes on without interrupting, its words are "
+        "transcribed again after this much more, ms",
+    )
+    resume_false_interruption: bool = Field(
+        True,
+        description="a stop for speech over the robot keeps its turn: when the speech turns out to be "
+        "no interruption (an acknowledgement, a noise, nothing) it resumes from the start of the "
+        "sentence it was cut in",
+    )
+    false_interruption_ms: int = Field(
+        2000,
+        ge=100,
+        le=10000,
+        description="a held turn resumes after this much silence from the user when no utterance "
+        "came of the speech that held it, ms (LiveKit's false_interruption_timeout)",
     )
     echo_guard: bool = True
     echo_tail_ms: int = Field(

@@ -57,14 +57,42 @@ class TurnConfig(StrictModel):
         1600, ge=300, le=5000, description="silence that ends an unfinished-sounding turn anyway, ms"
     )
     confirm_ms: int = Field(
-        700,
+        600,
         ge=0,
         le=3000,
-        description="silence that confirms a turn the words or Smart Turn called finished, ms: until "
+        description="silence that confirms a turn the words called finished on ordinary evidence, ms: until "
         "then its reply is prepared but not heard (skills that only read already run), and dropped if "
-        "the user goes on; 0 = heard at once (measured here: 700 keeps 83 % of bench --turns' paused "
-        "sentences whole instead of 78 %, for about 90 ms more voice-to-voice at p50 and 10 ms at p95)",
+        "the user goes on; 0 = heard at once. Every wait grows with the speaker's learned pauses "
+        "(learn_pauses); bench --eot measures the false cut-offs each wait costs",
     )
+    strong_confirm_ms: int = Field(
+        300,
+        ge=0,
+        le=3000,
+        description="silence that confirms a finished verdict on strong evidence, ms: the words "
+        "complete (text score >= strong_text, heard clearly) and a second signal agrees (Smart Turn "
+        "> strong_smart_turn, or a question); 0 = confirm_ms for every clear verdict",
+    )
+    strong_text: float = Field(
+        -0.5, le=0.0, description="text score (log10) at or over which the words are surely complete"
+    )
+    strong_smart_turn: float = Field(
+        0.5, ge=0.0, le=1.0, description="Smart Turn probability over which the audio agrees the turn is over"
+    )
+    learn_pauses: bool = Field(
+        True,
+        description="learn the speaker's pauses inside their turns over a conversation and lengthen every "
+        "wait by how much longer than pause_min_ms they are (pause_alpha, pause_min_ms, pause_max_ms; "
+        "LiveKit's dynamic endpointing)",
+    )
+    pause_alpha: float = Field(0.9, gt=0.0, le=1.0, description="weight of the history in the pause average")
+    pause_min_ms: int = Field(
+        500,
+        ge=100,
+        le=3000,
+        description="the learned pause's lower bound and start, ms: no wait grows below it",
+    )
+    pause_max_ms: int = Field(3000, ge=100, le=10000, description="the learned pause's upper bound, ms")
     unclear_logprob: float = Field(
         -0.5,
         le=0.0,
@@ -101,12 +129,24 @@ class TurnConfig(StrictModel):
 
     @model_validator(mode="after")
     def _confirmations_before_the_long_silence(self) -> TurnConfig:
-        for name, off in (("confirm_ms", "answer at the verdict"), ("doubtful_confirm_ms", "use confirm_ms")):
+        for name, off in (
+            ("confirm_ms", "answer at the verdict"),
+            ("doubtful_confirm_ms", "use confirm_ms"),
+            ("strong_confirm_ms", "use confirm_ms"),
+        ):
             ms = getattr(self, name)
             if ms and ms >= self.long_silence_ms:
                 raise ValueError(
                     f"{name} ({ms}) must be below long_silence_ms ({self.long_silence_ms}), or 0 to {off}"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _pause_bounds(self) -> TurnConfig:
+        if self.pause_min_ms > self.pause_max_ms:
+            raise ValueError(
+                f"pause_min_ms ({self.pause_min_ms}) must be at most pause_max_ms ({self.pause_max_ms})"
+            )
         return self
 
     @model_validator(mode="after")

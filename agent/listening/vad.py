@@ -253,6 +253,16 @@ class Endpointer:
             )
         return VADUpdate(speaking=True, prob=prob)
 
+    def set_long_silence(self, ms: int) -> None:
+        """With semantic end-of-turn: the silence that ends an utterance anyway, from now on, ms.
+
+        The speaker's learned pauses lengthen it (:mod:`agent.listening.pace`). Without
+        ``pause_ms`` (silence-only endpointing) this does nothing.
+        """
+        if self._pause_frames:
+            ms_per_frame = FRAME * 1000 / SAMPLE_RATE
+            self._end_frames = max(self._pause_frames + 1, round(ms / ms_per_frame))
+
     @property
     def samples(self) -> int:
         """Samples fed since the last :meth:`reset` (the clock of ``start_sample``/``end_sample``)."""

@@ -12,6 +12,13 @@ robot (wake phrase), and otherwise start a turn: a new turn id, a ``transcript``
 :class:`~agent.events.UserTurn` for the turn driver. Typed lines (``TextIn``) skip the audio
 checks.
 
+Speech over the robot: an :class:`~agent.events.OverlapCheck` is answered with its words and what
+they are (:func:`~agent.listening.floor.overlap_kind`, with whether the robot's sentence is a
+question: then "yes" answers it); an utterance that began over the robot (``Utterance.overlap``)
+whose words are only an acknowledgement or no words at all is a
+:class:`~agent.events.Backchannel`, never a turn, and any overlap utterance that becomes no turn
+resumes a turn held for it (:class:`~agent.events.Resume`).
+
 An utterance that starts within ``[turn] continue_ms`` of the last turn's utterance, with words
 that only finish a sentence ("and then wave", "to the right":
 :func:`~agent.listening.end_of_turn.starts_as_continuation`), continues that turn: its user turn
@@ -32,11 +39,15 @@ import numpy as np
 from agent.config import LiveConfig
 from agent.control import ReleaseGate
 from agent.events import (
+    Backchannel,
     Error,
     Event,
     Interrupt,
+    OverlapCheck,
+    OverlapTranscript,
     PauseCheck,
     PauseTranscript,
+    Resume,
     Skipped,
     TextIn,
     ToolCall,
@@ -47,6 +58,8 @@ from agent.events import (
 )
 from agent.listening.echo import EchoGate
 from agent.listening.end_of_turn import is_hesitation, starts_as_continuation
+from agent.listening.floor import INTERRUPTION, is_question, overlap_kind
+from agent.listening.pace import PauseModel
 from agent.listening.skill_words import things_to_end
 from agent.listening.turns import Attention, echo_of, stop_command
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
@@ -100,6 +113,7 @@ class ASRStage:
             both end in the same silence.
         continue_ms: ``[turn] continue_ms``: longest gap after which an utterance may continue the
             last turn, ms (0: never).
+        pauses: The speaker's learned pauses: the gap before a continuation is one (None: not learned).
     """
 
     def __init__(
@@ -122,6 +136,7 @@ class ASRStage:
         post_roll_ms: int = 400,
         early_pad_ms: int = 0,
         continue_ms: int = 0,
+        pauses: PauseModel | None = None,
     ) -> None:
         self.asr, self.live, self.inbox, self.driver_inbox = asr, live, inbox, driver_inbox
         self.turn_taking, self.gate, self.publish, self.work, self.book = (
@@ -138,6 +153,7 @@ class ASRStage:
         self.attention = Attention(live)
         self.early_pad = early_pad_ms * SAMPLE_RATE // 1000  # samples
         self.continue_ms = continue_ms
+        self.pauses = pauses
         self._said: _Said | None = None
         self.before_turn: Callable[[str], bool] | None = None
         """Sees each transcript about to become a turn (after the stop, echo and hesitation checks);
@@ -151,14 +167,21 @@ class ASRStage:
         if isinstance(msg, PauseCheck):  # not an item of work: a question from the turn-taking stage
             self._pause(msg)
             return
+        if isinstance(msg, OverlapCheck):
+            self._overlap(msg)
+            return
         if not self._handle(msg):
             self.work.finished()  # dropped: one item less in flight
+            if isinstance(msg, Utterance) and msg.overlap:  # no turn came of it: a held turn goes on
+                self.publish(Resume(-1, "no turn"))
 
     def _failed(self, msg: Event, e: Exception) -> None:
         log.exception("ASR stage failed")
         self.publish(Error(-1, f"speech recognition failed: {e.__class__.__name__}: {e}; still listening"))
         if isinstance(msg, PauseCheck):  # the turn-taking stage waits for an answer
             self.turn_taking.put(PauseTranscript(-1, msg.pause_id, None, f"{e.__class__.__name__}: {e}"))
+        elif isinstance(msg, OverlapCheck):
+            self.turn_taking.put(OverlapTranscript(-1, msg.check_id, None, ""))
         else:
             self.work.finished()
 
@@ -196,6 +219,35 @@ class ASRStage:
         self.publish(Skipped(-1, reason, msg.source))
         return True
 
+    def _not_a_request(self, msg: Utterance, res: ASRResult, where: str) -> bool:
+        """An unsure guess, the robot's echo, a hesitation or the standby's words: no turn (reported)."""
+        if res.unsure:  # a hum or a noise Whisper guessed at ("Hmm." -> "them."): not a request
+            self.publish(
+                Skipped(
+                    -1,
+                    f"{where}: unsure transcript {res.text!r} (logprob {res.avg_logprob:.2f} at "
+                    f"fallback temperature {res.temperature:.1f}): not answered",
+                    msg.source,
+                )
+            )
+            return True
+        # Only audio the robot could be heard in holds its echo, and only of what it said then:
+        # a command said after it fell silent, or like an earlier sentence, is the user's ("Set
+        # a timer for ten seconds" after "Your two-second timer is done").
+        if (
+            self.echo_guard
+            and msg.robot_audible
+            and (said := echo_of(res.text, self._heard_during(msg), self.live.echo_text_score))
+            and self._echoed(msg, res.text, said)
+        ):
+            return True
+        if is_hesitation(res.text):  # "hmm, let me think" and silence: the words are still coming
+            self.publish(Skipped(-1, f"only a hesitation, nothing to answer: {res.text!r}", msg.source))
+            return True
+        if self.before_turn is not None and self.before_turn(res.text):
+            return True
+        return False
+
     def _handle(self, msg: Event) -> bool:
         if isinstance(msg, TextIn):
             now = time.perf_counter()
@@ -214,6 +266,8 @@ class ASRStage:
         res = msg.transcript if msg.transcript is not None else self.asr.transcribe(audio, bias=self.bias)
         t_asr = time.perf_counter()
         self.publish(msg)
+        if msg.overlap and self._acknowledged(res):
+            return False
         where = f"{msg.source} at {msg.start_ms / 1000:.1f} s"
         if not res.text:
             self.publish(Skipped(-1, f"{where}: {res.dropped}", msg.source))
@@ -224,30 +278,7 @@ class ASRStage:
             self._said = None
             self._stop_fast(res.text)
             return False
-        if res.unsure:  # a hum or a noise Whisper guessed at ("Hmm." -> "them."): not a request
-            self.publish(
-                Skipped(
-                    -1,
-                    f"{where}: unsure transcript {res.text!r} (logprob {res.avg_logprob:.2f} at "
-                    f"fallback temperature {res.temperature:.1f}): not answered",
-                    msg.source,
-                )
-            )
-            return False
-        # Only audio the robot could be heard in holds its echo, and only of what it said then:
-        # a command said after it fell silent, or like an earlier sentence, is the user's ("Set
-        # a timer for ten seconds" after "Your two-second timer is done").
-        if (
-            self.echo_guard
-            and msg.robot_audible
-            and (said := echo_of(res.text, self._heard_during(msg), self.live.echo_text_score))
-            and self._echoed(msg, res.text, said)
-        ):
-            return False
-        if is_hesitation(res.text):  # "hmm, let me think" and silence: the words are still coming
-            self.publish(Skipped(-1, f"only a hesitation, nothing to answer: {res.text!r}", msg.source))
-            return False
-        if self.before_turn is not None and self.before_turn(res.text):
+        if self._not_a_request(msg, res, where):
             return False
         text = self.attention.accept(res.text)
         if text is None:
@@ -266,6 +297,8 @@ class ASRStage:
         ):
             log.info("%r finishes the last turn's %r: answered as one sentence", text, said.text)
             text, continues = f"{said.text} {text}", said.turn_id
+            if self.pauses is not None:  # the user paused this long inside one turn
+                self.pauses.observe(max(0.0, msg.start_ms + self.post_roll_s * 1000 - said.end_ms))
         tid = self._start(
             text,
             msg.t_speech_end,
@@ -285,6 +318,32 @@ class ASRStage:
             return  # the user spoke again, or the utterance ended, while this waited
         res = self._transcribe_pause(msg.audio, self.early_pad if msg.early else 0)
         self.turn_taking.put(PauseTranscript(-1, msg.pause_id, res))
+
+    def _overlap(self, msg: OverlapCheck) -> None:
+        """Transcribe the user's speech over the robot's for the turn-taking stage, with what it is."""
+        if msg.audio is None:
+            return
+        res = self._transcribe_pause(msg.audio, 0)
+        kind = overlap_kind(res.text, res.unsure, self._robot_asked())
+        self.turn_taking.put(OverlapTranscript(-1, msg.check_id, res, kind))
+
+    def _robot_asked(self) -> bool:
+        """The robot's sentence being said (the newest one started in the last 30 s) is a question."""
+        said = self.book.heard_texts(ECHO_WINDOW_S)
+        return bool(said) and is_question(said[-1])
+
+    def _acknowledged(self, res: ASRResult) -> bool:
+        """An utterance over the robot that is only an acknowledgement or no words: reported, no turn.
+
+        A stop phrase is never one ("stop" interrupts, :data:`agent.listening.floor.NOT_BACKCHANNEL`).
+        """
+        kind = overlap_kind(res.text, res.unsure, self._robot_asked())
+        if kind == INTERRUPTION:
+            return False
+        log.info("%r over the robot's speech: %s, no turn", res.text, kind)
+        self.publish(Backchannel(-1, res.text, kind))
+        self.publish(Resume(-1, kind))
+        return True
 
     def _transcribe_pause(self, audio: np.ndarray, extra: int) -> ASRResult:
         """Transcribe the utterance so far, ending in the pause's silence plus zeros.

@@ -28,6 +28,13 @@ Interruption (barge-in, a stop phrase, a new turn, shutdown): a stage publishes 
 :class:`~agent.events.Interrupt`; here the turn generation moves past the turn (every stage
 drops its leftovers and the turn's model stops after its current token), the sink is cleared
 at once, and the history keeps only what was heard.
+
+Holding the floor: speech over the robot that may be an interruption (its words say so, or it
+went on before any word was known) is a :class:`~agent.events.Hold`: the sink pauses at once and
+the turn goes on being prepared (:meth:`Pipeline.hold`). The user's utterance then decides: a turn
+interrupts the held one as above; an acknowledgement, a noise or nothing is a
+:class:`~agent.events.Resume`, and the robot goes on from the start of the sentence it was cut in
+(:meth:`Pipeline.resume`; LiveKit's ``resume_false_interruption``).
 """
 
 from __future__ import annotations
@@ -46,9 +53,13 @@ from agent.events import (
     CutHistory,
     Error,
     Event,
+    Held,
+    Hold,
     Interrupt,
     Notice,
     PlaybackStarted,
+    Resume,
+    Resumed,
     Shutdown,
     TextIn,
     Timing,
@@ -56,6 +67,7 @@ from agent.events import (
     UserTurn,
 )
 from agent.events import Standby as StandbyChange
+from agent.listening.pace import pause_model
 from agent.pipeline.asr_stage import ASRStage
 from agent.pipeline.body_life import BodyLife, build_body_life
 from agent.pipeline.bus import Bus
@@ -140,6 +152,8 @@ class Pipeline:
             )
         self.postures = Postures(robot, [self.life.floor])
         self.early_start = EarlyStart(self._prefill, self.work)
+        # The speaker's pauses, learned over this pipeline's conversation (both stages learn them).
+        self.pauses = pause_model(cfg.turn) if core.end_of_turn is not None else None
         self.turn_taking = TurnTaking(
             cfg,
             self.turn_q,
@@ -152,6 +166,7 @@ class Pipeline:
             realtime=realtime,
             barge_in=cfg.live.barge_in and realtime and sink.realtime,
             postures=self.postures,
+            pauses=self.pauses,
         )
         turn = cfg.turn
         self.asr = ASRStage(
@@ -173,6 +188,7 @@ class Pipeline:
             post_roll_ms=cfg.vad.speech_pad_ms,
             early_pad_ms=turn.short_silence_ms - turn.early_asr_ms if turn.early_asr_ms else 0,
             continue_ms=turn.continue_ms if turn.end_of_turn == "semantic" else 0,
+            pauses=self.pauses,
         )
         self.speech = SpeechStage(
             core.tts,
@@ -203,6 +219,10 @@ class Pipeline:
         bus.route(UserTurn, lambda msg: self.postures.user_done() if msg.end_rule == "typed" else None)
         bus.route(CutHistory, self.driver_q.put)
         bus.route(Interrupt, self._interrupt)
+        bus.route(Hold, self._hold)
+        bus.route(Resume, self._resume)
+        self._floor_lock = threading.Lock()
+        self._held: tuple[int, float, float] | None = None  # the held turn, when (perf_counter s), stop ms
         self._threads = [
             threading.Thread(target=self._guard, args=(fn,), name=name, daemon=True)
             for name, fn in (
@@ -339,18 +359,75 @@ class Pipeline:
 
         Args:
             reason: ``speech`` (barge-in), ``stop`` (stop phrase), ``new_turn``, ``device`` or ``shutdown``.
+                A turn held for the user's speech (:meth:`hold`) that their new turn cancels is a
+                barge-in for ``speech``, its ``stop_ms`` the hold's (the speaker fell silent then).
         """
-        tid = self.work.take_current()
-        if tid is None:
-            return
-        self.gate.cancel(tid)  # the turn's stop signal: its model stops after the current token
-        t0 = time.perf_counter()
-        cut = self.sink.clear()
+        with self._floor_lock:
+            tid = self.work.take_current()
+            held, self._held = self._held, None
+            if tid is None:
+                return
+            self.gate.cancel(tid)  # the turn's stop signal: its model stops after the current token
+            t0 = time.perf_counter()
+            cut = self.sink.clear()  # a paused sink plays again (the next turn's audio)
         stop_ms = (time.perf_counter() - t0) * 1000
+        if held is not None and held[0] == tid and reason == "new_turn":
+            reason, stop_ms = "speech", held[2]
         self.listener.drain_sink()
         self.bus.publish(BargeIn(tid, reason, round(stop_ms, 2)))
         for spoken in cut:
             self.bus.publish(spoken)
+
+    def _hold(self, msg: Event) -> None:
+        assert isinstance(msg, Hold)
+        self.hold(msg.onset_t, msg.reason)
+
+    def _resume(self, msg: Event) -> None:
+        assert isinstance(msg, Resume)
+        self.resume(msg.reason)
+
+    def hold(self, onset_t: float, reason: str) -> None:
+        """Silence the turn being spoken at once and keep it (the user may be interrupting).
+
+        Publishes :class:`~agent.events.Held` and the sentence cut (``Spoken(completed=False)``);
+        nothing when no turn is being spoken or one is held already. Safe from any thread.
+
+        Args:
+            onset_t: When the user's speech began (perf_counter s).
+            reason: What decided (:attr:`agent.events.Hold.reason`).
+        """
+        with self._floor_lock:
+            tid = self.work.current_turn
+            if tid is None or self._held is not None or not self.sink.busy:
+                return
+            t0 = time.perf_counter()
+            cut = self.sink.pause()
+            stop_ms = (time.perf_counter() - t0) * 1000
+            self._held = (tid, t0, stop_ms)
+        self.bus.publish(Held(tid, round((t0 - onset_t) * 1000, 1), reason, round(stop_ms, 2)))
+        for spoken in cut:
+            self.bus.publish(spoken)
+
+    def resume(self, reason: str) -> None:
+        """The held turn goes on (from the start of the sentence it was cut in); nothing when none is held.
+
+        Publishes :class:`~agent.events.Resumed`. Safe from any thread.
+
+        Args:
+            reason: What the speech turned out to be (:attr:`agent.events.Resume.reason`).
+        """
+        with self._floor_lock:
+            held, self._held = self._held, None
+            if held is None or self.work.current_turn != held[0]:
+                return
+            self.sink.resume()
+        self.bus.publish(Resumed(held[0], round((time.perf_counter() - held[1]) * 1000, 1), reason))
+
+    @property
+    def held_turn(self) -> int | None:
+        """The turn held by :meth:`hold` and not resumed or interrupted since, or None."""
+        held = self._held
+        return held[0] if held is not None else None
 
     # --- from outside (the web console) ---------------------------------------------------------------
     def submit_text(self, text: str) -> None:

@@ -89,9 +89,28 @@ class SpeakerSink:
             if it.pos > 0 and it.audio is not None
         ]
 
+    def pause(self) -> list[Spoken]:
+        """Fall silent now and keep the queue (a held turn).
+
+        Returns:
+            ``Spoken(completed=False)`` for the sentence cut, which plays again from its start on
+            :meth:`resume`.
+        """
+        it = self.speaker.pause()
+        return [] if it is None else [Spoken(it.turn_id, it.text, False, it.piece, it.last_of_piece)]
+
+    def resume(self) -> None:
+        """Play on after :meth:`pause`."""
+        self.speaker.resume()
+
+    @property
+    def paused(self) -> bool:
+        """Paused (:meth:`pause`) and not resumed or cleared since."""
+        return self.speaker.paused
+
     @property
     def busy(self) -> bool:
-        """Audio is queued or playing."""
+        """Audio is queued or playing (or paused)."""
         return self.speaker.busy
 
     def close(self) -> None:
@@ -209,6 +228,18 @@ class WavSink:
         with self._lock:
             self._audio.clear()
         return []
+
+    def pause(self) -> list[Spoken]:
+        """Nothing plays, so nothing pauses."""
+        return []
+
+    def resume(self) -> None:
+        """Nothing to resume."""
+
+    @property
+    def paused(self) -> bool:
+        """Never paused."""
+        return False
 
     @property
     def busy(self) -> bool:

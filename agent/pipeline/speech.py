@@ -55,6 +55,23 @@ class AudioSink(Protocol):
         """Drop all queued audio at once; return ``Spoken(completed=False)`` for partly played pieces."""
         ...
 
+    def pause(self) -> list[Spoken]:
+        """Fall silent now, keeping what is queued (the sentence cut starts again on :meth:`resume`).
+
+        Returns:
+            ``Spoken(completed=False)`` for that sentence.
+        """
+        ...
+
+    def resume(self) -> None:
+        """Play on after :meth:`pause`."""
+        ...
+
+    @property
+    def paused(self) -> bool:
+        """Paused and not resumed or cleared since."""
+        ...
+
     @property
     def busy(self) -> bool:
         """Audio is queued or playing."""

@@ -19,8 +19,12 @@ listener (one per 32 ms, with the echo-gated speech probability) and
   through marks its check stale, so the ASR stage skips it;
 * **utterances**: the endpointer's (silence, longest utterance, or a verdict) go to the ASR
   stage, with the pause's transcript when no speech followed it (nothing left to decode);
-* **barge-in**: user speech sustained for ``[live] barge_in_ms`` while the robot speaks a turn
-  asks for an :class:`~agent.events.Interrupt`.
+* **speech over the robot** (:mod:`agent.pipeline.overlap`): its words are asked for early and
+  only an interruption stops the robot (a :class:`~agent.events.Hold`, resumed if it turns out to
+  be an acknowledgement or a noise); an utterance that began over the robot is marked
+  ``overlap`` for the ASR stage, which never makes an acknowledgement a turn;
+* **the speaker's pauses**: each pause the user goes on after is learned
+  (:class:`~agent.listening.pace.PauseModel`) and lengthens every wait from then on.
 
 With a source that need not keep real time (files as fast as possible) each pause's verdict
 comes before the next frame is taken, and each utterance's turn is over before the next one
@@ -38,13 +42,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.config import Config, TurnConfig
-from agent.control import Busy, ReleaseGate, StopSignal
+from agent.control import ReleaseGate, StopSignal
 from agent.events import (
     Error,
     Event,
     InputEnded,
     InputStarted,
-    Interrupt,
+    OverlapTranscript,
     PauseCheck,
     PauseTranscript,
     PauseVerdict,
@@ -54,7 +58,9 @@ from agent.events import (
     VoiceFrame,
 )
 from agent.listening.end_of_turn import EndOfTurnJudge, Verdict
+from agent.listening.pace import CONFIRMED_RULES, UNFINISHED, PauseModel, evidence, wait_ms
 from agent.listening.vad import FRAME, Endpointer, VADUpdate
+from agent.pipeline.overlap import Floor, OverlapTracker
 from agent.pipeline.posture import Postures
 from agent.pipeline.queues import StageQueue, run_stage
 from agent.pipeline.work import WorkTracker
@@ -68,10 +74,6 @@ FRAME_MS = FRAME * 1000 / SAMPLE_RATE
 
 INPUT_END_RULE = "input_end"
 """Endpoint rule of an utterance a file or line source ended (no more silence will come)."""
-
-CONFIRMED_RULES = frozenset({"text", "smart_turn"})
-"""Verdicts the silence must confirm (``[turn] confirm_ms``): a sentence that sounds finished
-may go on ("Turn your head to the left, [0.6 s] and then wave"); a stop phrase never waits."""
 
 
 def unclear(turn: TurnConfig, asr_logprob: float) -> bool:
@@ -87,35 +89,46 @@ def unclear(turn: TurnConfig, asr_logprob: float) -> bool:
     return asr_logprob < turn.unclear_logprob
 
 
-def confirm_ms(turn: TurnConfig, rule: str, complete: bool, unclear_words: bool) -> int:
+def confirm_ms(
+    turn: TurnConfig,
+    rule: str,
+    complete: bool,
+    unclear_words: bool,
+    text_score: float = 1.0,
+    smart_turn: float = -1.0,
+    heard: str = "",
+    extra_ms: float = 0.0,
+) -> int:
     """The silence that must confirm a verdict before its reply is heard, ms (0: heard at once).
 
-    A finished verdict of the words (:data:`CONFIRMED_RULES`) waits ``[turn] confirm_ms``. One on
-    doubtful evidence waits ``doubtful_confirm_ms``: words Whisper was unclear about
-    (:func:`unclear`: the text model judged words the user may not have said), or words that
-    alone did not say finished (``smart_turn``: their score is under ``text_complete`` and Smart
-    Turn decided). Measured on ``bench --turns``' set (tiny.en,
-    2026-12-05): the first parts of paused sentences that sounded finished were misheard ("Nod
-    your head," as "down your head" -0.68, "Can you wave" as "come your way" -0.54) or ended by
-    Smart Turn ("Look to the left," as "look at the left": words -1.27, Smart Turn 0.97); of 33
-    plain commands only one was either (a misheard "can you not wise": -0.72, Smart Turn), the
-    others -0.03 … -0.38 and all ended by the words; the shared commands -0.09 … -0.47, all ended
-    by the words; human speech (jfk.flac, the stereo pair, hotwords.mp3) -0.06 … -0.26.
+    The evidence decides (:func:`agent.listening.pace.evidence`): a finished verdict of the words
+    (:data:`~agent.listening.pace.CONFIRMED_RULES`) on strong evidence waits ``[turn]
+    strong_confirm_ms``, on ordinary evidence ``confirm_ms``, on doubtful evidence
+    ``doubtful_confirm_ms``: words Whisper was unclear about (:func:`unclear`: the text model
+    judged words the user may not have said), or words that alone did not say finished
+    (``smart_turn``). Measured on ``bench --turns``' set (tiny.en, 2026-12-05): the first parts of
+    paused sentences that sounded finished were misheard ("Nod your head," as "down your head"
+    -0.68, "Can you wave" as "come your way" -0.54) or ended by Smart Turn ("Look to the left," as
+    "look at the left": words -1.27, Smart Turn 0.97). Each wait grows by how much longer than the
+    shortest the speaker's pauses are (``extra_ms``, :class:`agent.listening.pace.PauseModel`).
 
     Args:
         turn: ``[turn]`` settings.
         rule: The verdict's rule.
         complete: The verdict says finished.
         unclear_words: Whisper was unclear about the words judged (:func:`unclear`).
+        text_score: The text model's score (1.0: not run).
+        smart_turn: Smart Turn's probability (-1: no model).
+        heard: The transcript judged.
+        extra_ms: The speaker's learned extra pause, ms.
 
     Returns:
         Silence, ms, counted from the end of speech.
     """
     if not complete or rule not in CONFIRMED_RULES:
         return 0
-    if turn.doubtful_confirm_ms and (rule == "smart_turn" or unclear_words):
-        return max(turn.confirm_ms, turn.doubtful_confirm_ms)
-    return turn.confirm_ms
+    level = evidence(turn, rule, complete, text_score, smart_turn, unclear_words, heard)
+    return wait_ms(turn, level, extra_ms)
 
 
 class EarlyStart:
@@ -183,7 +196,7 @@ class TurnTaking:
         asr_inbox: The ASR stage's queue (``PauseCheck``, ``Utterance``).
         publish: The bus (verdicts, skipped inputs, interruptions).
         work: The pipeline's work in flight.
-        speaker: The sink (barge-in only while it plays).
+        speaker: The sink (speech over it is judged only while it plays a turn).
         judge: Semantic end-of-turn; None = silence-only endpointing.
         early_start: The model's early start at each judged pause, or None.
         realtime: The source keeps real time (else: a verdict before the next frame, a turn's
@@ -191,6 +204,8 @@ class TurnTaking:
         barge_in: Allow the user to talk over the robot.
         postures: The body's posture follows the floor (listening while the user speaks,
             thinking once the turn is handed over); None: no body.
+        pauses: The speaker's learned pauses (shared with the ASR stage, which learns the gap
+            before a continuation); None: not learned.
     """
 
     def __init__(
@@ -200,12 +215,13 @@ class TurnTaking:
         asr_inbox: StageQueue,
         publish: Callable[[Event], None],
         work: WorkTracker,
-        speaker: Busy,
+        speaker: Floor,
         judge: EndOfTurnJudge | None,
         early_start: EarlyStart | None,
         realtime: bool,
         barge_in: bool,
         postures: Postures | None = None,
+        pauses: PauseModel | None = None,
     ) -> None:
         self.cfg, self.inbox, self.asr_inbox, self.publish = cfg, inbox, asr_inbox, publish
         self.work, self.speaker, self.judge, self.early_start = work, speaker, judge, early_start
@@ -226,9 +242,13 @@ class TurnTaking:
         self._t_audible = -1e9  # end of the newest frame in which the robot could be heard (perf_counter s)
         self._source = ""  # the newest frame's source (file path or device name)
         self._later: list[Event] = []  # taken while waiting for a transcript, handled after it
-        self._run_ms = 0.0  # user speech sustained over the robot's, ms
+        self.overlap = OverlapTracker(cfg, asr_inbox, publish, work, speaker)
+        self._utt_overlap = False  # the utterance in progress began over the robot's speech
+        self.pauses = pauses
+        self._silence_ms = 0.0  # the endpointer's silence after the previous frame, ms
         self._utterances = 0  # in the current input
         self._in_input = False
+        self._lengthen()
 
     def run(self) -> None:
         """Handle messages until ``Shutdown``."""
@@ -249,6 +269,8 @@ class TurnTaking:
             self._frame(msg)
         elif isinstance(msg, PauseTranscript):
             self._transcript(msg)
+        elif isinstance(msg, OverlapTranscript):
+            self.overlap.words(msg)
         elif isinstance(msg, InputStarted):
             self.publish(msg)
             self._reset()
@@ -269,6 +291,9 @@ class TurnTaking:
         self.endpointer.reset()
         self._drop_pause()
         self._undecided = None
+        self._utt_overlap = False
+        self._silence_ms = 0.0
+        self.overlap.reset()
         self.work.user_speaking = False
 
     # --- frames ------------------------------------------------------------------------------------
@@ -279,6 +304,9 @@ class TurnTaking:
         if f.robot_audible:
             self._t_audible = f.t_end
         upd = self.endpointer.feed(f.samples, f.prob)
+        self._learn(upd)
+        if upd.started:
+            self._utt_overlap = self.barge_in and (self.overlap.active or self.overlap.robot_speaking())
         if self._tentative is not None:
             upd = self._confirm_or_drop(upd)
         # Still "speaking" until an utterance that ends here is handed over (and counted as work):
@@ -286,7 +314,8 @@ class TurnTaking:
         speaking = (upd.speaking and self._tentative is None) or upd.ended
         self.work.user_speaking = speaking or self._tentative is not None
         self.postures.user_speaking(speaking)
-        self._barge_in(upd, f.prob)
+        if self.barge_in:
+            self.overlap.frame(f, self.endpointer.speaking)
         if self._pause is not None and not self.endpointer.still_silent(self._pause.pause_id):
             self._drop_pause()  # the user spoke again (or the utterance ended): not wanted
         if upd.audio_check and upd.audio is not None and self.judge is not None:
@@ -304,21 +333,20 @@ class TurnTaking:
         if upd.ended:
             self._end(upd)
 
-    def _barge_in(self, upd: VADUpdate, prob: float) -> None:
-        thr = self.cfg.vad.threshold
-        if (
-            self.barge_in
-            and self.speaker.busy
-            and self.work.current_turn is not None
-            and upd.speaking
-            and prob >= thr
-        ):
-            self._run_ms += FRAME_MS
-            if self._run_ms >= self.cfg.live.barge_in_ms:
-                self._run_ms = 0.0
-                self.publish(Interrupt(-1, "speech"))
-        elif prob < thr - 0.15:
-            self._run_ms = 0.0
+    def _learn(self, upd: VADUpdate) -> None:
+        """A pause the user went on after (a judged one, ``short_silence_ms`` or longer) is learned."""
+        silence, self._silence_ms = self._silence_ms, self.endpointer.silence_ms
+        if self.pauses is None or not upd.speaking or upd.started or self._silence_ms > 0:
+            return
+        if silence >= self.cfg.turn.short_silence_ms:
+            self.pauses.observe(silence)
+            self._lengthen()
+            log.debug("the user went on after %.0f ms: pauses average %.0f ms", silence, self.pauses.value_ms)
+
+    def _lengthen(self) -> None:
+        """The long silence that ends an unfinished-sounding turn grows with the learned pauses."""
+        extra = self.pauses.extra_ms if self.pauses is not None else 0.0
+        self.endpointer.set_long_silence(wait_ms(self.cfg.turn, UNFINISHED, extra))
 
     # --- pauses ------------------------------------------------------------------------------------
     def _check(self, pause_id: int, audio: np.ndarray, early: bool) -> _Pause:
@@ -387,7 +415,10 @@ class TurnTaking:
             self.publish(Error(-1, f"end-of-turn check failed ({pause.error}); ending this turn by silence"))
             return PauseVerdict(-1, pause.pause_id, res.text if res else "", False, "error")
         assert res is not None  # judged only on a transcript
-        doubt = unclear(self.cfg.turn, res.avg_logprob)
+        turn = self.cfg.turn
+        doubt = unclear(turn, res.avg_logprob)
+        extra = self.pauses.extra_ms if self.pauses is not None else 0.0
+        level = evidence(turn, v.rule, v.complete, v.text_score, v.smart_turn, doubt, res.text)
         return PauseVerdict(
             -1,
             pause.pause_id,
@@ -400,7 +431,11 @@ class TurnTaking:
             judge_ms=v.ms,
             asr_logprob=res.avg_logprob,
             unclear=doubt,
-            confirm_ms=confirm_ms(self.cfg.turn, v.rule, v.complete, doubt),
+            confirm_ms=confirm_ms(
+                turn, v.rule, v.complete, doubt, v.text_score, v.smart_turn, res.text, extra
+            ),
+            evidence=level,
+            pause_ms=round(self.pauses.value_ms) if self.pauses is not None else 0,
         )
 
     def _apply(self, verdict: PauseVerdict, transcript: ASRResult | None) -> None:
@@ -479,6 +514,9 @@ class TurnTaking:
                 transcript = made
         self._undecided = None
         self._drop_pause()
+        overlap, self._utt_overlap = self._utt_overlap, False
+        if overlap:
+            self.overlap.handed_over = True  # its words decide a hold (the ASR stage)
         now = time.perf_counter()
         t_end = self._t_last - (self.endpointer.samples - upd.end_sample) / SAMPLE_RATE
         # The audio handed over (pre-roll included) began this long before its speech end.
@@ -502,6 +540,7 @@ class TurnTaking:
                 transcript,
                 release,
                 audible,
+                overlap,
             )
         )
         self.work.user_speaking = False  # counted as work now: the turn holds background results back

@@ -116,6 +116,35 @@ def bench(
     wake_sweep: Annotated[
         bool, typer.Option(help="--wake: also score every cutoff and window on the tuning set")
     ] = False,
+    eot: Annotated[
+        bool,
+        typer.Option(
+            "--eot",
+            help="end-of-turn the eot-bench way: judge every pause of the turn-taking set, the held-out "
+            "speakers and the shared commands once, then print false cut-offs against added latency for "
+            "silence alone, Smart Turn alone and our judge (fixed, by evidence, with learned pauses)",
+        ),
+    ] = False,
+    conversation: Annotated[
+        bool,
+        typer.Option(
+            "--conversation",
+            help="one growing conversation through the live audio path (bolt-agent run on a private "
+            "PulseAudio server): held-out speakers and the shared commands; voice-to-voice per turn and "
+            "its drift as the history grows",
+        ),
+    ] = False,
+    turns_played: Annotated[
+        int, typer.Option("--conversation-turns", min=3, help="--conversation: turns played")
+    ] = 36,
+    floor: Annotated[
+        bool,
+        typer.Option(
+            "--floor",
+            help="acknowledgements, laughs, coughs, noise and interruptions played over the robot's "
+            "speech through the live audio path: stops, resumes and replies per clip",
+        ),
+    ] = False,
 ) -> None:
     """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
 
@@ -142,6 +171,9 @@ def bench(
     if folder is None:
         root = fixtures_root() or TEST_DATA
         folder = root / "commands" if root else None
+    if eot or conversation or floor:
+        _bench_floor_of_turns(cfg, config, folder, json_out, eot, conversation, turns_played)
+        return
     if vision:
         _bench_vision(cfg, folder, frames, runs, json_out)
         return
@@ -211,6 +243,61 @@ def _bench_wake(cfg: Any, config: Optional[Path], json_out: bool, cpu_s: float, 
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
     typer.echo(json.dumps(report) if json_out else format_wake(report))
+
+
+def _bench_floor_of_turns(
+    cfg: Any,
+    config: Optional[Path],
+    commands: Optional[Path],
+    json_out: bool,
+    eot: bool,
+    conversation: bool,
+    turns_played: int,
+) -> None:
+    """``bench --eot``, ``--conversation`` or ``--floor``.
+
+    The work is in :mod:`tools.bench.eot`, :mod:`tools.bench.live` and :mod:`tools.bench.floor_bench`;
+    the live ones log the agent's stderr to ``bench-conversation.log`` / ``bench-floor.log`` here.
+    """
+    from agent.config import DEFAULT_CONFIG
+    from agent.models import resolve_model
+    from tests.pulse import missing
+
+    def note(s: str) -> None:
+        typer.echo(s, err=True)
+
+    try:
+        if eot:
+            from tools.bench.eot import format_eot, run_eot
+
+            report = run_eot(cfg, commands, note)
+            typer.echo(json.dumps(report) if json_out else format_eot(report))
+            return
+        if (why := missing()) is not None:
+            typer.echo(f"error: the live benchmarks need a PulseAudio server: {why}", err=True)
+            raise typer.Exit(2)
+        voice = resolve_model(cfg.tts.voice, "voice")
+        log = Path.cwd() / ("bench-conversation.log" if conversation else "bench-floor.log")
+        if conversation:
+            from tools.bench.live import conversation_turns, format_conversation, run_conversation
+            from tools.bench.speakers import build_speakers, default_folder
+
+            build_speakers(default_folder(), voice)
+            said = conversation_turns(turns_played, commands)
+            report = run_conversation(config or DEFAULT_CONFIG, said, log, note)
+            typer.echo(json.dumps(report) if json_out else format_conversation(report))
+            return
+        from tools.bench.floor_bench import format_floor, run_floor
+        from tools.bench.floor_set import build_floor_set, build_story
+        from tools.bench.floor_set import default_folder as floor_folder
+
+        clips = build_floor_set(floor_folder(), voice, TEST_DATA / "audio" / "jfk.flac")
+        story = build_story(floor_folder(), voice)  # a long reply to talk over
+        report = run_floor(config or DEFAULT_CONFIG, clips, floor_folder(), story, log, note)
+        typer.echo(json.dumps(report) if json_out else format_floor(report))
+    except RuntimeError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
 
 
 def _bench_peer(cfg: Any, folder: Path, limit: int, runs: int, ours: Optional[Path], json_out: bool) -> None:

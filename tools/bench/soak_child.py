@@ -93,17 +93,28 @@ class Child:
         log: Where its stderr goes (appended).
         state_file: The state store it uses (``[state]``: :func:`agent.state.keep.state_path`),
             or None when persistence is off.
+        kept: The event names kept (default :data:`KEPT`).
+        verbose: Run it with ``--verbose`` (its decisions logged to ``log``).
     """
 
     def __init__(
-        self, config: Path, env: dict[str, str], port: int, log: Path, state_file: Path | None = None
+        self,
+        config: Path,
+        env: dict[str, str],
+        port: int,
+        log: Path,
+        state_file: Path | None = None,
+        kept: frozenset[str] = KEPT,
+        verbose: bool = False,
     ) -> None:
         args = [sys.executable, "-m", "agent", "run", "--json", "--config", str(config)]
+        args += ["--verbose"] if verbose else []
         if port:
             args += ["--console", f"127.0.0.1:{port}"]
         self.port = port
         self.log = log
         self.state_file = state_file
+        self.kept = kept
         self._err: IO[bytes] = open(log, "ab")  # closed in close()
         self.proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=self._err, text=True)
         self._events: list[dict[str, Any]] = []
@@ -130,7 +141,7 @@ class Child:
                 with self._cv:
                     self._tidied.append(ev)
                 continue
-            if ev.get("event") not in KEPT:
+            if ev.get("event") not in self.kept:
                 continue
             ev["t"] = time.monotonic()
             with self._cv:

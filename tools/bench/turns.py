@@ -23,10 +23,10 @@ Reported:
 * ``fillers_answered``: share of hesitations alone that got an answer (want 0);
 * ``plain_extra_wait_ms``: per end rule, how many plain commands it ended and the silence they
   waited beyond ``short_silence_ms``: the verdict's confirming silence for a verdict of the words
-  or Smart Turn (``[turn] confirm_ms``; ``doubtful_confirm_ms`` for unclear words or a Smart
-  Turn verdict, listed apart as ``<rule>, confirmed by <ms> ms``; live, the reply is prepared
-  during that wait and heard when it ends), the long silence for ``silence``; ``plain_split``:
-  plain commands answered as more than one turn;
+  or Smart Turn, by its evidence (``<rule> (strong)``: ``[turn] strong_confirm_ms``, ``(normal)``:
+  ``confirm_ms``, ``(doubtful)``: ``doubtful_confirm_ms``, each grown by the pauses learned so
+  far; live, the reply is prepared during that wait and heard when it ends), the long silence for
+  ``silence``; ``plain_split``: plain commands answered as more than one turn;
 * ``smart_turn_veto``: the data for a rule that would let Smart Turn overrule the words' "finished"
   (both signals are in every verdict): per threshold, how many of the pauses inside paused
   sentences that the words called finished it would have held (``held``, of
@@ -80,6 +80,7 @@ class FileTurns:
         end_rules: Each utterance's end rule.
         end_confirms: Each utterance's confirming silence (the deciding verdict's ``confirm_ms``;
             0 where none confirmed it), ms.
+        end_evidence: Each utterance's deciding verdict's evidence ("" where none decided).
     """
 
     answered: list[str] = field(default_factory=list)
@@ -90,6 +91,7 @@ class FileTurns:
     verdicts: list[PauseVerdict] = field(default_factory=list)
     end_rules: list[str] = field(default_factory=list)
     end_confirms: list[int] = field(default_factory=list)
+    end_evidence: list[str] = field(default_factory=list)
 
 
 class TurnRecorder:
@@ -101,6 +103,7 @@ class TurnRecorder:
         self._texts: dict[int, tuple[str, str]] = {}  # turn id -> (file, transcript)
         self._played: set[int] = set()  # turns of which a sentence reached the speaker
         self._confirm = 0  # the newest finished verdict's confirming silence, ms
+        self._evidence = ""  # and its evidence
 
     def __call__(self, ev: Event) -> None:
         """Record one message of the bus."""
@@ -122,11 +125,12 @@ class TurnRecorder:
         elif isinstance(ev, PauseVerdict):
             self.files[self._current].verdicts.append(ev)
             if ev.complete:
-                self._confirm = ev.confirm_ms
+                self._confirm, self._evidence = ev.confirm_ms, ev.evidence
         elif isinstance(ev, Utterance):
             self.files[self._current].end_rules.append(ev.end_rule)
             self.files[self._current].end_confirms.append(self._confirm)
-            self._confirm = 0
+            self.files[self._current].end_evidence.append(self._evidence)
+            self._confirm, self._evidence = 0, ""
 
 
 def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> dict[str, Any]:
@@ -142,16 +146,15 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
     """
     from agent.pipeline.turn_taking import CONFIRMED_RULES
 
-    short, long, confirm = cfg.turn.short_silence_ms, cfg.turn.long_silence_ms, cfg.turn.confirm_ms
+    short, long = cfg.turn.short_silence_ms, cfg.turn.long_silence_ms
 
     def waited(rule: str, confirmed_by: int) -> int:
         if rule == "silence":
             return long
         return max(short, confirmed_by) if rule in CONFIRMED_RULES and confirmed_by else short
 
-    def label(rule: str, confirmed_by: int) -> str:
-        longer = rule in CONFIRMED_RULES and confirmed_by != confirm
-        return f"{rule}, confirmed by {confirmed_by} ms" if longer else rule
+    def label(rule: str, evidence: str) -> str:
+        return f"{rule} ({evidence})" if rule in CONFIRMED_RULES and evidence else rule
 
     paused = [c for c in cases if c.kind == "paused"]
     plain = [c for c in cases if c.kind == "plain"]
@@ -164,9 +167,11 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
         per_voice[c.voice].append(c in whole)
     waits: dict[str, list[int]] = defaultdict(list)
     for c in plain:
-        ends = list(zip(seen[c.file].end_rules, seen[c.file].end_confirms, strict=True))
-        for rule, confirmed_by in ends[:1]:  # the command's own end
-            waits[label(rule, confirmed_by)].append(waited(rule, confirmed_by) - short)
+        f = seen[c.file]
+        evidence = f.end_evidence or [""] * len(f.end_rules)
+        ends = list(zip(f.end_rules, f.end_confirms, evidence, strict=True))
+        for rule, confirmed_by, why in ends[:1]:  # the command's own end
+            waits[label(rule, why)].append(waited(rule, confirmed_by) - short)
     rules = Counter(v.rule for c in cases for v in seen[c.file].verdicts)
     veto = smart_turn_veto(
         [v for c in paused for v in _finished(seen[c.file].verdicts)[:-1]],
@@ -231,6 +236,8 @@ def score(cases: list[TurnCase], files: dict[str, FileTurns], cfg: Config) -> di
                         "heard": v.text,
                         "asr_logprob": round(v.asr_logprob, 3),
                         "confirm_ms": v.confirm_ms,
+                        "evidence": v.evidence,
+                        "pause_ms": v.pause_ms,
                     }
                     for v in seen[c.file].verdicts
                 ],

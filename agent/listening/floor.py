@@ -1,0 +1,110 @@
+"""Who keeps the floor while the robot speaks: an acknowledgement, a noise, or an interruption.
+
+People talk over a speaker all the time without wanting the floor: "uh-huh", "yeah", "right", a
+laugh, a cough. A robot that stops at each of them, and answers them as turns, is tiring; one
+that does not stop for "wait", "no, the other hand" or a question is worse. The decision has to
+be made within a few hundred milliseconds, from what is known by then:
+
+* **the early words**: the user's speech over the robot is transcribed ``[live]
+  overlap_words_ms`` into it (and again every ``overlap_recheck_ms`` while it goes on): tiny.en
+  hears "yeah", "mm-hmm", "okay" in their first 200 ms as well as "wait" or "no";
+* **the audio**: how long the speech has lasted. Speech that goes on over the robot for ``[live]
+  barge_in_ms`` before any word is known stops it anyway (the safe side);
+* **what the robot is saying**: after a question ("Shall I dance?") a "yes" or "okay" is an
+  answer, not an acknowledgement.
+
+:func:`overlap_kind` sorts a transcript into :data:`BACKCHANNEL` (acknowledgements and fillers
+only), :data:`NOTHING` (no words: a laugh, a cough, a noise Whisper could not make words of, or
+only guessed at) and :data:`INTERRUPTION` (anything else). Only an interruption stops the robot;
+the others never become turns (:mod:`agent.pipeline.asr_stage` reports them as
+:class:`~agent.events.Backchannel`). A stop the words decide is a *hold* (the speaker pauses, the
+turn goes on being prepared): if the utterance turns out to be an acknowledgement or nothing, the
+robot resumes from the start of the sentence it was cut in (:mod:`agent.pipeline.pipeline`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from agent.speech.words import words
+
+BACKCHANNEL = "backchannel"
+"""Words that only acknowledge ("uh-huh", "yeah", "right", "okay", "I see") or hesitate."""
+NOTHING = "nothing"
+"""No words: a laugh, a cough, a noise (Whisper heard nothing, or only guessed)."""
+INTERRUPTION = "interruption"
+"""Anything else: a stop, a correction, a question, a new request."""
+
+BACKCHANNEL_WORDS = frozenset(
+    "yeah yes yep yup yah ya ok okay okey kay right alright sure uh huh uhhuh uhuh mhm mhmm mmhmm "
+    "mm mmm hm hmm hmmm um umm uh ah aha oh ooh wow cool nice great good fine true totally exactly "
+    "indeed gotcha cool".split()
+)
+"""Words that alone acknowledge or hesitate ("Uh-huh." is "uh" "huh" to :func:`agent.speech.words.words`)."""
+
+BACKCHANNEL_PHRASES: tuple[tuple[str, ...], ...] = tuple(
+    tuple(p.split())
+    for p in (
+        "i see", "got it", "all right", "that's right", "that's true", "makes sense", "sounds good",
+        "go on", "i know", "of course", "oh really", "really", "interesting", "i guess",
+    )
+)  # fmt: skip
+"""Short phrases that acknowledge ("I see", "got it", "go on")."""
+
+LAUGH_WORDS = frozenset("ha haha hahaha hah heh hehe hehehe hee ho hoho lol".split())
+"""What Whisper writes for a laugh."""
+
+NOT_BACKCHANNEL = frozenset("no nope wait stop hold hey sorry actually but excuse what why how".split())
+"""Words that never only acknowledge: said over the robot they want the floor."""
+
+ANSWER_WORDS = frozenset("yes yeah yep yup ok okay sure alright right no nope".split())
+"""Words that answer the robot's question ("Shall I dance?" "Yes."): a turn, not an acknowledgement."""
+
+_ANNOTATION = re.compile(r"[\[(*][^\])*]*[\])*]")
+"""Whisper's notes on sounds: "(laughs)", "[Laughter]", "*coughs*"."""
+
+MAX_WORDS = 5
+"""An acknowledgement is this many words at most ("yeah yeah I see"); longer is an interruption."""
+
+
+def overlap_kind(text: str, unsure: bool = False, robot_asked: bool = False) -> str:
+    """What the user's words over the robot's speech are.
+
+    Args:
+        text: The transcript of the user's speech so far ("" when Whisper heard nothing).
+        unsure: Whisper only guessed (:attr:`agent.speech.asr.ASRResult.unsure`: a hum, a noise).
+        robot_asked: The robot's sentence being said (or just said) is a question: "yes",
+            "okay", "no" answer it.
+
+    Returns:
+        :data:`BACKCHANNEL`, :data:`NOTHING` or :data:`INTERRUPTION`.
+    """
+    said = words(_ANNOTATION.sub(" ", text))
+    if not said or all(w in LAUGH_WORDS for w in said):
+        return NOTHING
+    if robot_asked and set(said) & ANSWER_WORDS:
+        return INTERRUPTION
+    if set(said) & NOT_BACKCHANNEL or len(said) > MAX_WORDS:
+        return INTERRUPTION
+    if _only_acknowledgement(said):
+        return BACKCHANNEL
+    return NOTHING if unsure else INTERRUPTION
+
+
+def _only_acknowledgement(said: list[str]) -> bool:
+    """Whether every word is an acknowledgement, a filler, a laugh or part of an acknowledging phrase."""
+    i = 0
+    while i < len(said):
+        phrase = next((p for p in BACKCHANNEL_PHRASES if tuple(said[i : i + len(p)]) == p), None)
+        if phrase is not None:
+            i += len(phrase)
+        elif said[i] in BACKCHANNEL_WORDS or said[i] in LAUGH_WORDS:
+            i += 1
+        else:
+            return False
+    return True
+
+
+def is_question(sentence: str) -> bool:
+    """Whether the robot's ``sentence`` asks something (it ends with a question mark)."""
+    return sentence.rstrip().rstrip("\"')").endswith("?")
