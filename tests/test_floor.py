@@ -8,7 +8,6 @@ real :class:`~agent.audio_io.speaker.Speaker` whose callback the test calls, as 
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -28,6 +27,7 @@ from agent.listening.pace import (
     pause_model,
     wait_ms,
 )
+from tools.bench.turn_set import espeak_ng
 
 
 @pytest.mark.parametrize(
@@ -168,21 +168,6 @@ def test_waits_by_evidence_grow_with_the_speakers_pauses():
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
 
-def _espeak(text: str, voice: str = "en-us") -> np.ndarray:
-    import io
-    import wave
-
-    import soxr
-
-    out = subprocess.run(["espeak-ng", "-v", voice, "--stdout", text], capture_output=True, check=True)
-    with wave.open(io.BytesIO(out.stdout)) as w:
-        pcm = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
-        rate = w.getframerate()
-    audio = soxr.resample(pcm, rate, 16000).astype(np.float32)
-    loud = np.nonzero(np.abs(audio) > 0.01)[0]
-    return audio[loud[0] : loud[-1] + 1]
-
-
 @pytest.fixture(scope="module")
 def asr():
     from agent.models import resolve_model
@@ -211,7 +196,7 @@ def test_whisper_hears_what_the_speech_over_the_robot_is(asr, said, voice, kind)
     from agent.pipeline.asr_stage import PAUSE_PAD
 
     audio = np.concatenate(
-        [np.zeros(5120, np.float32), _espeak(said, voice), np.zeros(PAUSE_PAD, np.float32)]
+        [np.zeros(5120, np.float32), espeak_ng(said, voice), np.zeros(PAUSE_PAD, np.float32)]
     )
     res = asr.transcribe(audio)
     got = overlap_kind(res.text, res.unsure)

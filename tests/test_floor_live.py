@@ -10,7 +10,6 @@ it. Nothing here asserts a time: ``bench --floor`` measures those.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import time
 
 import numpy as np
@@ -22,6 +21,7 @@ from agent.events import Backchannel, BargeIn, Event, Held, PlaybackStarted, Res
 from agent.pipeline import Bus, build_core
 from agent.pipeline.pipeline import Pipeline, live_pipeline
 from tools.bench.latency import EventLog
+from tools.bench.turn_set import espeak_ng
 
 pytestmark = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
@@ -34,17 +34,7 @@ STORY_REQUESTS = (
 
 def _espeak(text: str, voice: str = "en-us") -> np.ndarray:
     """``text`` spoken by espeak-ng, 16 kHz float32, with 0.3 s of silence before and 0.5 s after."""
-    import io
-    import wave
-
-    import soxr
-
-    out = subprocess.run(["espeak-ng", "-v", voice, "--stdout", text], capture_output=True, check=True)
-    with wave.open(io.BytesIO(out.stdout)) as w:
-        pcm = np.frombuffer(w.readframes(w.getnframes()), np.int16).astype(np.float32) / 32768
-        rate = w.getframerate()
-    speech = soxr.resample(pcm, rate, 16000).astype(np.float32)
-    return np.concatenate([np.zeros(4800, np.float32), speech, np.zeros(8000, np.float32)])
+    return np.concatenate([np.zeros(4800, np.float32), espeak_ng(text, voice), np.zeros(8000, np.float32)])
 
 
 class Live:

@@ -26,6 +26,7 @@ from tools.bench import peer as peer_mod
 from tools.bench.peer import (
     MARKER,
     PEER_REQUIREMENT,
+    TARGET_P50,
     PeerError,
     ensure_peer_venv,
     format_peer,
@@ -119,7 +120,7 @@ def test_report_without_ours_gives_the_formula_and_misses_a_slow_ours():
     raw = {"per_file": [_row("a.wav", 1000.0, 400.0)]}
     rep = peer_report(raw)
     assert "ratio" not in rep and rep["waited_on_silence"] == 0
-    assert "--ours ours.json" in format_peer(rep) and "0.7 x peer p50" in format_peer(rep)
+    assert "--ours ours.json" in format_peer(rep) and f"{TARGET_P50} x peer p50" in format_peer(rep)
     slow = peer_report(raw, {"voice_to_voice_ms": {"p50": 800.0, "p95": 800.0}, "turns_per_file": []})
     assert slow["ratio"] == {"p50": 0.8, "p95": 0.8} and slow["meets_target"] is False
     assert "not met" in format_peer(slow)

@@ -389,6 +389,21 @@ def _nearest_silence(audio: np.ndarray, at: int) -> tuple[int, int] | None:
     return min(near, key=lambda r: abs((r[0] + r[1]) / 2 - at)) if near else None
 
 
+def espeak_ng(text: str, espeak_voice: str = "en-us", rate: int = 175) -> np.ndarray:
+    """``text`` said by espeak-ng (``-v espeak_voice -s rate``; 175 wpm is its default pace).
+
+    Returns:
+        ``(n,)`` float32 at :data:`SAMPLE_RATE`, silence trimmed at both ends.
+
+    Raises:
+        RuntimeError: espeak-ng failed or made no audio.
+    """
+    # No piper voice is needed: the synthesizer opens one only for a piper Voice.
+    return Synthesizer(Path()).speak(
+        text, Voice(f"espeak-ng {espeak_voice}", "espeak-ng", espeak_voice=espeak_voice, rate=rate)
+    )
+
+
 def write_wav(path: Path, audio: np.ndarray) -> None:
     """Write ``(n,)`` float32 16 kHz audio as 16-bit mono PCM."""
     with wave.open(str(path), "wb") as w:
