@@ -276,8 +276,8 @@ class OverlapTranscript(Event):
     Attributes:
         check_id: The question answered.
         result: The transcript (None: the recognizer failed).
-        kind: :func:`agent.listening.floor.overlap_kind`'s answer: ``backchannel``, ``nothing``
-            or ``interruption``.
+        kind: :func:`agent.listening.floor.early_kind`'s answer: ``backchannel``, ``nothing``,
+            ``interruption`` or ``""`` (not known yet).
     """
 
     name: ClassVar[str] = "overlap_transcript"

@@ -10,7 +10,7 @@ import pytest
 from agent.config import load_config
 from agent.listening.vad import find_utterances
 from agent.models import resolve_model
-from agent.speech.asr import WhisperASR
+from agent.speech.asr import WhisperASR, context_frames
 from agent.speech.audio import AudioError, decode_file, write_wav
 from tools.bench.accuracy import word_error_rate
 
@@ -165,3 +165,30 @@ def test_a_hum_is_an_unsure_transcript_and_a_short_command_is_not(asr):
             assert len(utts) == 1, (text, v.name)
             res = asr.transcribe(utts[0].audio)
             assert res.text and not res.unsure and res.temperature == 0.0, (text, v.name, res)
+
+
+def test_context_frames_cover_the_audio_and_the_floor():
+    assert context_frames(8000, 10.0) == 1000  # 0.5 s: the floor
+    assert context_frames(16000 * 12, 10.0) == 1300  # 12 s + 1 s, rounded up to a second
+    assert context_frames(16000 * 40, 10.0) == 3000  # never past Whisper's window
+    assert context_frames(16000 * 2 + 320, 1.0) == 400  # 2.02 s + 1 s, rounded up: 4 s
+
+
+def test_a_short_window_hears_the_commands_and_the_full_one_is_kept(asr, fixtures_dir):
+    """The shortened encoder window (the overlap checks') hears the shared commands' words."""
+    seen = {}
+    original = asr.model.__class__.__mro__[1].encode
+
+    def spy(model, features):
+        seen.setdefault(model.window.frames, []).append(features.shape[-1])
+        return original(model, features)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(asr.model.__class__.__mro__[1], "encode", spy)
+        short = asr.transcribe(decode_file(fixtures_dir / "commands" / "wave_right.wav"), context_s=10.0)
+        full = asr.transcribe(decode_file(fixtures_dir / "commands" / "wave_right.wav"))
+    assert {"wave", "right", "hand"} <= set(short.text.lower().replace(",", " ").replace(".", " ").split())
+    assert short.text.lower().rstrip(".") == full.text.lower().rstrip(".")
+    assert seen[1000] == [1000]  # the 2.6 s command in a 10 s window
+    assert seen[None] == [3000]  # and the full 30 s one without context_s
+    assert asr.model.window.frames is None

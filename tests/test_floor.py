@@ -15,7 +15,16 @@ import pytest
 from agent.audio_io.fake import FakeBackend
 from agent.audio_io.speaker import PlayItem, Speaker
 from agent.config import AudioConfig, load_config
-from agent.listening.floor import BACKCHANNEL, INTERRUPTION, NOTHING, is_question, overlap_kind
+from agent.listening.floor import (
+    BACKCHANNEL,
+    INTERRUPTION,
+    NOTHING,
+    UNDECIDED,
+    early_kind,
+    is_question,
+    may_become_acknowledgement,
+    overlap_kind,
+)
 from agent.listening.pace import (
     DOUBTFUL,
     NORMAL,
@@ -193,14 +202,54 @@ def asr():
 def test_whisper_hears_what_the_speech_over_the_robot_is(asr, said, voice, kind):
     """The words as the ASR stage takes them: the whole utterance after 320 ms of silence (its
     pre-roll) with 400 ms of padding, as an overlap check sends them."""
-    from agent.pipeline.asr_stage import PAUSE_PAD
+    from agent.pipeline.asr_stage import OVERLAP_MAX_TOKENS, PAUSE_PAD
 
     audio = np.concatenate(
         [np.zeros(5120, np.float32), espeak_ng(said, voice), np.zeros(PAUSE_PAD, np.float32)]
     )
-    res = asr.transcribe(audio)
-    got = overlap_kind(res.text, res.unsure)
-    if kind == BACKCHANNEL:  # a lone "okay" is dropped as a sign-off hallucination: no words, no stop either
-        assert got in (BACKCHANNEL, NOTHING), res
-    else:
-        assert got == kind, res
+    check = asr.transcribe(audio, context_s=10.0, fallback=False, max_tokens=OVERLAP_MAX_TOKENS)
+    for res in (asr.transcribe(audio), check):
+        got = overlap_kind(res.text, res.unsure)  # the whole window, and the overlap check's own
+        if (
+            kind == BACKCHANNEL
+        ):  # a lone "okay" is dropped as a sign-off hallucination: no words, no stop either
+            assert got in (BACKCHANNEL, NOTHING), res
+        else:
+            assert got == kind, res
+
+
+@pytest.mark.parametrize(
+    ("text", "maybe"),
+    [
+        ("Got", True),  # "got it", cut
+        ("I", True),  # "I see"
+        ("Yeah, I", True),
+        ("That's", True),
+        ("Got it.", False),  # whole: an acknowledgement already
+        ("I want you to wave.", False),
+        ("Wait", False),
+        ("No", False),
+        ("Turn", False),
+        ("", False),
+    ],
+)
+def test_an_acknowledgement_cut_by_the_early_check_is_not_yet_an_interruption(text, maybe):
+    assert may_become_acknowledgement(text) is maybe
+
+
+@pytest.mark.parametrize(
+    ("text", "unsure", "asked", "kind"),
+    [
+        ("Got", False, False, UNDECIDED),  # cut: the next check decides
+        ("Got", False, True, INTERRUPTION),  # after the robot's question any word answers
+        ("that em", True, False, UNDECIDED),  # a guess at "Wait." is no "nothing" yet
+        ("ha ha", True, False, NOTHING),  # a guessed laugh is still a laugh
+        ("", False, False, UNDECIDED),  # no words yet: the next check, or barge_in_ms, decides
+        ("(coughs)", False, False, UNDECIDED),
+        ("Wait.", False, False, INTERRUPTION),
+        ("Wait.", True, False, INTERRUPTION),  # a stop word, even guessed
+        ("Yeah.", False, False, BACKCHANNEL),
+    ],
+)
+def test_the_early_words_are_undecided_where_the_next_check_may_tell(text, unsure, asked, kind):
+    assert early_kind(text, unsure, asked) == kind

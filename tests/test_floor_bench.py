@@ -8,11 +8,14 @@ hand-made pause records whose answer is known; the live runs themselves are the 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
+import tomllib
 
-from agent.config import load_config
+from agent.config import DEFAULT_CONFIG, load_config
 from agent.models import resolve_model
 from tools.bench import speakers, turn_set
 from tools.bench.eot import at_budgets, judge_wait, pareto, score, smart_turn_wait, vad_wait
@@ -20,6 +23,7 @@ from tools.bench.eot_collect import PauseRecord, pauses_of
 from tools.bench.floor_bench import floor_report, format_floor
 from tools.bench.floor_set import CLIPS, KINDS, build_floor_set, cough, laugh, noise
 from tools.bench.live import conversation_report, conversation_turns, format_conversation
+from tools.bench.story_server import STORY, StoryServer, story_config, toml_text
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
 
@@ -156,3 +160,24 @@ def test_the_floor_report_counts_each_clip_against_its_kind():
     assert r["interruptions"]["in_time"] == 1 and r["interruptions"]["answered"] == 2
     assert r["false_interruptions"] == {"stops": 1, "resumed": 1} and r["robot_silent"] == ["ack.wav"]
     assert "false interruptions resumed: 1/1 (100%)" in format_floor(r)
+
+
+def test_the_story_server_makes_the_agent_tell_the_whole_story(tmp_path):
+    """``bench --floor``'s talker: the shipped config on the story server, through ``bolt-agent chat``."""
+    raw = tomllib.loads(DEFAULT_CONFIG.read_text(encoding="utf-8"))
+    assert tomllib.loads(toml_text(raw)) == raw  # inline tables (the joints) and nested tables survive
+    with StoryServer(tokens_per_s=400) as server:
+        told = story_config(DEFAULT_CONFIG, server.url, tmp_path / "story.toml")
+        cfg = load_config(told)
+        assert (cfg.llm.engine, cfg.llm.openai.url, cfg.llm.max_reply_sentences) == ("openai", server.url, 0)
+        out = subprocess.run(
+            [sys.executable, "-m", "agent", "chat", "--config", str(told)],
+            input="Tell me a story.\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert STORY.split(". ")[0] in out.stdout  # told from its first sentence ...
+    assert STORY.split(". ")[-1].rstrip(".") in out.stdout  # ... to its last (no reply cap)
+    assert server.requests >= 1  # the warm-up may ask too

@@ -16,6 +16,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rig import AgentRig, Events
 
@@ -349,3 +350,40 @@ def test_typed_turn_runs_through_the_same_pipeline():
         assert not any(isinstance(e, UserTurn) for e in evs)  # internal messages never leave the pipeline
     finally:
         rig.close()
+
+
+def test_synthesis_waits_until_the_queued_audio_runs_low_and_a_cancel_ends_the_wait(voice):
+    """``[live] tts_lookahead_s``: the next sentence is made when it is needed, not all at once."""
+    from agent.audio_io.fake import FakeBackend
+    from agent.audio_io.speaker import Speaker
+    from agent.config import AudioConfig
+
+    sp = Speaker(AudioConfig(output_sample_rate=16000), FakeBackend())
+    sp.rate, sp._stream = 16000, object()  # opened, no stream thread: the test plays it by hand
+    sink = SpeakerSink(sp)
+    gate = TurnGate()
+    tid = gate.new_turn()
+    q = StageQueue(gate)
+    stage = SpeechStage(voice, sink, q, gate, lambda _e: None, clause_chars=80, lookahead_s=0.5)
+    th = threading.Thread(target=stage.run)
+    th.start()
+    for text in ("It is a fine day in the valley today. ", "The sun is out. ", "The birds sing. "):
+        q.put(ReplyDelta(tid, text))
+    q.put(ReplyEnd(tid))
+    deadline = time.monotonic() + 20
+    while not sp.busy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(1.0)  # time enough for piper to make all three
+    queued = [it.text for it in sp._items]
+    assert queued == ["It is a fine day in the valley today."], queued  # 2.5 s of audio: the rest waits
+    first_s = sp.queued_s
+    out = np.zeros((int(16000 * (first_s - 0.3)), 1), np.float32)
+    sp._fill(out, out.shape[0], None)  # played down to 0.3 s left: under the lookahead
+    while len(sp._items) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [it.text for it in sp._items][:2] == ["It is a fine day in the valley today.", "The sun is out."]
+    gate.cancel(tid)  # a barge-in while the third waits behind the second: the wait ends, nothing made
+    q.put(Shutdown(-1))
+    th.join(10)
+    assert not th.is_alive()
+    assert "The birds sing." not in [it.text for it in sp._items]

@@ -34,7 +34,7 @@ from agent.events import (
     VoiceFrame,
 )
 from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn
-from agent.listening.floor import BACKCHANNEL, INTERRUPTION
+from agent.listening.floor import BACKCHANNEL, INTERRUPTION, UNDECIDED
 from agent.listening.pace import PauseModel
 from agent.listening.vad import FRAME
 from agent.models import resolve_model
@@ -325,6 +325,20 @@ def test_an_acknowledgement_over_the_robot_never_stops_it_and_is_marked_for_the_
     h.frames(50, SILENCE)
     [utt] = [m for m in h.taken() if isinstance(m, Utterance)]
     assert utt.overlap and utt.transcript.text == "Yeah, yeah."  # the ASR stage makes no turn of it
+
+
+def test_an_acknowledgement_the_check_cut_short_waits_for_the_next_check():
+    h = Harness()
+    _robot_speaking(h)
+    h.frames(6, SPEECH)
+    [check] = _overlap_checks(h)
+    _words(h, check, "Got", UNDECIDED)  # the ASR stage's early_kind of the cut "got it"
+    assert not h.of(Hold) and not h.of(Interrupt)
+    h.frames(10, SPEECH)  # the recheck
+    [again] = _overlap_checks(h)
+    _words(h, again, "Got it.", BACKCHANNEL)
+    h.frames(6, SPEECH)  # past [live] barge_in_ms: the words are known now
+    assert not h.of(Hold) and not h.of(Interrupt)
 
 
 def test_speech_over_the_robot_with_no_words_yet_stops_it_after_barge_in_ms():

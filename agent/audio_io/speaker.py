@@ -215,6 +215,13 @@ class Speaker:
         """Something is queued or playing."""
         return bool(self._items)
 
+    @property
+    def queued_s(self) -> float:
+        """Audio queued and not yet played (the part of the sentence playing included), s."""
+        with self._lock:
+            left = sum(it.audio.size - it.pos for it in self._items if it.audio is not None)
+        return left / self.rate if self.rate else 0.0
+
     def _callback(self, outdata: np.ndarray, frames: int, t: Any, status: Any) -> None:
         try:
             self._fill(outdata, frames, status)

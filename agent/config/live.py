@@ -123,7 +123,7 @@ class LiveConfig(StrictModel):
         192, ge=32, le=2000, description="speech over the robot after which its words are transcribed, ms"
     )
     overlap_recheck_ms: int = Field(
-        320,
+        160,
         ge=32,
         le=3000,
         description="while speech over the robot goes on without interrupting, its words are "
@@ -187,6 +187,13 @@ class LiveConfig(StrictModel):
     stop_max_words: int = Field(4, ge=1, le=12, description="longer transcripts go to the model")
     clause_chars: int = Field(
         120, ge=20, le=400, description="a sentence longer than this is cut at a clause"
+    )
+    tts_lookahead_s: float = Field(
+        3.0,
+        ge=0.0,
+        le=60.0,
+        description="the next sentence is synthesized once less than this much of the reply's audio "
+        "is left to play, s (synthesis far ahead takes the CPU from listening); 0 = at once",
     )
     stall_limit_s: float = Field(
         45.0,

@@ -198,6 +198,14 @@ class ASRConfig(StrictModel):
         "was needed) or stays under log_prob_threshold at every temperature is an unsure transcript "
         "(a hum, a noise): not answered unless it is a stop phrase; 0 = answer every transcript",
     )
+    overlap_context_s: float = Field(
+        10.0,
+        ge=1.0,
+        le=30.0,
+        description="encoder window, s, for the checks of speech over the robot's ([live] "
+        "overlap_words_ms): 10 s encodes in ~70 ms where Whisper's own 30 s takes ~330 ms on "
+        "2 cores; 30 = the full window",
+    )
     hotwords: list[str] = Field(default_factory=list)
     bias_with_skills: bool = True
     bias_mode: Literal["hotwords", "initial_prompt"] = Field(

@@ -34,6 +34,8 @@ NOTHING = "nothing"
 """No words: a laugh, a cough, a noise (Whisper heard nothing, or only guessed)."""
 INTERRUPTION = "interruption"
 """Anything else: a stop, a correction, a question, a new request."""
+UNDECIDED = ""
+"""Not known yet (:func:`early_kind`): the first words are cut or only guessed; the next check decides."""
 
 BACKCHANNEL_WORDS = frozenset(
     "yeah yes yep yup yah ya ok okay okey kay right alright sure uh huh uhhuh uhuh mhm mhmm mmhmm "
@@ -103,6 +105,42 @@ def _only_acknowledgement(said: list[str]) -> bool:
         else:
             return False
     return True
+
+
+def early_kind(text: str, unsure: bool = False, robot_asked: bool = False) -> str:
+    """What the first words of speech that goes on over the robot are, so far.
+
+    As :func:`overlap_kind`, but :data:`UNDECIDED` where a later check may still tell: no words
+    yet (the first 200 ms of "No, the other hand" can be a breath), words Whisper only guessed
+    (``unsure``: a greedy decode under its log-probability threshold; a laugh's "ha ha" stays
+    :data:`NOTHING`), and an acknowledgement the check cut ("got" of "got it",
+    :func:`may_become_acknowledgement`). Speech that stays undecided for ``[live] barge_in_ms``
+    stops the robot (:mod:`agent.pipeline.overlap`).
+    """
+    said = words(_ANNOTATION.sub(" ", text))
+    if not said:
+        return UNDECIDED
+    kind = overlap_kind(text, unsure, robot_asked)
+    if kind == NOTHING and unsure and not all(w in LAUGH_WORDS for w in said):
+        return UNDECIDED
+    if kind == INTERRUPTION and not robot_asked and may_become_acknowledgement(text):
+        return UNDECIDED
+    return kind
+
+
+def may_become_acknowledgement(text: str) -> bool:
+    """Whether ``text``, the first words of speech that goes on, may still turn into an acknowledgement.
+
+    True when every word but the last is an acknowledgement (:func:`overlap_kind` would say so)
+    and the last begins one of :data:`BACKCHANNEL_PHRASES` ("got" of "got it", "I" of "I see"):
+    the early check heard the phrase cut, and the next one decides.
+    """
+    said = words(_ANNOTATION.sub(" ", text))
+    if not said or set(said) & NOT_BACKCHANNEL:
+        return False
+    head, last = said[:-1], said[-1]
+    starts = any(len(p) > 1 and p[0] == last for p in BACKCHANNEL_PHRASES)
+    return starts and (not head or _only_acknowledgement(head))
 
 
 def is_question(sentence: str) -> bool:

@@ -58,7 +58,7 @@ from agent.events import (
 )
 from agent.listening.echo import EchoGate
 from agent.listening.end_of_turn import is_hesitation, starts_as_continuation
-from agent.listening.floor import INTERRUPTION, is_question, overlap_kind
+from agent.listening.floor import INTERRUPTION, early_kind, is_question, overlap_kind
 from agent.listening.pace import PauseModel
 from agent.listening.skill_words import things_to_end
 from agent.listening.turns import Attention, echo_of, stop_command
@@ -70,6 +70,10 @@ from agent.speech.asr import ASRResult, WhisperASR
 from agent.speech.audio import SAMPLE_RATE
 
 log = logging.getLogger(__name__)
+
+OVERLAP_MAX_TOKENS = 16
+"""Tokens a check of speech over the robot decodes at most: its first words decide; a looping
+decode ("What time? What time? ...") took over a second to its end."""
 ECHO_WINDOW_S = 30.0
 """Transcripts are compared with what the robot said this recently, s."""
 PAUSE_PAD = 6400
@@ -323,8 +327,16 @@ class ASRStage:
         """Transcribe the user's speech over the robot's for the turn-taking stage, with what it is."""
         if msg.audio is None:
             return
-        res = self._transcribe_pause(msg.audio, 0)
-        kind = overlap_kind(res.text, res.unsure, self._robot_asked())
+        padded = np.concatenate([msg.audio, np.zeros(PAUSE_PAD, dtype=np.float32)])
+        # Fast over robust: a greedy decode that fails is "not known yet", and the check is asked again.
+        res = self.asr.transcribe(
+            padded,
+            bias=self.bias,
+            context_s=self.asr.cfg.overlap_context_s,
+            fallback=False,
+            max_tokens=OVERLAP_MAX_TOKENS,
+        )
+        kind = early_kind(res.text, res.unsure, self._robot_asked())
         self.turn_taking.put(OverlapTranscript(-1, msg.check_id, res, kind))
 
     def _robot_asked(self) -> bool:

@@ -8,7 +8,7 @@ after ``[turn] short_silence_ms`` plus 300 ms without speech. Along the way:
 * at ``[live] overlap_words_ms`` of speech its audio so far (with 320 ms of pre-roll) goes to the
   ASR stage (:class:`~agent.events.OverlapCheck`), and again every ``overlap_recheck_ms`` while
   it goes on without having interrupted; the answer says what the words are
-  (:func:`agent.listening.floor.overlap_kind`);
+  (:func:`agent.listening.floor.early_kind`);
 * words that interrupt stop the robot at once; so does speech that has gone on for ``[live]
   barge_in_ms`` before any word is known. The stop is a :class:`~agent.events.Hold` (the turn is
   kept) with ``[live] resume_false_interruption``, else an :class:`~agent.events.Interrupt`;
@@ -31,7 +31,7 @@ import numpy as np
 
 from agent.config import Config
 from agent.events import Event, Hold, Interrupt, OverlapCheck, OverlapTranscript, Resume, VoiceFrame
-from agent.listening.floor import INTERRUPTION
+from agent.listening.floor import INTERRUPTION, UNDECIDED
 from agent.listening.vad import FRAME
 from agent.pipeline.queues import StageQueue
 from agent.pipeline.work import WorkTracker
@@ -71,7 +71,7 @@ class _Overlap:
     silence_ms: float = 0.0
     asked_at_ms: float = -1.0  # speech_ms when its words were last asked for
     pending: int | None = None  # the check in flight
-    kind: str = ""  # what its newest words are ("" until known)
+    kind: str = UNDECIDED  # what its newest words are (agent.listening.floor.early_kind)
     text: str = ""
     stopped: bool = False  # it stopped the robot (held or interrupted)
 
@@ -149,9 +149,16 @@ class OverlapTracker:
         if cur is None or msg.check_id != cur.pending:
             return
         cur.pending = None
-        cur.kind = msg.kind
         cur.text = msg.result.text if msg.result is not None else ""
-        log.info("speech over the robot: %r is %s", cur.text, cur.kind)
+        cur.kind = msg.kind
+        ms = msg.result.duration_ms if msg.result is not None else 0.0
+        log.info(
+            "speech over the robot: %r is %s (%.0f ms of speech, decoded in %.0f ms)",
+            cur.text,
+            cur.kind,
+            cur.speech_ms,
+            ms,
+        )
         self._decide(cur)
 
     def _decide(self, cur: _Overlap) -> None:
@@ -165,7 +172,7 @@ class OverlapTracker:
         if cur.kind == INTERRUPTION and self.robot_speaking():
             self._stop(cur, f"words: {cur.text!r}")
             return
-        if cur.kind == "" and cur.speech_ms >= live.barge_in_ms:
+        if cur.kind == UNDECIDED and cur.speech_ms >= live.barge_in_ms:
             if self.robot_speaking():  # no words yet: the speech alone has gone on long enough
                 self._stop(cur, "speech")
             return

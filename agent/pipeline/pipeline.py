@@ -200,6 +200,7 @@ class Pipeline:
             streaming=streaming,
             speak=speak,
             arbiter=core.arbiter,
+            lookahead_s=cfg.live.tts_lookahead_s,
         )
         self.driver = TurnDriver(
             core, self.driver_q, self.speech_q, self.gate, bus.publish, self.work, core.arbiter

@@ -113,6 +113,11 @@ class SpeakerSink:
         """Audio is queued or playing (or paused)."""
         return self.speaker.busy
 
+    @property
+    def queued_s(self) -> float:
+        """Audio queued and not yet played, s."""
+        return self.speaker.queued_s
+
     def close(self) -> None:
         """Drop the echo reference's resampler (soxr's native state), remade if played again.
 
@@ -245,6 +250,11 @@ class WavSink:
     def busy(self) -> bool:
         """Never busy: writing is immediate."""
         return False
+
+    @property
+    def queued_s(self) -> float:
+        """Nothing waits to be played."""
+        return 0.0
 
     def close(self) -> None:
         """Nothing to close: each turn's file is written when the turn ends."""

@@ -37,6 +37,9 @@ from agent.speech.tts import TextToSpeech
 
 log = logging.getLogger(__name__)
 
+LOOKAHEAD_POLL_S = 0.05
+"""How often the queued audio is looked at while synthesis waits for need, s."""
+
 
 class AudioSink(Protocol):
     """Where synthesized speech goes (speaker, WAV files, nowhere); see :mod:`agent.pipeline.sinks`."""
@@ -77,6 +80,11 @@ class AudioSink(Protocol):
         """Audio is queued or playing."""
         ...
 
+    @property
+    def queued_s(self) -> float:
+        """Audio queued and not yet played, s (0 for a sink that does not play in real time)."""
+        ...
+
     def poll(self) -> list[Event]:
         """Playback reports since the last call (started, spoken, turn played, played blocks)."""
         ...
@@ -100,6 +108,9 @@ class SpeechStage:
         speak: False: no synthesis at all (typed chat without output, accuracy runs).
         arbiter: Shares the CPU with the chat model (speech claims it while the speaker waits);
             None = no claims.
+        lookahead_s: The next sentence is synthesized once less than this much audio is left
+            to play, s; 0 = at once. Synthesis ahead of need takes the CPU from the listening
+            path (the checks of speech over the robot) and is wasted when the turn is cut.
     """
 
     def __init__(
@@ -113,8 +124,10 @@ class SpeechStage:
         streaming: bool = True,
         speak: bool = True,
         arbiter: CpuArbiter | None = None,
+        lookahead_s: float = 0.0,
     ) -> None:
         self.tts, self.sink, self.inbox, self.gate, self.publish = tts, sink, inbox, gate, publish
+        self.lookahead_s = lookahead_s
         self.clause_chars, self.streaming, self.speak = clause_chars, streaming, speak
         self.arbiter = arbiter if arbiter is not None else CpuArbiter()
         self._streams: dict[int, SentenceStream] = {}
@@ -161,6 +174,9 @@ class SpeechStage:
         self.publish(SentenceReady(tid, piece))
         if not self.speak:
             return
+        self._await_need(tid)
+        if self.gate.stale(tid):  # cancelled while it waited: nothing to make
+            return
         # Nothing queued or playing: the listener hears silence until this audio is out.
         self.arbiter.claim_for_speech()
         try:
@@ -170,6 +186,17 @@ class SpeechStage:
             self.publish(Error(tid, f"speech synthesis failed on {piece!r}: {e}; continuing"))
         finally:
             self.arbiter.release()
+
+    def _await_need(self, tid: int) -> None:
+        """Wait while more than ``lookahead_s`` of audio is left to play (or held), the turn alive.
+
+        Held (the speaker paused for the user) the audio does not drain: the wait lasts until
+        the turn resumes or is cancelled.
+        """
+        if self.lookahead_s <= 0:
+            return
+        while self.sink.queued_s > self.lookahead_s and not self.gate.stale(tid):
+            time.sleep(LOOKAHEAD_POLL_S)
 
     def _synthesize(self, tid: int, piece: str, one_block: bool) -> None:
         prev: AudioOut | None = None

@@ -23,6 +23,12 @@ Guards (all configurable in ``[asr]``):
 * **Language fixed in config** (no detection on a 1-second command).
 * ``condition_on_previous_text=False``: one bad segment cannot poison the next.
 
+**Encoder context.** Whisper's encoder always sees a 30 s window (3000 mel frames), padded; on
+two cores that costs ~320 ms whatever the audio's length. CTranslate2 encodes a shorter window
+as well (whisper.cpp's ``audio_ctx`` does the same): ``transcribe(context_s=…)`` gives the encoder
+the audio's own frames (plus 1 s) and at least ``context_s`` (``docs/turn-taking.md`` has the
+accuracy and speed measured). Used where speed decides, for the checks of speech over the robot.
+
 ASR biasing: skill and animation names and the wake phrase go to faster-whisper as
 ``hotwords`` or as an ``initial_prompt`` (``[asr] bias_mode``); they nudge the decoder toward
 the robot's vocabulary.
@@ -31,6 +37,7 @@ the robot's vocabulary.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -93,6 +100,45 @@ class ASRResult:
     temperature: float = 0.0
 
 
+FRAMES_PER_S = 100
+"""Whisper's log-mel frames per second of audio (10 ms hop)."""
+WINDOW_S = 30.0
+"""Whisper's encoder window, s."""
+WINDOW_FRAMES = int(WINDOW_S * FRAMES_PER_S)
+CONTEXT_MARGIN_FRAMES = 100
+"""Frames past the audio's own end kept in a shortened window (1 s of the window's padding)."""
+
+
+def context_frames(n_samples: int, context_s: float) -> int:
+    """Encoder frames for ``n_samples`` of 16 kHz audio in a window of at least ``context_s``.
+
+    The audio's frames plus :data:`CONTEXT_MARGIN_FRAMES`, rounded up to 100 (1 s), at least
+    ``context_s`` and at most Whisper's 30 s window.
+    """
+    need = n_samples * FRAMES_PER_S // SAMPLE_RATE + CONTEXT_MARGIN_FRAMES
+    need = -(-need // 100) * 100
+    return int(min(WINDOW_FRAMES, max(need, round(context_s * FRAMES_PER_S))))
+
+
+def _short_window_model(model_cls: type) -> type:
+    """``model_cls`` (faster-whisper's ``WhisperModel``) whose encoder sees a shortened window.
+
+    faster-whisper pads every segment's features to 3000 frames before :meth:`encode`; the
+    subclass cuts them to the calling thread's ``window.frames`` when one is set.
+    """
+
+    class ShortWindowWhisper(model_cls):  # type: ignore[misc, valid-type]
+        window = threading.local()
+
+        def encode(self, features: np.ndarray):  # noqa: ANN202 (CTranslate2's StorageView)
+            frames = getattr(self.window, "frames", None)
+            if frames is not None and isinstance(features, np.ndarray) and features.shape[-1] > frames:
+                features = np.ascontiguousarray(features[..., :frames])
+            return super().encode(features)
+
+    return ShortWindowWhisper
+
+
 class WhisperASR:
     """faster-whisper model with the guards above.
 
@@ -107,7 +153,7 @@ class WhisperASR:
 
         self.cfg = cfg
         self.hotwords = list(dict.fromkeys([*cfg.hotwords, *(hotwords or [])]))
-        self.model = WhisperModel(
+        self.model = _short_window_model(WhisperModel)(
             str(model_path), device=cfg.device, compute_type=cfg.compute_type, cpu_threads=cfg.threads
         )
 
@@ -116,12 +162,27 @@ class WhisperASR:
         rng = np.random.default_rng(0)
         self.transcribe((rng.standard_normal(SAMPLE_RATE) * 0.01).astype(np.float32))
 
-    def transcribe(self, audio: np.ndarray, bias: bool = True) -> ASRResult:
+    def transcribe(
+        self,
+        audio: np.ndarray,
+        bias: bool = True,
+        context_s: float | None = None,
+        fallback: bool = True,
+        max_tokens: int | None = None,
+    ) -> ASRResult:
         """Transcribe one utterance.
 
         Args:
             audio: ``(n,)`` float32 mono at 16 kHz.
             bias: Pass the hotwords to the decoder.
+            context_s: Encode a window of at least this many seconds (and the audio's own
+                length plus 1 s, :func:`context_frames`) instead of Whisper's 30 s: faster, a
+                little less accurate. None: the full window.
+            fallback: Decode again at Whisper's fallback temperatures when the greedy decode fails
+                its checks. False: the greedy decode only (a failed one is :attr:`ASRResult.unsure`),
+                at most one decode's time.
+            max_tokens: Stop the decode after this many tokens (the first words are enough);
+                None: Whisper's own limit (224 per segment).
 
         Returns:
             :class:`ASRResult`; ``text`` is empty with ``dropped`` set when nothing passes the guards.
@@ -135,11 +196,32 @@ class WhisperASR:
             if words and cfg.bias_mode == "initial_prompt"
             else None
         )
+        window = self.model.window
+        window.frames = None if context_s is None else context_frames(audio.size, context_s)
+        try:
+            return self._decode(
+                audio, hot, prompt, t0, list(cfg.temperature) if fallback else [0.0], max_tokens
+            )
+        finally:
+            window.frames = None
+
+    def _decode(
+        self,
+        audio: np.ndarray,
+        hot: str | None,
+        prompt: str | None,
+        t0: float,
+        temperatures: list[float],
+        max_tokens: int | None,
+    ) -> ASRResult:
+        """Decode ``audio`` with faster-whisper and apply the guards (:meth:`transcribe`)."""
+        cfg = self.cfg
         segments, _info = self.model.transcribe(
             audio,
             language=cfg.language,
             beam_size=cfg.beam_size,
-            temperature=list(cfg.temperature),
+            temperature=temperatures,
+            max_new_tokens=max_tokens,
             compression_ratio_threshold=cfg.compression_ratio_threshold,
             log_prob_threshold=cfg.log_prob_threshold,
             no_speech_threshold=cfg.no_speech_threshold,

@@ -145,6 +145,15 @@ def bench(
             "speech through the live audio path: stops, resumes and replies per clip",
         ),
     ] = False,
+    floor_model: Annotated[
+        bool,
+        typer.Option(
+            "--floor-model",
+            help="--floor: the config's own chat model tells the story (default: a local server streams "
+            "a minute-long story at 25 words/s, as the robot's GPU model would, so every clip is said "
+            "over speech and the listening path has the CPU a Jetson leaves it)",
+        ),
+    ] = False,
 ) -> None:
     """Replay spoken commands through the live pipeline and a sequential baseline; report latency.
 
@@ -172,7 +181,7 @@ def bench(
         root = fixtures_root() or TEST_DATA
         folder = root / "commands" if root else None
     if eot or conversation or floor:
-        _bench_floor_of_turns(cfg, config, folder, json_out, eot, conversation, turns_played)
+        _bench_floor_of_turns(cfg, config, folder, json_out, eot, conversation, turns_played, floor_model)
         return
     if vision:
         _bench_vision(cfg, folder, frames, runs, json_out)
@@ -253,8 +262,9 @@ def _bench_floor_of_turns(
     eot: bool,
     conversation: bool,
     turns_played: int,
+    floor_model: bool = False,
 ) -> None:
-    """``bench --eot``, ``--conversation`` or ``--floor``.
+    """``bench --eot``, ``--conversation`` or ``--floor`` (``floor_model``: the config's model talks).
 
     The work is in :mod:`tools.bench.eot`, :mod:`tools.bench.live` and :mod:`tools.bench.floor_bench`;
     the live ones log the agent's stderr to ``bench-conversation.log`` / ``bench-floor.log`` here.
@@ -293,7 +303,17 @@ def _bench_floor_of_turns(
 
         clips = build_floor_set(floor_folder(), voice, TEST_DATA / "audio" / "jfk.flac")
         story = build_story(floor_folder(), voice)  # a long reply to talk over
-        report = run_floor(config or DEFAULT_CONFIG, clips, floor_folder(), story, log, note)
+        base = config or DEFAULT_CONFIG
+        if floor_model:
+            report = run_floor(base, clips, floor_folder(), story, log, note)
+        else:
+            from tools.bench.story_server import StoryServer, story_config
+
+            with StoryServer() as server:
+                told = story_config(base, server.url, Path.cwd() / "bench-floor.toml")
+                note(f"the story: {server.url} (config {told})")
+                report = run_floor(told, clips, floor_folder(), story, log, note)
+            report["talker"] = "story server"
         typer.echo(json.dumps(report) if json_out else format_floor(report))
     except RuntimeError as e:
         typer.echo(f"error: {e}", err=True)
