@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,25 +74,32 @@ def _probs(det: WakeWordDetector, audio: np.ndarray) -> np.ndarray:
     return np.asarray(out, np.float64)
 
 
-def fires(probs: np.ndarray, cutoff: float, window: int, step_s: float, after: int = 0) -> int:
-    """Detections :class:`~agent.listening.wake_word.WakeDecider` makes on ``probs`` from step ``after``.
+def fire_steps(probs: np.ndarray, cutoff: float, window: int, step_s: float, after: int = 0) -> list[int]:
+    """The steps where :class:`~agent.listening.wake_word.WakeDecider` detects on ``probs``, from ``after``.
 
     The same decision, vectorised: the mean of each ``window`` probabilities over ``cutoff``;
     after a detection at step ``i`` the next can be at ``i + deaf + window`` at the earliest
     (``deaf``: :data:`~agent.listening.wake_word.REFRACTORY_S` in steps; the window refills after it).
+    Step ``i``'s probability covers the audio up to sample ``(i + 1) * stride * 160``.
     """
     if probs.size < window:
-        return 0
+        return []
     csum = np.concatenate([[0.0], np.cumsum(probs)])
     means = (csum[window:] - csum[:-window]) / window  # means[k]: the window ending at step k + window - 1
     over = np.nonzero(means > cutoff)[0] + window - 1
     deaf = round(REFRACTORY_S / step_s)
-    n, next_ok = 0, 0
+    out, next_ok = [], 0
     for i in over:
         if i >= next_ok:
-            n += int(i >= after)
+            if i >= after:
+                out.append(int(i))
             next_ok = i + deaf + window
-    return n
+    return out
+
+
+def fires(probs: np.ndarray, cutoff: float, window: int, step_s: float, after: int = 0) -> int:
+    """How many detections :func:`fire_steps` finds."""
+    return len(fire_steps(probs, cutoff, window, step_s, after))
 
 
 @dataclass
@@ -106,6 +113,8 @@ class Scores:
         kinds: The noise each clip is mixed with in noise.
         near_probs: Probabilities of each near miss, in quiet.
         streams: Name -> (seconds, probabilities, a tuning stream).
+        folder: The set's cache; ``speech``: the real recordings (babble): what the clips'
+            audio is rebuilt from (:func:`clip_audio`).
     """
 
     step_s: float
@@ -115,6 +124,17 @@ class Scores:
     kinds: list[str] = field(default_factory=list)
     near_probs: list[np.ndarray] = field(default_factory=list)
     streams: dict[str, tuple[float, np.ndarray, bool]] = field(default_factory=dict)
+    folder: Path = Path()
+    speech: list[np.ndarray] = field(default_factory=list)
+
+
+def clip_audio(sc: Scores, cond: str, i: int, near: bool = False) -> np.ndarray:
+    """The audio clip ``i`` (a near miss: ``near``) was scored on in condition ``cond`` (float32)."""
+    clip = (sc.near if near else sc.clips)[i]
+    audio = wake_set.read_clip(sc.folder / clip.file)
+    if near:
+        return _background(audio, None, "", i, sc.speech)
+    return _background(audio, dict(CONDITIONS)[cond], sc.kinds[i], i, sc.speech)
 
 
 def _background(
@@ -130,8 +150,23 @@ def _background(
     return padded + wake_set.noise_gain(audio, snr) * unit[:n]
 
 
-def score_set(wake_word: str, piper_voice: Path, folder: Path, note: Callable[[str], None]) -> Scores:
+def score_set(
+    wake_word: str,
+    piper_voice: Path,
+    folder: Path,
+    note: Callable[[str], None],
+    on_stream: Callable[[str, np.ndarray, np.ndarray, bool], None] | None = None,
+) -> Scores:
     """Synthesize (or read) the set and run the model over all of it.
+
+    Args:
+        wake_word: A built-in model name.
+        piper_voice: The product's piper voice.
+        folder: The set's cache.
+        note: Progress lines.
+        on_stream: Called once per false-wake stream with its name, its whole audio (int16,
+            16 kHz), its probabilities and whether it is a tuning stream (the verifier's
+            candidates are cut from it); the audio is not kept.
 
     Raises:
         RuntimeError: a synthesizer failed.
@@ -145,6 +180,8 @@ def score_set(wake_word: str, piper_voice: Path, folder: Path, note: Callable[[s
         det.stride * 160 / SAMPLE_RATE,
         [c for c in every if not c.near_miss],
         [c for c in every if c.near_miss],
+        folder=folder,
+        speech=speech,
     )
     sc.kinds = [NOISY[i % len(NOISY)] for i in range(len(sc.clips))]
     audio = [wake_set.read_clip(folder / c.file) for c in sc.clips]
@@ -155,42 +192,65 @@ def score_set(wake_word: str, piper_voice: Path, folder: Path, note: Callable[[s
             det.reset()
             per.append(_probs(det, _background(a, snr, sc.kinds[i], i, speech)))
         sc.detect[cond] = per
-    for i, c in enumerate(sc.near):
+    for i in range(len(sc.near)):
         det.reset()
-        sc.near_probs.append(
-            _probs(det, _background(wake_set.read_clip(folder / c.file), None, "", i, speech))
-        )
+        sc.near_probs.append(_probs(det, clip_audio(sc, "quiet", i, near=True)))
     note("feeding hours of speech without the wake word (the checkout's prose, real recordings) and noise")
-    _streams(sc, det, folder, piper_voice, speech)
+    _streams(sc, det, folder, piper_voice, speech, on_stream)
     return sc
 
 
+def _pcm(audio: np.ndarray) -> np.ndarray:
+    return (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
+
+
 def _streams(
-    sc: Scores, det: WakeWordDetector, folder: Path, piper_voice: Path, speech: list[np.ndarray]
+    sc: Scores,
+    det: WakeWordDetector,
+    folder: Path,
+    piper_voice: Path,
+    speech: list[np.ndarray],
+    on_stream: Callable[[str, np.ndarray, np.ndarray, bool], None] | None = None,
 ) -> None:
     """The false-wake streams, each through one detector from its start (tuning: the first voice, pink)."""
     avoid = tuple(w.lower() for w in wake_set.PHRASES.values()) + ("nabu", "jarvis", "mycroft", "alexa")
     tuning = wake_set.PARAGRAPH_VOICES[0].name
-    current, parts, seconds = "", [], 0.0
+
+    def done(name: str, seconds: float, probs: np.ndarray, pcm: list[np.ndarray], tune: bool) -> None:
+        sc.streams[name] = (seconds, probs, tune)
+        if on_stream is not None:
+            on_stream(name, np.concatenate(pcm), probs, tune)
+
+    current, parts, pcm, seconds = "", [], [], 0.0
     for voice, audio in [*wake_set.paragraphs(ROOT, folder, piper_voice, avoid), ("", np.zeros(0))]:
         if voice != current:
             if current:
-                sc.streams[f"prose, {current}"] = (seconds, np.concatenate(parts), current == tuning)
-            current, parts, seconds = voice, [], 0.0
+                done(f"prose, {current}", seconds, np.concatenate(parts), pcm, current == tuning)
+            current, parts, pcm, seconds = voice, [], [], 0.0
             det.reset()
         parts.append(_probs(det, audio))
+        if on_stream is not None:
+            pcm.append(_pcm(audio))
         seconds += audio.size / SAMPLE_RATE
     if speech:
         det.reset()
         joined = np.concatenate([np.concatenate([s, np.zeros(SAMPLE_RATE // 2, np.float32)]) for s in speech])
-        sc.streams["real speech (tests/data/audio)"] = (joined.size / SAMPLE_RATE, _probs(det, joined), False)
+        done(
+            "real speech (tests/data/audio)",
+            joined.size / SAMPLE_RATE,
+            _probs(det, joined),
+            [_pcm(joined)],
+            False,
+        )
     for k, kind in enumerate(wake_set.NOISES):
         det.reset()
-        parts = []
+        parts, pcm = [], []
         for minute in range(NOISE_MIN):
-            unit = wake_set.noise(kind, 60.0, 7000 + 100 * k + minute, speech)
-            parts.append(_probs(det, 0.05 * unit))  # -26 dBFS RMS: a loud room
-        sc.streams[f"noise, {kind}"] = (NOISE_MIN * 60.0, np.concatenate(parts), kind == "pink")
+            unit = 0.05 * wake_set.noise(kind, 60.0, 7000 + 100 * k + minute, speech)  # -26 dBFS RMS
+            parts.append(_probs(det, unit))
+            if on_stream is not None:
+                pcm.append(_pcm(unit))
+        done(f"noise, {kind}", NOISE_MIN * 60.0, np.concatenate(parts), pcm, kind == "pink")
 
 
 def _share(hits: list[int]) -> float:
@@ -290,24 +350,71 @@ def run_wake(
     note: Callable[[str], None],
     cutoff: float | None = None,
     window: int | None = None,
+    verifier: Any = None,
+    candidate_cutoff: float = 0.5,
 ) -> dict[str, Any]:
     """The whole benchmark at the configured setting (None: the model's own): detection, false wakes, CPU.
 
+    Args:
+        wake_word: A built-in model name.
+        piper_voice: The product's piper voice.
+        config: The robot config the live part runs.
+        cpu_s: Seconds of standby to measure the CPU over (0: skip the live part).
+        with_sweep: Also score every setting on the tuning set.
+        note: Progress lines.
+        cutoff: The detector's cutoff alone (None: the model's own).
+        window: Its window (None: the model's own); the candidates' too.
+        verifier: A :class:`~agent.listening.wake_verify.WakeVerifier`: the two stages are scored
+            too (``verified``, and ``verified_sweep`` with ``with_sweep``).
+        candidate_cutoff: The detector's cutoff when it proposes candidates to ``verifier`` (its
+            window: ``window``, else :data:`~agent.listening.wake_verify.CANDIDATE_WINDOW`).
+
+    Returns:
+        The report; ``standby_error`` instead of ``standby`` when the live part could not run.
+
     Raises:
-        RuntimeError: a synthesizer failed, or the live part could not run.
+        RuntimeError: a synthesizer failed.
         agent.listening.wake_word.WakeWordError: the model cannot be loaded.
     """
+    from tools.bench import wake_verified
     from tools.bench.wake_live import standby_cpu
 
     model = find_model(wake_word)
     folder = default_folder(wake_word)
-    sc = score_set(wake_word, piper_voice, folder, note)
     c = cutoff if cutoff is not None else model.cutoff
     w = window if window is not None else model.window
+    ver = None
+    if verifier is not None:
+        from agent.listening.wake_verify import CANDIDATE_WINDOW, DELAY_S
+
+        cw = window or CANDIDATE_WINDOW
+        shipped = wake_verified.Setting(candidate_cutoff, cw, DELAY_S, verifier.min_margin)
+        # The shipped setting first, then the same at every swept margin (re-judged, not decoded again).
+        margins = [replace(shipped, margin=m) for m in wake_verified.SWEEP_MARGINS if m != shipped.margin]
+        ver = wake_verified.Verified(
+            verifier,
+            [shipped, *margins],
+            wake_verified.sweep_settings(DELAY_S, verifier.min_margin) if with_sweep else [],
+        )
+    sc = score_set(wake_word, piper_voice, folder, note, ver.stream if ver is not None else None)
     report: dict[str, Any] = {"wake_word": wake_word, "phrase": model.phrase, **evaluate(sc, c, w)}
     report["model_setting"] = {"cutoff": model.cutoff, "window": model.window}
     if with_sweep:
         report["sweep"] = sweep(sc)
+    if ver is not None:
+        note("verifying the candidates of the wake-word clips and near misses")
+        report["verified"] = wake_verified.evaluate(ver, sc, ver.settings[0])
+        report["verified_margins"] = [
+            {k: r[k] for k in ("setting", "detection", "false_wakes")}
+            for r in (wake_verified.evaluate(ver, sc, s) for s in ver.settings[1:])
+        ]
+        if with_sweep:
+            report["verified_sweep"] = wake_verified.sweep(ver, sc)
+        report["verified"]["verify_ms"] = wake_verified.timing(ver)
     if cpu_s > 0:
-        report["standby"] = standby_cpu(config, wake_word, folder, piper_voice, cpu_s, note)
+        try:
+            report["standby"] = standby_cpu(config, wake_word, folder, piper_voice, cpu_s, note)
+        except RuntimeError as e:  # the offline figures above still stand
+            note(f"the live part failed: {e}")
+            report["standby_error"] = str(e)
     return report
