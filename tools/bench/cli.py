@@ -222,8 +222,8 @@ def _bench_wake(cfg: Any, config: Optional[Path], json_out: bool, cpu_s: float, 
     from agent.config.live import WAKE_WORDS
     from agent.listening.wake_word import WakeWordError
     from agent.models import ModelNotFoundError, resolve_model
-    from tools.bench.wake import run_wake
     from tools.bench.wake_report import format_wake
+    from tools.bench.wake_run import run_wake
 
     live = cfg.live
     if live.wake_word not in WAKE_WORDS:

@@ -68,7 +68,7 @@ def _verified(r: dict[str, Any], conds: list[str]) -> list[str]:
 
 
 def format_wake(r: dict[str, Any], target_noise: str = "10 dB") -> str:
-    """:func:`tools.bench.wake.run_wake`'s report as tables (``target_noise``: the target's condition)."""
+    """:func:`tools.bench.wake_run.run_wake`'s report as tables (``target_noise``: the target's condition)."""
     own = r["model_setting"]
     setting = f"cutoff {r['cutoff']}, window {r['window']}"
     if (own["cutoff"], own["window"]) == (r["cutoff"], r["window"]):
