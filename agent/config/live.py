@@ -99,11 +99,11 @@ class LiveConfig(StrictModel):
         "confirms the phrase in the last 2 s (docs/wake-word.md)",
     )
     wake_candidate_cutoff: float = Field(
-        0.3,
+        0.2,
         gt=0,
         lt=1,
         description="wake_verify: the sliding-window mean that makes a candidate (window: wake_window, "
-        "else 3)",
+        "else 5)",
     )
     wake_reply: str = Field(
         "", max_length=60, description="said on waking (the robot's voice); empty: a short chime"

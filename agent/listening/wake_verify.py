@@ -49,7 +49,7 @@ DELAY_S = 0.3
 """Audio awaited after a candidate before it is verified, s: a low cutoff fires inside the word."""
 PAD_S = 2.5
 """The clip is zero-padded to this before its features are taken, s."""
-CANDIDATE_WINDOW = 3
+CANDIDATE_WINDOW = 5
 """The detector's window when it proposes candidates, unless ``[live] wake_window`` sets one."""
 MIN_MARGIN = 1.0
 """The verifier's default ``min_margin``, nats (chosen on the tuning voices: docs/wake-word.md)."""
