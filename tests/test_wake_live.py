@@ -3,7 +3,8 @@
 One agent for the module (the default config, the simulated body), driven in order: it starts
 in standby; a command without the wake word is not heard (no utterance, no transcript: the VAD
 and ASR never see it); "Okay Nabu." (the product's piper voice) wakes it with a chime on the
-speaker; the next command is a turn and is answered; "Go to sleep." returns to standby without
+speaker (the detector's candidate confirmed by the ASR model, ``wake_verify`` on by default);
+the next command is a turn and is answered; "Go to sleep." returns to standby without
 a reply; woken again, nobody speaking for ``standby_after_s`` returns it to standby too.
 """
 
@@ -17,6 +18,7 @@ import pytest
 from pulse import read_wav, stop_recording, wait_recorded
 from test_live_devices import Agent
 
+from agent.config import LiveConfig
 from agent.models import resolve_model
 from tools.bench.turn_set import Synthesizer, Voice, write_wav
 
@@ -71,7 +73,7 @@ def test_the_wake_word_wakes_it_and_the_next_utterance_is_a_turn(agent, pulse, f
     t_rec = time.monotonic()
     pulse.play(clips / "wake.wav")
     woke = agent.wait(_standby("awake", "wake_word"), start, timeout=10)
-    assert woke["score"] > 0.5
+    assert woke["score"] > LiveConfig().wake_candidate_cutoff  # the detector's candidate, then confirmed
     assert wait_recorded(rec_path, time.monotonic() - t_rec + 0.6)
     stop_recording(rec)
     heard = read_wav(rec_path)

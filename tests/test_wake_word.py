@@ -19,14 +19,16 @@ import pytest
 from pydantic import ValidationError
 
 from agent.cli.printer import LINES
-from agent.config import LiveConfig, RobotConfig
+from agent.config import ASRConfig, LiveConfig, RobotConfig
 from agent.config.live import WAKE_WORDS
 from agent.events import AudioIn, AudioOut, Transcript
 from agent.events import Standby as StandbyEvent
+from agent.listening.wake_verify import CLIP_S, DELAY_S, WakeVerifier, says_phrase
 from agent.listening.wake_word import WakeDecider, WakeWordDetector, WakeWordError, builtin_dir, find_model
 from agent.models import resolve_model
 from agent.pipeline.queues import TurnGate
 from agent.pipeline.standby import SETTLE_S, Standby, build_standby, sleep_command
+from agent.speech.asr import WhisperASR
 from agent.speech.audio import AudioError, decode_file
 from agent.speech.tts import PiperTTS
 from hardware.factory import build_robot
@@ -238,8 +240,13 @@ def standby(detector):
     robot.close()
 
 
-def _hear(sb: Standby, audio: np.ndarray) -> list[bool]:
+def _passed(sb: Standby, audio: np.ndarray) -> list[AudioIn | None]:
+    """What the standby lets through to the VAD for each 20 ms block of ``audio``."""
     return [sb.hear(AudioIn(-1, audio[i : i + BLOCK])) for i in range(0, audio.size, BLOCK)]
+
+
+def _hear(sb: Standby, audio: np.ndarray) -> list[bool]:
+    return [p is not None for p in _passed(sb, audio)]
 
 
 def _states(events) -> list[tuple[str, str]]:
@@ -347,3 +354,130 @@ def test_standby_once_a_skill_put_the_robot_to_rest(standby, synth):
     clock.taken = False
     assert _hear(sb, np.zeros(BLOCK, np.float32)) == [False]
     assert sb.asleep and _states(events)[-1] == ("standby", "asked")
+
+
+# --- the second stage: Whisper confirms a candidate -------------------------------------------------
+NEAR_MISSES = ("Okay, now.", "Okay, Naomi.", "Okay, number two.")
+
+
+@pytest.fixture(scope="module")
+def asr():
+    return WhisperASR(resolve_model("packaged:whisper-tiny.en", "ASR model"), ASRConfig())
+
+
+@pytest.fixture(scope="module")
+def verifier(asr):
+    return WakeVerifier(asr.model, find_model("okay_nabu").phrase)  # the agent's one model
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("Okay Nabu", True),
+        ("OK, Nabu.", True),
+        ("Okay Naboo, what time", True),
+        ("okay nabou", True),
+        ("Um, okay, Nabu!", True),
+        ("O.K. Navu", True),
+        ("Okay, now.", False),
+        ("Okay, Naomi", False),
+        ("Okay, number two", False),
+        ("Hey, Nabu", False),
+        ("Okay, taboo", False),
+        ("Nabu", False),
+        ("", False),
+    ],
+)
+def test_whisper_spellings_of_the_phrase(text, said):
+    assert says_phrase(text, "Okay Nabu") is said
+
+
+def _clip(audio: np.ndarray) -> np.ndarray:
+    """The verifier's clip of a candidate at the word's end: a lead-in, the speech, DELAY_S after."""
+    return _padded(audio, lead_s=0.5, tail_s=DELAY_S)[-int(CLIP_S * 16000) :]
+
+
+@pytest.mark.parametrize("voice", VOICES, ids=lambda v: v.name)
+def test_the_verifier_accepts_the_word_and_refuses_near_misses(verifier, synth, voice):
+    if voice.engine == "espeak-ng" and not espeak_available():
+        pytest.skip("espeak-ng is not installed")
+    for text in ("Okay Nabu.", "Okay Nabu!"):
+        v = verifier.verify(_clip(synth.speak(text, voice)))
+        assert v.accepted, (voice.name, text, v)
+    for text in NEAR_MISSES:
+        v = verifier.verify(_clip(synth.speak(text, voice)))
+        assert not v.accepted, (voice.name, text, v)
+    assert not verifier.verify(np.zeros(0, np.float32)).accepted
+    rng = np.random.default_rng(2)
+    assert not verifier.verify((rng.standard_normal(32000) * 0.05).astype(np.float32)).accepted
+
+
+def _two_stage(detector, verifier):
+    robot, _ = build_robot(RobotConfig())
+    events, played, clock = [], [], Clock()
+    live = LiveConfig(attention="wake_word")
+    sb = Standby(
+        detector,
+        live,
+        robot,
+        events.append,
+        TurnGate(),
+        clock.busy,
+        lambda a, r, t: played.append(t),
+        clock=clock,
+        verifier=verifier,
+    )
+    return sb, robot
+
+
+def test_two_stages_wake_on_the_word_and_pass_the_words_after_it_on(synth, asr, verifier):
+    det = WakeWordDetector(find_model("okay_nabu"), cutoff=0.5, window=3)
+    sb, robot = _two_stage(det, verifier)
+    try:
+        sb.start()
+        for text in NEAR_MISSES:
+            assert not any(_hear(sb, _padded(synth.speak(text, VOICES[0]), tail_s=1.0))), text
+        assert sb.asleep
+        speech = synth.speak("Okay Nabu, what time is it?", VOICES[0])
+        passed = _passed(sb, _padded(speech, tail_s=0.2))
+        first = next(i for i, p in enumerate(passed) if p is not None)
+        assert not sb.asleep and sb.wakes == 1 and sb.verdicts[-1].accepted
+        assert all(p is not None for p in passed[first:])
+        # The blocks held while the candidate was verified go on as one: DELAY_S of audio.
+        assert passed[first].samples.size >= DELAY_S * 16000
+        assert all(p.samples.size == BLOCK for p in passed[first + 1 : -1])
+        # What reaches the VAD holds "what time is it?": the words after the wake word are the turn.
+        after = np.concatenate([p.samples for p in passed[first:]])
+        assert "time is it" in asr.transcribe(after).text.lower()
+    finally:
+        det.close()
+        robot.close()
+
+
+def test_a_live_run_verifies_with_its_asr_model_and_a_custom_models_phrase(tmp_path, synth, asr):
+    src = builtin_dir() / "hey_jarvis.json"
+    shutil.copy(src, tmp_path / "robbie.json")
+    shutil.copy(src.with_suffix(".tflite"), tmp_path / "hey_jarvis.tflite")
+    robot, _ = build_robot(RobotConfig())
+    try:
+        live = LiveConfig(attention="wake_word", wake_word=str(tmp_path / "robbie.json"))
+        sb = build_standby(live, robot, None, [].append, TurnGate(), lambda: False, [].append, asr.model)
+        assert sb.verifier is not None and sb.verifier.model is asr.model  # the agent's one ASR model
+        assert sb.verifier.phrase == "Hey Jarvis" and sb.detector.decider.cutoff == live.wake_candidate_cutoff
+        assert sb.verifier.verify(_clip(synth.speak("Hey Jarvis.", VOICES[0]))).accepted
+        assert not sb.verifier.verify(_clip(synth.speak("Hey, Charles.", VOICES[0]))).accepted
+        sb.detector.close()
+        alone = build_standby(
+            LiveConfig(attention="wake_word", wake_verify=False),
+            robot,
+            None,
+            [].append,
+            TurnGate(),
+            lambda: False,
+            [].append,
+            asr.model,
+        )
+        assert alone.verifier is None and alone.detector.decider.cutoff == find_model("okay_nabu").cutoff
+        alone.detector.close()
+    finally:
+        robot.close()

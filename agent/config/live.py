@@ -93,6 +93,18 @@ class LiveConfig(StrictModel):
     wake_window: int | None = Field(
         None, ge=1, le=50, description="probabilities (30 ms each) averaged; None: the model's"
     )
+    wake_verify: bool = Field(
+        True,
+        description="attention = wake_word: the detector at wake_candidate_cutoff proposes, the ASR model "
+        "confirms the phrase in the last 2 s (docs/wake-word.md)",
+    )
+    wake_candidate_cutoff: float = Field(
+        0.2,
+        gt=0,
+        lt=1,
+        description="wake_verify: the sliding-window mean that makes a candidate (window: wake_window, "
+        "else 5)",
+    )
     wake_reply: str = Field(
         "", max_length=60, description="said on waking (the robot's voice); empty: a short chime"
     )

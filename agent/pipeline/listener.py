@@ -98,9 +98,10 @@ class Listener:
         self._buf = np.zeros(0, dtype=np.float32)
         self._recent = np.zeros(4096, dtype=np.float32)
         self._fresh = False  # the next frame starts a new stream
-        self.gate: Callable[[AudioIn], bool] | None = None
-        """Sees every microphone block first; False: the block goes no further (standby: only the
-        wake word is listened for, :mod:`agent.pipeline.standby`). None: every block goes on."""
+        self.gate: Callable[[AudioIn], AudioIn | None] | None = None
+        """Sees every microphone block first and returns what goes on (the block, or the blocks it
+        held back joined into one); None: nothing goes further (standby: only the wake word is
+        listened for, :mod:`agent.pipeline.standby`). No gate: every block goes on."""
 
     def reset(self) -> None:
         """Forget the VAD state (the device recovered, a new input): the next frame is marked fresh."""
@@ -141,8 +142,11 @@ class Listener:
                     self.publish(rep)
 
     def _audio(self, msg: AudioIn) -> None:
-        if self.gate is not None and not self.gate(msg):
-            return
+        if self.gate is not None:
+            passed = self.gate(msg)
+            if passed is None:
+                return
+            msg = passed
         self._buf = np.concatenate([self._buf, msg.samples])
         live, thr = self.cfg.live, self.cfg.vad.threshold
         while self._buf.size >= FRAME:

@@ -148,7 +148,14 @@ class Pipeline:
         self.standby: Standby | None = None
         if cfg.live.attention == "wake_word" and isinstance(source, MicSource):
             self.standby = build_standby(
-                cfg.live, robot, core.tts, bus.publish, self.gate, lambda: not self.work.quiet(), sink.play
+                cfg.live,
+                robot,
+                core.tts,
+                bus.publish,
+                self.gate,
+                lambda: not self.work.quiet(),
+                sink.play,
+                core.asr.model,
             )
         self.postures = Postures(robot, [self.life.floor])
         self.early_start = EarlyStart(self._prefill, self.work)

@@ -9,6 +9,13 @@ it is there. **Awake**, the pipeline runs as in ``always`` mode: every utterance
 * standby → awake: the wake word (:class:`~agent.listening.wake_word.WakeWordDetector`). The
   robot wakes (neutral, antennas up) and says ``wake_reply`` or chimes; the VAD starts afresh
   on the same block, so the next utterance is a turn.
+* With a verifier (``[live] wake_verify``, :class:`~agent.listening.wake_verify.WakeVerifier`),
+  a detection at ``wake_candidate_cutoff`` is only a candidate: the blocks from it on are held
+  back for :data:`~agent.listening.wake_verify.DELAY_S`, then the last
+  :data:`~agent.listening.wake_verify.CLIP_S` of audio (a ring buffer) are decoded. Accepted: it
+  wakes, and the held blocks go on to the VAD as one block ("Okay Nabu, what time is it?": the
+  words after the word are the turn). Refused: nothing happens (the detector stays deaf for the
+  rest of its 2 s, as after any detection).
 * awake → standby: a sleep phrase (``sleep_phrases`` in a short transcript, not negated:
   handled at once without the model, like a stop phrase; :func:`sleep_command`), the robot put
   to rest by a skill (``go_to_sleep``) once its turn is over, or nobody speaking for
@@ -30,7 +37,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,8 +45,10 @@ from agent.config import LiveConfig
 from agent.events import AudioIn, AudioOut, Event, Interrupt, Transcript
 from agent.events import Standby as StandbyEvent
 from agent.listening.turns import stop_command
+from agent.listening.wake_verify import CANDIDATE_WINDOW, CLIP_S, DELAY_S, Verdict, WakeVerifier
 from agent.listening.wake_word import WakeWordDetector, find_model
 from agent.pipeline.queues import TurnGate
+from agent.speech.audio import SAMPLE_RATE
 
 if TYPE_CHECKING:
     from agent.pipeline.asr_stage import ASRStage
@@ -110,6 +119,8 @@ class Standby:
         play: Plays ``(int16 audio, rate, text)`` on the speaker now, outside any turn.
         reply: What is played on waking: ``(audio, rate, text)``; None: the rising chime.
         clock: Monotonic clock, s.
+        verifier: The second stage (``detector`` then proposes candidates); None: the detector
+            alone decides.
     """
 
     def __init__(
@@ -123,8 +134,10 @@ class Standby:
         play: Callable[[np.ndarray, int, str], None],
         reply: tuple[np.ndarray, int, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        verifier: WakeVerifier | None = None,
     ) -> None:
-        self.detector, self.live, self.robot, self.publish, self.gate = detector, live, robot, publish, gate
+        self.detector, self.verifier, self.live = detector, verifier, live
+        self.robot, self.publish, self.gate = robot, publish, gate
         self.busy, self.play, self.clock = busy, play, clock
         self.reply = reply or (chime(True), CHIME_RATE, "")
         self.on_wake: Callable[[], None] = lambda: None
@@ -140,6 +153,11 @@ class Standby:
         self._motors_off = False
         self.wakes = 0
         """Times the wake word woke the agent."""
+        self.verdicts: list[Verdict] = []
+        """The verifier's verdicts, oldest first (the last 20)."""
+        self._ring = np.zeros(0, np.float32)  # the last CLIP_S of standby audio (the verifier's clip)
+        self._held: list[AudioIn] = []  # blocks from a candidate on, awaiting its verdict
+        self._candidate: float | None = None  # the candidate's detector score
 
     @property
     def asleep(self) -> bool:
@@ -164,24 +182,52 @@ class Standby:
         self._sleep("start", chime_too=False)
 
     # --- the listener thread ----------------------------------------------------------------------
-    def hear(self, msg: AudioIn) -> bool:
+    def hear(self, msg: AudioIn) -> AudioIn | None:
         """One microphone block: in standby the wake word's alone; awake, the quiet timeout is checked.
 
         Returns:
-            True when the block goes on to the VAD (awake, or the wake word ended in it).
+            What goes on to the VAD: ``msg`` when awake or the wake word ended in it; with a
+            verifier, on acceptance, the blocks held since the candidate joined into one (same
+            ``t_end`` as ``msg``); None while in standby.
         """
         if not self._asleep:
             self._check_quiet()
-            return not self._asleep
+            return None if self._asleep else msg
         if self._fresh:
             self._fresh = False
             self.detector.reset()
+            self._ring, self._held, self._candidate = np.zeros(0, np.float32), [], None
         self._rest_motors()
         score = self.detector.feed(msg.samples)
-        if score is None:
-            return False
+        if self.verifier is None:
+            if score is None:
+                return None
+            self._wake(score)
+            return msg
+        self._ring = np.concatenate([self._ring, msg.samples])[-int(CLIP_S * SAMPLE_RATE) :]
+        if self._candidate is None:
+            if score is None:
+                return None
+            self._candidate = score
+        self._held.append(msg)
+        if sum(h.samples.size for h in self._held) < DELAY_S * SAMPLE_RATE:
+            return None
+        verdict = self.verifier.verify(self._ring)
+        self.verdicts = [*self.verdicts[-19:], verdict]
+        score, held = self._candidate, self._held
+        self._candidate, self._held = None, []
+        if not verdict.accepted:
+            log.info(
+                "wake candidate refused (score %.3f): heard %r (logprob %.2f, %.0f ms)",
+                score,
+                verdict.text,
+                verdict.logprob,
+                verdict.ms,
+            )
+            return None
+        log.info("wake candidate confirmed: heard %r (%.0f ms)", verdict.text, verdict.ms)
         self._wake(score)
-        return True
+        return AudioIn(msg.turn_id, np.concatenate([h.samples for h in held]), msg.t_end)
 
     def _check_quiet(self) -> None:
         """Awake: standby after ``standby_after_s`` of a free floor, or once a skill put the robot to rest."""
@@ -285,6 +331,7 @@ def build_standby(
     gate: TurnGate,
     busy: Callable[[], bool],
     play: Callable[[AudioOut], None],
+    asr_model: Any = None,
 ) -> Standby:
     """The standby of a live run: loads the wake-word model and voices ``wake_reply`` once.
 
@@ -297,11 +344,19 @@ def build_standby(
         busy: True while the floor is not free (someone speaks, a turn is in flight, the speaker plays).
         play: The sink's ``play`` (the chime and the reply go out as :class:`~agent.events.AudioOut`
             of no turn: ``turn_id`` -1).
+        asr_model: The agent's loaded ``faster_whisper.WhisperModel``: with ``[live] wake_verify``
+            it confirms the candidates (none: the detector alone, at ``wake_cutoff``).
 
     Raises:
         agent.listening.wake_word.WakeWordError: the model cannot be found or loaded.
     """
-    detector = WakeWordDetector(find_model(live.wake_word), live.wake_cutoff, live.wake_window)
+    model = find_model(live.wake_word)
+    verifier = None
+    if live.wake_verify and asr_model is not None:
+        verifier = WakeVerifier(asr_model, model.phrase)
+        detector = WakeWordDetector(model, live.wake_candidate_cutoff, live.wake_window or CANDIDATE_WINDOW)
+    else:
+        detector = WakeWordDetector(model, live.wake_cutoff, live.wake_window)
     reply = None
     if live.wake_reply.strip():
         chunks = list(tts.synthesize(live.wake_reply))
@@ -311,4 +366,4 @@ def build_standby(
     def out(audio: np.ndarray, rate: int, text: str) -> None:
         play(AudioOut(-1, text, text, True, audio, rate))
 
-    return Standby(detector, live, robot, publish, gate, busy, out, reply)
+    return Standby(detector, live, robot, publish, gate, busy, out, reply, verifier=verifier)

@@ -107,14 +107,18 @@ def bench(
             "--wake",
             help="the wake word ([live] wake_word): detection in 14 voices in quiet and in noise, false "
             "wakes per hour on hours of speech and noise without it (synthesized once into "
-            "~/.cache/bolt-agent/wake-set), and the agent's CPU in standby",
+            "~/.cache/bolt-agent/wake-set), and the agent's CPU in standby; with [live] wake_verify, "
+            "the detector alone and with Whisper confirming its candidates",
         ),
     ] = False,
     wake_cpu_s: Annotated[
         float, typer.Option(min=0, help="--wake: seconds of standby to measure the CPU over (0: skip)")
     ] = 60.0,
     wake_sweep: Annotated[
-        bool, typer.Option(help="--wake: also score every cutoff and window on the tuning set")
+        bool,
+        typer.Option(
+            help="--wake: also score every cutoff and window (and verifier delay) on the tuning set"
+        ),
     ] = False,
     eot: Annotated[
         bool,
@@ -227,8 +231,8 @@ def _bench_wake(cfg: Any, config: Optional[Path], json_out: bool, cpu_s: float, 
     from agent.config.live import WAKE_WORDS
     from agent.listening.wake_word import WakeWordError
     from agent.models import ModelNotFoundError, resolve_model
-    from tools.bench.wake import run_wake
     from tools.bench.wake_report import format_wake
+    from tools.bench.wake_run import run_wake
 
     live = cfg.live
     if live.wake_word not in WAKE_WORDS:
@@ -238,6 +242,14 @@ def _bench_wake(cfg: Any, config: Optional[Path], json_out: bool, cpu_s: float, 
         raise typer.Exit(2)
     try:
         voice = resolve_model(cfg.tts.voice, "voice")
+        verifier = None
+        if live.wake_verify:  # the two stages, on the agent's own ASR model
+            from agent.listening.wake_verify import WakeVerifier
+            from agent.listening.wake_word import find_model
+            from agent.speech.asr import WhisperASR
+
+            asr = WhisperASR(resolve_model(cfg.asr.model, "ASR model"), cfg.asr)
+            verifier = WakeVerifier(asr.model, find_model(live.wake_word).phrase)
         report = run_wake(
             live.wake_word,
             voice,
@@ -247,6 +259,8 @@ def _bench_wake(cfg: Any, config: Optional[Path], json_out: bool, cpu_s: float, 
             lambda s: typer.echo(s, err=True),
             live.wake_cutoff,
             live.wake_window,
+            verifier,
+            live.wake_candidate_cutoff,
         )
     except (RuntimeError, WakeWordError, ModelNotFoundError) as e:
         typer.echo(f"error: {e}", err=True)

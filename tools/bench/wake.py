@@ -74,25 +74,32 @@ def _probs(det: WakeWordDetector, audio: np.ndarray) -> np.ndarray:
     return np.asarray(out, np.float64)
 
 
-def fires(probs: np.ndarray, cutoff: float, window: int, step_s: float, after: int = 0) -> int:
-    """Detections :class:`~agent.listening.wake_word.WakeDecider` makes on ``probs`` from step ``after``.
+def fire_steps(probs: np.ndarray, cutoff: float, window: int, step_s: float, after: int = 0) -> list[int]:
+    """The steps where :class:`~agent.listening.wake_word.WakeDecider` detects on ``probs``, from ``after``.
 
     The same decision, vectorised: the mean of each ``window`` probabilities over ``cutoff``;
     after a detection at step ``i`` the next can be at ``i + deaf + window`` at the earliest
     (``deaf``: :data:`~agent.listening.wake_word.REFRACTORY_S` in steps; the window refills after it).
+    Step ``i``'s probability covers the audio up to sample ``(i + 1) * stride * 160``.
     """
     if probs.size < window:
-        return 0
+        return []
     csum = np.concatenate([[0.0], np.cumsum(probs)])
     means = (csum[window:] - csum[:-window]) / window  # means[k]: the window ending at step k + window - 1
     over = np.nonzero(means > cutoff)[0] + window - 1
     deaf = round(REFRACTORY_S / step_s)
-    n, next_ok = 0, 0
+    out, next_ok = [], 0
     for i in over:
         if i >= next_ok:
-            n += int(i >= after)
+            if i >= after:
+                out.append(int(i))
             next_ok = i + deaf + window
-    return n
+    return out
+
+
+def fires(probs: np.ndarray, cutoff: float, window: int, step_s: float, after: int = 0) -> int:
+    """How many detections :func:`fire_steps` finds."""
+    return len(fire_steps(probs, cutoff, window, step_s, after))
 
 
 @dataclass
@@ -106,6 +113,8 @@ class Scores:
         kinds: The noise each clip is mixed with in noise.
         near_probs: Probabilities of each near miss, in quiet.
         streams: Name -> (seconds, probabilities, a tuning stream).
+        folder: The set's cache; ``speech``: the real recordings (babble): what the clips'
+            audio is rebuilt from (:func:`clip_audio`).
     """
 
     step_s: float
@@ -115,6 +124,17 @@ class Scores:
     kinds: list[str] = field(default_factory=list)
     near_probs: list[np.ndarray] = field(default_factory=list)
     streams: dict[str, tuple[float, np.ndarray, bool]] = field(default_factory=dict)
+    folder: Path = Path()
+    speech: list[np.ndarray] = field(default_factory=list)
+
+
+def clip_audio(sc: Scores, cond: str, i: int, near: bool = False) -> np.ndarray:
+    """The audio clip ``i`` (a near miss: ``near``) was scored on in condition ``cond`` (float32)."""
+    clip = (sc.near if near else sc.clips)[i]
+    audio = wake_set.read_clip(sc.folder / clip.file)
+    if near:
+        return _background(audio, None, "", i, sc.speech)
+    return _background(audio, dict(CONDITIONS)[cond], sc.kinds[i], i, sc.speech)
 
 
 def _background(
@@ -130,8 +150,23 @@ def _background(
     return padded + wake_set.noise_gain(audio, snr) * unit[:n]
 
 
-def score_set(wake_word: str, piper_voice: Path, folder: Path, note: Callable[[str], None]) -> Scores:
+def score_set(
+    wake_word: str,
+    piper_voice: Path,
+    folder: Path,
+    note: Callable[[str], None],
+    on_stream: Callable[[str, np.ndarray, np.ndarray, bool], None] | None = None,
+) -> Scores:
     """Synthesize (or read) the set and run the model over all of it.
+
+    Args:
+        wake_word: A built-in model name.
+        piper_voice: The product's piper voice.
+        folder: The set's cache.
+        note: Progress lines.
+        on_stream: Called once per false-wake stream with its name, its whole audio (int16,
+            16 kHz), its probabilities and whether it is a tuning stream (the verifier's
+            candidates are cut from it); the audio is not kept.
 
     Raises:
         RuntimeError: a synthesizer failed.
@@ -145,6 +180,8 @@ def score_set(wake_word: str, piper_voice: Path, folder: Path, note: Callable[[s
         det.stride * 160 / SAMPLE_RATE,
         [c for c in every if not c.near_miss],
         [c for c in every if c.near_miss],
+        folder=folder,
+        speech=speech,
     )
     sc.kinds = [NOISY[i % len(NOISY)] for i in range(len(sc.clips))]
     audio = [wake_set.read_clip(folder / c.file) for c in sc.clips]
@@ -155,42 +192,65 @@ def score_set(wake_word: str, piper_voice: Path, folder: Path, note: Callable[[s
             det.reset()
             per.append(_probs(det, _background(a, snr, sc.kinds[i], i, speech)))
         sc.detect[cond] = per
-    for i, c in enumerate(sc.near):
+    for i in range(len(sc.near)):
         det.reset()
-        sc.near_probs.append(
-            _probs(det, _background(wake_set.read_clip(folder / c.file), None, "", i, speech))
-        )
+        sc.near_probs.append(_probs(det, clip_audio(sc, "quiet", i, near=True)))
     note("feeding hours of speech without the wake word (the checkout's prose, real recordings) and noise")
-    _streams(sc, det, folder, piper_voice, speech)
+    _streams(sc, det, folder, piper_voice, speech, on_stream)
     return sc
 
 
+def _pcm(audio: np.ndarray) -> np.ndarray:
+    return (np.clip(audio, -1.0, 1.0) * 32767).astype(np.int16)
+
+
 def _streams(
-    sc: Scores, det: WakeWordDetector, folder: Path, piper_voice: Path, speech: list[np.ndarray]
+    sc: Scores,
+    det: WakeWordDetector,
+    folder: Path,
+    piper_voice: Path,
+    speech: list[np.ndarray],
+    on_stream: Callable[[str, np.ndarray, np.ndarray, bool], None] | None = None,
 ) -> None:
     """The false-wake streams, each through one detector from its start (tuning: the first voice, pink)."""
     avoid = tuple(w.lower() for w in wake_set.PHRASES.values()) + ("nabu", "jarvis", "mycroft", "alexa")
     tuning = wake_set.PARAGRAPH_VOICES[0].name
-    current, parts, seconds = "", [], 0.0
+
+    def done(name: str, seconds: float, probs: np.ndarray, pcm: list[np.ndarray], tune: bool) -> None:
+        sc.streams[name] = (seconds, probs, tune)
+        if on_stream is not None:
+            on_stream(name, np.concatenate(pcm), probs, tune)
+
+    current, parts, pcm, seconds = "", [], [], 0.0
     for voice, audio in [*wake_set.paragraphs(ROOT, folder, piper_voice, avoid), ("", np.zeros(0))]:
         if voice != current:
             if current:
-                sc.streams[f"prose, {current}"] = (seconds, np.concatenate(parts), current == tuning)
-            current, parts, seconds = voice, [], 0.0
+                done(f"prose, {current}", seconds, np.concatenate(parts), pcm, current == tuning)
+            current, parts, pcm, seconds = voice, [], [], 0.0
             det.reset()
         parts.append(_probs(det, audio))
+        if on_stream is not None:
+            pcm.append(_pcm(audio))
         seconds += audio.size / SAMPLE_RATE
     if speech:
         det.reset()
         joined = np.concatenate([np.concatenate([s, np.zeros(SAMPLE_RATE // 2, np.float32)]) for s in speech])
-        sc.streams["real speech (tests/data/audio)"] = (joined.size / SAMPLE_RATE, _probs(det, joined), False)
+        done(
+            "real speech (tests/data/audio)",
+            joined.size / SAMPLE_RATE,
+            _probs(det, joined),
+            [_pcm(joined)],
+            False,
+        )
     for k, kind in enumerate(wake_set.NOISES):
         det.reset()
-        parts = []
+        parts, pcm = [], []
         for minute in range(NOISE_MIN):
-            unit = wake_set.noise(kind, 60.0, 7000 + 100 * k + minute, speech)
-            parts.append(_probs(det, 0.05 * unit))  # -26 dBFS RMS: a loud room
-        sc.streams[f"noise, {kind}"] = (NOISE_MIN * 60.0, np.concatenate(parts), kind == "pink")
+            unit = 0.05 * wake_set.noise(kind, 60.0, 7000 + 100 * k + minute, speech)  # -26 dBFS RMS
+            parts.append(_probs(det, unit))
+            if on_stream is not None:
+                pcm.append(_pcm(unit))
+        done(f"noise, {kind}", NOISE_MIN * 60.0, np.concatenate(parts), pcm, kind == "pink")
 
 
 def _share(hits: list[int]) -> float:
@@ -279,35 +339,3 @@ def sweep(sc: Scores) -> list[dict[str, Any]]:
                 }
             )
     return out
-
-
-def run_wake(
-    wake_word: str,
-    piper_voice: Path,
-    config: Path,
-    cpu_s: float,
-    with_sweep: bool,
-    note: Callable[[str], None],
-    cutoff: float | None = None,
-    window: int | None = None,
-) -> dict[str, Any]:
-    """The whole benchmark at the configured setting (None: the model's own): detection, false wakes, CPU.
-
-    Raises:
-        RuntimeError: a synthesizer failed, or the live part could not run.
-        agent.listening.wake_word.WakeWordError: the model cannot be loaded.
-    """
-    from tools.bench.wake_live import standby_cpu
-
-    model = find_model(wake_word)
-    folder = default_folder(wake_word)
-    sc = score_set(wake_word, piper_voice, folder, note)
-    c = cutoff if cutoff is not None else model.cutoff
-    w = window if window is not None else model.window
-    report: dict[str, Any] = {"wake_word": wake_word, "phrase": model.phrase, **evaluate(sc, c, w)}
-    report["model_setting"] = {"cutoff": model.cutoff, "window": model.window}
-    if with_sweep:
-        report["sweep"] = sweep(sc)
-    if cpu_s > 0:
-        report["standby"] = standby_cpu(config, wake_word, folder, piper_voice, cpu_s, note)
-    return report

@@ -34,8 +34,41 @@ def _detection(r: dict[str, Any], conds: list[str]) -> list[str]:
     return lines
 
 
+def _verified(r: dict[str, Any], conds: list[str]) -> list[str]:
+    v = r["verified"]
+    st, fw, ms = v["setting"], v["false_wakes"], v["verify_ms"]
+    lines = [
+        "",
+        f"two stages: candidates at cutoff {st['cutoff']}, window {st['window']}; Whisper verifies "
+        f"the 2 s ending {st['delay_s']} s after each (margin {st['margin']})",
+        "",
+        *_detection(v, conds),
+        "",
+        f"{'false wakes (verified)':44s}{'hours':>8s}{'cands':>7s}{'wakes':>7s}",
+    ]
+    for s in v["streams"]:
+        lines.append(f"  {s['stream']:42s}{s['hours']:8.2f}{s['candidates']:7d}{s['wakes']:7d}")
+    lines += [
+        f"  {'all':42s}{fw['hours']:8.2f}{fw['candidates']:7d}{fw['wakes']:7d}   "
+        f"{fw['per_hour']:.2f} an hour ({fw['candidates_per_hour']:.1f} candidates an hour)",
+        f"verification: {ms['n']} clips, p50 {ms['p50']:.0f} ms, p95 {ms['p95']:.0f} ms, "
+        f"max {ms['max']:.0f} ms",
+    ]
+    if "verified_sweep" in r:
+        lines += ["", "two stages, tuning set only (cutoff, window, delay, margin):"]
+        for s in r["verified_sweep"]:
+            d, nm = s["detection"], s["near_misses"]
+            lines.append(
+                f"  {s['cutoff']:.2f} {s['window']} {s['delay_s']:.2f} {s['margin']}: "
+                + ", ".join(f"{c} {_pct(x)}" for c, x in d.items())
+                + f"; near misses {nm['woke']}/{nm['of']}; {s['false_per_hour']:.2f} false an hour"
+                f" ({s['candidates_per_hour']:.1f} candidates) over {s['hours']:.2f} h"
+            )
+    return lines
+
+
 def format_wake(r: dict[str, Any], target_noise: str = "10 dB") -> str:
-    """:func:`tools.bench.wake.run_wake`'s report as tables (``target_noise``: the target's condition)."""
+    """:func:`tools.bench.wake_run.run_wake`'s report as tables (``target_noise``: the target's condition)."""
     own = r["model_setting"]
     setting = f"cutoff {r['cutoff']}, window {r['window']}"
     if (own["cutoff"], own["window"]) == (r["cutoff"], r["window"]):
@@ -51,6 +84,8 @@ def format_wake(r: dict[str, Any], target_noise: str = "10 dB") -> str:
         lines.append(f"  {s['stream']:42s}{s['hours']:8.2f}{s['wakes']:7d}")
     fw = r["false_wakes"]
     lines.append(f"  {'all':42s}{fw['hours']:8.2f}{fw['wakes']:7d}   {fw['per_hour']:.2f} an hour")
+    if "verified" in r:
+        lines += _verified(r, conds)
     if "standby" in r:
         sb = r["standby"]
         wakes = ", ".join("missed" if w is None else f"{w} ms" for w in sb["wake_ms"])
@@ -61,6 +96,8 @@ def format_wake(r: dict[str, Any], target_noise: str = "10 dB") -> str:
             f"{sb['load_before'][0]:.2f} before, {sb['load_after'][0]:.2f} after",
             f"wake word to 'awake' (piper, through PulseAudio and the CLI): {wakes}",
         ]
+    if "standby_error" in r:
+        lines += ["", f"standby CPU not measured: {r['standby_error']}"]
     lines += ["", TARGETS.format(snr=target_noise) + " (the test voices)"]
     if "sweep" in r:
         lines += ["", "tuning set only (tuning voices and near misses, the first prose voice, pink noise):"]
