@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from agent.speech.audio import SAMPLE_RATE
+from agent.speech.words import words
 
 CLIP_S = 2.0
 """Audio verified, s: the clip ending :data:`DELAY_S` after the candidate."""
@@ -58,11 +59,9 @@ MAX_TOKENS = 8
 
 
 def _words(text: str) -> list[str]:
-    low = text.lower()
-    low = re.sub(r"\bo\.k\.?", "ok", low)
-    ws = re.findall(r"[a-z0-9']+", low)
+    low = re.sub(r"\bo\.k\.?", "ok", text.lower())
     out = []
-    for w in ws:
+    for w in words(low):
         w = "okay" if w in ("ok", "okey") else w
         out.append(re.sub(r"oo|ou|ew", "u", w.replace("'", "")))
     return out
