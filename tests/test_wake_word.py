@@ -220,11 +220,10 @@ class Clock:
         return self.taken
 
 
-@pytest.fixture
-def standby(detector):
+def _standby(detector, live, verifier=None):
+    """A standby on a simulated body: ``(standby, robot, events, played texts, clock)``."""
     robot, _ = build_robot(RobotConfig())
     events, played, clock = [], [], Clock()
-    live = LiveConfig(attention="wake_word", standby_after_s=5.0, standby_motors="off")
     sb = Standby(
         detector,
         live,
@@ -234,6 +233,15 @@ def standby(detector):
         clock.busy,
         lambda a, r, t: played.append(t),
         clock=clock,
+        verifier=verifier,
+    )
+    return sb, robot, events, played, clock
+
+
+@pytest.fixture
+def standby(detector):
+    sb, robot, events, played, clock = _standby(
+        detector, LiveConfig(attention="wake_word", standby_after_s=5.0, standby_motors="off")
     )
     sb.start()
     yield sb, robot, events, played, clock
@@ -413,20 +421,7 @@ def test_the_verifier_accepts_the_word_and_refuses_near_misses(verifier, synth, 
 
 
 def _two_stage(detector, verifier):
-    robot, _ = build_robot(RobotConfig())
-    events, played, clock = [], [], Clock()
-    live = LiveConfig(attention="wake_word")
-    sb = Standby(
-        detector,
-        live,
-        robot,
-        events.append,
-        TurnGate(),
-        clock.busy,
-        lambda a, r, t: played.append(t),
-        clock=clock,
-        verifier=verifier,
-    )
+    sb, robot, *_ = _standby(detector, LiveConfig(attention="wake_word"), verifier)
     return sb, robot
 
 
