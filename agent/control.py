@@ -86,13 +86,26 @@ class ReleaseGate:
 
     Starts pending; :meth:`release` or :meth:`drop` decide it once (the first call wins).
     Callbacks registered with :meth:`on_drop` run on the dropping thread (the turn driver's cancel).
+    While pending, the prepared turn may say it called a skill as the skill's schema asks
+    (:meth:`command_called`): evidence that the user's command was complete, which the turn-taking
+    stage weighs in the silence it waits for (``[turn] strong_on_command``).
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._decided = threading.Event()
         self._released = False
+        self._command = threading.Event()
         self._on_drop: list[Callable[[], None]] = []
+
+    def command_called(self) -> None:
+        """The prepared turn called a skill with side effects, its arguments fitting as written."""
+        self._command.set()
+
+    @property
+    def command(self) -> bool:
+        """:meth:`command_called` was called."""
+        return self._command.is_set()
 
     def release(self) -> None:
         """The silence confirmed the turn: its output may go out."""

@@ -233,6 +233,8 @@ class PauseVerdict(Event):
             (:func:`agent.pipeline.turn_taking.confirm_ms`: ``[turn] strong_confirm_ms``,
             ``confirm_ms`` or ``doubtful_confirm_ms`` by the evidence, grown by the speaker's
             learned pauses), ms; 0: at once.
+        command_ms: The silence that confirms it instead once its prepared reply called a skill
+            as the skill asks (:func:`agent.listening.pace.command_wait_ms`), ms.
         evidence: How sure the verdict is (:func:`agent.listening.pace.evidence`: ``stop``,
             ``strong``, ``normal``, ``doubtful``, ``unfinished``).
         pause_ms: The speaker's learned pause inside a turn, ms (0: not learned).
@@ -250,6 +252,7 @@ class PauseVerdict(Event):
     asr_logprob: float = 0.0
     unclear: bool = False
     confirm_ms: int = 0
+    command_ms: int = 0
     evidence: str = ""
     pause_ms: int = 0
 

@@ -60,6 +60,14 @@ def test_call_validates_and_reports(ctx):
     assert reg.call("get_time", {}, ctx).result == "It is 14:05 on Sunday 29 November."
 
 
+def test_a_call_fits_its_skill_only_as_the_schema_asks():
+    reg = load_registry([])
+    assert reg.fits("wave", {"hand": "left"}) and reg.fits("nod", {}) and reg.fits("nod", None)
+    assert not reg.fits("wave", {"hand": "middle"})  # not one of the hands
+    assert not reg.fits("look", {"yaw_deg": 90})  # would be clamped to 60
+    assert not reg.fits("nod", {"speed": 3}) and not reg.fits("nod", [1, 2]) and not reg.fits("fly", {})
+
+
 def test_clamped_skill_states_unit(ctx):
     reg = load_registry([])
     out = reg.call("look", {"yaw_deg": 200}, ctx)

@@ -6,7 +6,8 @@ real parser, registry and loop handle real generated text. The same technique ch
 of a turn prepared before the user's silence confirmed it (``[turn] confirm_ms``) wait for the
 release: a skill that only reads (``@skill(side_effects=False)``: ``get_time``) runs at once, so
 the answer that reads it back is ready on release; one with side effects (``nod``) waits, calls
-keep their order, and a dropped turn runs none.
+keep their order, and a dropped turn runs none; a waiting call whose arguments fit its skill as the
+model wrote them tells the gate the command was clear (``[turn] strong_on_command``).
 """
 
 from __future__ import annotations
@@ -236,3 +237,26 @@ def test_a_dropped_turn_runs_nothing(model, ctx):
     held.stop.set()  # as the driver does when the user goes on
     held.finish()
     assert held.calls() == []
+
+
+LOOK_FAR = r'"<tool_call>{\"name\": \"look\", \"arguments\": {\"yaw_deg\": 90}}</tool_call>"'
+FLY = r'"<tool_call>{\"name\": \"fly\", \"arguments\": {}}</tool_call>"'
+
+
+@pytest.mark.parametrize(
+    ("grammar", "clear"),
+    [
+        (NOD, True),  # a skill with side effects, its arguments as the schema asks
+        (LOOK_FAR, False),  # 90 degrees: clamped to 60, not what the skill asks for
+        (FLY, False),  # no such skill
+        (GET_TIME, False),  # only reads: runs at once, no command to confirm
+    ],
+)
+def test_a_waiting_call_that_fits_its_skill_tells_the_gate_the_command_was_clear(model, ctx, grammar, clear):
+    held = HeldTurn(model, ctx, f"root ::= {grammar}")
+    held.wait_for(held.round_written)
+    time.sleep(0.05)  # the round's calls are handed to the runner right after it is written
+    assert held.gate.command == clear and not held.gate.released
+    held.gate.release()
+    held.finish()
+    assert len(held.result.calls) == 1

@@ -547,6 +547,35 @@ def test_a_finished_verdict_on_unclear_words_is_heard_only_after_the_longer_sile
     assert utt.release.released
 
 
+@pytest.mark.parametrize(
+    ("heard", "logprob", "on", "wait_ms"),
+    [
+        ("look up", -0.11, True, 300),  # ordinary evidence and a clear command: strong_confirm_ms
+        ("look up", -0.11, False, 600),  # [turn] strong_on_command off: confirm_ms
+        ("come your way", -0.54, True, 1400),  # unclear words: a clear call of misheard words waits
+    ],
+)
+def test_a_clear_command_in_the_prepared_reply_confirms_an_ordinary_verdict_sooner(
+    text_model, heard, logprob, on, wait_ms
+):
+    h = Harness(text=text_model)
+    h.cfg.turn.strong_on_command = on
+    h.frames(SPEECH_FRAMES, SPEECH)
+    h.frames(PAUSE, SILENCE)
+    [check] = h.taken()
+    h.answer(check, heard, logprob)
+    [verdict] = h.of(PauseVerdict)
+    assert verdict.command_ms == wait_ms and verdict.confirm_ms >= wait_ms, verdict
+    [utt] = h.taken()
+    h.frames(2, SILENCE)
+    utt.release.command_called()  # the prepared turn called a skill as it asks (the call runner)
+    confirmed_after = -(-wait_ms // 32)
+    h.frames(confirmed_after - PAUSE - 3, SILENCE)
+    assert not utt.release.released and not utt.release.dropped
+    h.frames(1, SILENCE)
+    assert utt.release.released
+
+
 @pytest.mark.parametrize("early_asr_ms", [96, 0])
 def test_every_pause_is_checked_once(early_asr_ms):
     h = Harness(early_asr_ms=early_asr_ms)

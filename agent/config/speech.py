@@ -73,6 +73,12 @@ class TurnConfig(StrictModel):
         "complete (text score >= strong_text, heard clearly) and a second signal agrees (Smart Turn "
         "> strong_smart_turn, or a question); 0 = confirm_ms for every clear verdict",
     )
+    strong_on_command: bool = Field(
+        True,
+        description="a finished verdict on ordinary evidence whose prepared reply calls a skill with side "
+        "effects, its arguments valid as written, is confirmed after strong_confirm_ms (the command "
+        "was clear: a second signal that agrees with the words)",
+    )
     strong_text: float = Field(
         -0.5, le=0.0, description="text score (log10) at or over which the words are surely complete"
     )

@@ -101,7 +101,9 @@ class CallRunner:
 
         In a turn waiting for its confirmation a call of a skill with side effects handed out
         while the round is written is left to the end of the round (the round's speech goes on
-        meanwhile), and then waits for the release; a dropped turn runs none. A skill that only
+        meanwhile), and then waits for the release; a dropped turn runs none. Such a call whose
+        arguments fit its skill as the model wrote them tells the gate
+        (:meth:`~agent.control.ReleaseGate.command_called`). A skill that only
         reads (``side_effects=False``: the clock) runs at once, so the answer that reads its
         result back is prepared before the release too.
 
@@ -115,6 +117,8 @@ class CallRunner:
         waits = skill is None or skill.side_effects  # an unknown tool's error waits like a call
         pending = ran.release is not None and not ran.release.released
         if pending and waits:
+            if skill is not None and self.registry.fits(name, call["arguments"]):
+                ran.release.command_called()  # the command was whole: the silence may confirm it sooner
             if during_round:
                 return  # run after the round, from its returned calls (a round has one early call)
             if not ran.release.wait(ran.turn_stop):

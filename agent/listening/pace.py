@@ -7,9 +7,10 @@ user goes on). How long depends on two things:
 * **the evidence** (:func:`evidence`): ``strong`` when the words are certainly complete (the text
   model's score at or over ``[turn] strong_text``, Whisper clear about them, no rule in doubt)
   and another signal agrees: Smart Turn hears a finished turn (over ``strong_smart_turn``), or
-  the words are a question; ``doubtful`` when the words alone did not say finished (Smart Turn
-  decided) or Whisper was unclear about them; ``normal`` otherwise. A stop phrase waits for
-  nothing; an unfinished verdict waits for the long silence.
+  the words are a question, or (once the reply is prepared: :func:`command_wait_ms`) the model
+  called a skill with arguments that fit it; ``doubtful`` when the words alone did not say
+  finished (Smart Turn decided) or Whisper was unclear about them; ``normal`` otherwise. A stop
+  phrase waits for nothing; an unfinished verdict waits for the long silence.
 * **the speaker** (:class:`PauseModel`): the pauses a speaker makes inside their turns, learned
   over a conversation as LiveKit's dynamic endpointing learns them (an exponential average,
   ``alpha`` 0.9 on the history, bounded by 0.5 and 3.0 s). Every wait but a stop's grows by how
@@ -97,6 +98,28 @@ def wait_ms(turn: TurnConfig, level: str, extra_ms: float = 0.0) -> int:
     }[level]
     longest = max(turn.long_silence_ms, turn.pause_max_ms + turn.short_silence_ms)
     return int(round(min(base + max(0.0, extra_ms), longest)))
+
+
+def command_wait_ms(turn: TurnConfig, level: str, extra_ms: float = 0.0) -> int:
+    """The silence a verdict waits for once its prepared reply called a skill as the skill asks, ms.
+
+    A command whose tool and arguments are clear (the model called a skill with side effects,
+    its arguments valid as written: :meth:`agent.control.ReleaseGate.command_called`) is a second
+    signal that agrees with the words: with ``[turn] strong_on_command`` an ordinary verdict then
+    waits as a strong one. Doubtful words stay doubtful (a misheard command can be clear too).
+
+    Args:
+        turn: ``[turn]`` waits.
+        level: :func:`evidence`'s answer.
+        extra_ms: The speaker's learned extra pause, ms (as for :func:`wait_ms`).
+
+    Returns:
+        Silence counted from the end of speech, ms: :func:`wait_ms` at :data:`STRONG` for an
+        ordinary verdict, else :func:`wait_ms` at ``level``.
+    """
+    if level == NORMAL and turn.strong_on_command and turn.strong_confirm_ms:
+        return wait_ms(turn, STRONG, extra_ms)
+    return wait_ms(turn, level, extra_ms)
 
 
 class PauseModel:

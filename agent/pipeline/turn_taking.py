@@ -58,7 +58,7 @@ from agent.events import (
     VoiceFrame,
 )
 from agent.listening.end_of_turn import EndOfTurnJudge, Verdict
-from agent.listening.pace import CONFIRMED_RULES, UNFINISHED, PauseModel, evidence, wait_ms
+from agent.listening.pace import CONFIRMED_RULES, UNFINISHED, PauseModel, command_wait_ms, evidence, wait_ms
 from agent.listening.vad import FRAME, Endpointer, VADUpdate
 from agent.pipeline.overlap import Floor, OverlapTracker
 from agent.pipeline.posture import Postures
@@ -172,6 +172,7 @@ class _Tentative:
     transcript: ASRResult
     gate: ReleaseGate | None  # real time: the turn is prepared at once and heard on release
     confirm_ms: int  # the silence that confirms it
+    command_ms: int  # ... once the prepared reply called a skill as the skill asks
 
 
 @dataclass
@@ -419,6 +420,7 @@ class TurnTaking:
         doubt = unclear(turn, res.avg_logprob)
         extra = self.pauses.extra_ms if self.pauses is not None else 0.0
         level = evidence(turn, v.rule, v.complete, v.text_score, v.smart_turn, doubt, res.text)
+        confirm = confirm_ms(turn, v.rule, v.complete, doubt, v.text_score, v.smart_turn, res.text, extra)
         return PauseVerdict(
             -1,
             pause.pause_id,
@@ -431,9 +433,8 @@ class TurnTaking:
             judge_ms=v.ms,
             asr_logprob=res.avg_logprob,
             unclear=doubt,
-            confirm_ms=confirm_ms(
-                turn, v.rule, v.complete, doubt, v.text_score, v.smart_turn, res.text, extra
-            ),
+            confirm_ms=confirm,
+            command_ms=min(confirm, command_wait_ms(turn, level, extra)) if confirm else 0,
             evidence=level,
             pause_ms=round(self.pauses.value_ms) if self.pauses is not None else 0,
         )
@@ -451,7 +452,9 @@ class TurnTaking:
             confirm = verdict.confirm_ms
             if confirm and self.endpointer.silence_ms < confirm:
                 gate = ReleaseGate() if self.realtime else None
-                self._tentative = _Tentative(verdict.pause_id, verdict.rule, transcript, gate, confirm)
+                self._tentative = _Tentative(
+                    verdict.pause_id, verdict.rule, transcript, gate, confirm, verdict.command_ms or confirm
+                )
                 if gate is not None:
                     self._end(self.endpointer.snapshot(verdict.rule), transcript, gate)
                 return
@@ -471,12 +474,17 @@ class TurnTaking:
             self._settle(confirmed=True, ended=upd)
             return VADUpdate(prob=upd.prob) if t.gate is not None else upd
         if self.endpointer.still_silent(t.pause_id):
-            if self.endpointer.silence_ms >= t.confirm_ms:
+            if self.endpointer.silence_ms >= self._confirm_wait(t):
                 self._settle(confirmed=True)
                 return VADUpdate(prob=upd.prob)  # the utterance is over (and handed over)
             return upd
         self._settle(confirmed=False)  # the user went on: one utterance, judged again at its next pause
         return upd
+
+    @staticmethod
+    def _confirm_wait(t: _Tentative) -> int:
+        """The silence that confirms ``t`` now, ms: less once its prepared reply called a skill as asked."""
+        return t.command_ms if t.gate is not None and t.gate.command else t.confirm_ms
 
     def _settle(self, confirmed: bool, ended: VADUpdate | None = None) -> None:
         """Release (or drop) the tentative turn; without a gate, end its utterance when confirmed."""
@@ -491,7 +499,7 @@ class TurnTaking:
             t.gate.release()
             if ended is None:
                 self.endpointer.end_now(t.rule)  # handed over already: this only closes it
-            log.debug("turn confirmed by %d ms of silence", t.confirm_ms)
+            log.debug("turn confirmed by %d ms of silence", self._confirm_wait(t))
         else:
             t.gate.drop()
             log.info("the user went on: the prepared turn is dropped, the utterance continues")

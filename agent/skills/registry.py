@@ -161,6 +161,29 @@ class SkillRegistry:
         """All tools as OpenAI-style definitions, for the chat template."""
         return [s.tool_schema() for s in self.skills.values()]
 
+    def fits(self, name: str, arguments: Any) -> bool:
+        """Whether a call names a skill and its arguments validate as written (nothing clamped).
+
+        Args:
+            name: Tool name from the model.
+            arguments: Parsed arguments (a dict; None counts as none given).
+
+        Returns:
+            True when the skill exists and its argument model accepts ``arguments`` unchanged by
+            clamping; never raises.
+        """
+        sk = self.skills.get(name)
+        if sk is None or not isinstance(arguments, dict | None):
+            return False
+        arguments = arguments or {}
+        if sk.clamp and clamp_args(sk, arguments, None)[1]:
+            return False  # a value out of range: the call is not what the skill asks for
+        try:
+            sk.args_model.model_validate(arguments)
+        except ValidationError:
+            return False
+        return True
+
     def call(
         self,
         name: str,
