@@ -345,6 +345,23 @@ class UserTurn(Event):
 
 
 @dataclass(frozen=True)
+class TurnConfirmed(Event):
+    """The user's silence confirmed a turn prepared before it was sure: its reply may be heard.
+
+    Attributes:
+        pause_id: The endpointer's pause whose verdict the turn was.
+        silence_ms: The silence that confirmed it, ms: the verdict's ``confirm_ms``, or its
+            ``command_ms`` once the prepared reply called a skill as the skill asks.
+        command: The prepared reply's clear command set the wait (``[turn] strong_on_command``).
+    """
+
+    name: ClassVar[str] = "turn_confirmed"
+    pause_id: int = 0
+    silence_ms: int = 0
+    command: bool = False
+
+
+@dataclass(frozen=True)
 class TurnDropped(Event):
     """A turn was dropped because the user went on: its words become part of the next turn.
 

@@ -192,3 +192,34 @@ def test_a_short_window_hears_the_commands_and_the_full_one_is_kept(asr, fixture
     assert seen[1000] == [1000]  # the 2.6 s command in a 10 s window
     assert seen[None] == [3000]  # and the full 30 s one without context_s
     assert asr.model.window.frames is None
+
+
+def _encoded_windows(asr, audio, **kw):
+    """``asr.transcribe(audio, **kw)`` and the encoder windows it ran, in mel frames, in order."""
+    seen = []
+    original = asr.model.__class__.__mro__[1].encode
+
+    def spy(model, features):
+        seen.append(features.shape[-1])
+        return original(model, features)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(asr.model.__class__.__mro__[1], "encode", spy)
+        res = asr.transcribe(audio, **kw)
+    assert asr.model.window.frames is None
+    return res, seen
+
+
+def test_a_short_window_that_fails_is_decoded_again_on_the_full_window(asr, fixtures_dir):
+    """A turn's short window ([asr] turn_context_s): a greedy decode that fails Whisper's checks
+    (here noise, no words kept) or is less sure than ``sure_logprob`` is decoded again on the full
+    window, with the fallback temperatures."""
+    noise = (np.random.default_rng(2).standard_normal(16000) * 0.02).astype(np.float32)
+    res, seen = _encoded_windows(asr, noise, context_s=15.0)
+    assert res.text == "" and res.dropped
+    assert seen[0] == 1500 and seen[1:] and set(seen[1:]) == {3000}, seen  # 15 s, then the full window
+    command = decode_file(fixtures_dir / "commands" / "wave_right.wav")
+    res, seen = _encoded_windows(asr, command, context_s=10.0, sure_logprob=-0.5)
+    assert seen == [1000] and res.avg_logprob >= -0.5 and "wave" in res.text.lower()  # sure: kept
+    again, seen = _encoded_windows(asr, command, context_s=10.0, sure_logprob=res.avg_logprob / 2)
+    assert seen == [1000, 3000] and "wave" in again.text.lower()  # less sure than asked: the full window

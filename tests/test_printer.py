@@ -90,6 +90,20 @@ def test_verbose_shows_each_pause_and_which_signal_decided():
     assert 'the robot remembers saying only: "It is a"' in lines
 
 
+def test_verbose_says_what_confirmed_a_turn():
+    from agent.events import TurnConfirmed
+
+    out, quiet = io.StringIO(), io.StringIO()
+    EventPrinter(out=out, verbose=True)(TurnConfirmed(-1, 3, 300, True))
+    EventPrinter(out=out, verbose=True)(TurnConfirmed(-1, 4, 600, False))
+    EventPrinter(out=quiet)(TurnConfirmed(-1, 3, 300, True))
+    assert out.getvalue().splitlines() == [
+        "  confirmed by 300 ms of silence (a clear command)",
+        "  confirmed by 600 ms of silence",
+    ]
+    assert quiet.getvalue() == ""  # turn-taking detail only with --verbose
+
+
 def test_verbose_says_when_unclear_words_wait_longer_for_the_silence():
     from agent.cli.printer import pause_line
 

@@ -30,12 +30,14 @@ from agent.events import (
     PauseVerdict,
     Resume,
     Skipped,
+    TurnConfirmed,
     Utterance,
     VoiceFrame,
 )
 from agent.listening.end_of_turn import EndOfTurnJudge, TextEndOfTurn
 from agent.listening.floor import BACKCHANNEL, INTERRUPTION, UNDECIDED
-from agent.listening.pace import PauseModel
+from agent.listening.pace import DOUBTFUL, NORMAL, STRONG, PauseModel, command_wait_ms
+from agent.listening.smart_turn import SmartTurn
 from agent.listening.vad import FRAME
 from agent.models import resolve_model
 from agent.pipeline.queues import StageQueue, TurnGate
@@ -112,6 +114,7 @@ class Harness:
         text: TextEndOfTurn | None = None,
         live: dict | None = None,
         pauses: PauseModel | None = None,
+        smart: SmartTurn | None = None,
     ) -> None:
         cfg = load_config()
         cfg.turn.early_asr_ms = early_asr_ms
@@ -123,7 +126,7 @@ class Harness:
         self.published: list[Event] = []
         self.speaker = Speaker()
         self.work = WorkTracker(self.speaker)
-        judge = EndOfTurnJudge(cfg.turn, None, text, lambda t: t.strip(" .!").lower() == "stop")
+        judge = EndOfTurnJudge(cfg.turn, smart, text, lambda t: t.strip(" .!").lower() == "stop")
         self.stage = TurnTaking(
             cfg,
             self.inbox,
@@ -145,6 +148,13 @@ class Harness:
             self.t += FRAME / 16000
             samples = np.full(FRAME, 0.1 if prob else 0.0, np.float32)
             self.stage._handle(VoiceFrame(-1, samples, prob, self.t, "mic", robot_audible=audible))
+
+    def say(self, audio: np.ndarray) -> None:
+        """Real speech, ``(n,)`` float32 at 16 kHz, as speech frames (the last partial frame dropped)."""
+        for i in range(audio.size // FRAME):
+            self.t += FRAME / 16000
+            samples = audio[i * FRAME : (i + 1) * FRAME]
+            self.stage._handle(VoiceFrame(-1, samples, SPEECH, self.t, "mic"))
 
     def answer(self, check: PauseCheck, text: str, logprob: float = 0.0) -> None:
         result = ASRResult(text, avg_logprob=logprob, duration_ms=5.0)
@@ -548,32 +558,51 @@ def test_a_finished_verdict_on_unclear_words_is_heard_only_after_the_longer_sile
 
 
 @pytest.mark.parametrize(
-    ("heard", "logprob", "on", "wait_ms"),
+    ("wav", "heard", "on", "wait_ms"),
     [
-        ("look up", -0.11, True, 300),  # ordinary evidence and a clear command: strong_confirm_ms
-        ("look up", -0.11, False, 600),  # [turn] strong_on_command off: confirm_ms
-        ("come your way", -0.54, True, 1400),  # unclear words: a clear call of misheard words waits
+        # Words -0.84 (ordinary), Smart Turn 0.98, a clear command: strong_confirm_ms.
+        ("look_left.wav", "Please look to the left.", True, 300),
+        ("look_left.wav", "Please look to the left.", False, 600),  # [turn] strong_on_command off
+        # Words -0.62 (ordinary) but Smart Turn 0.02 (its voice rises): the sound vetoes, confirm_ms.
+        ("wave_right.wav", "Hey robot, wave your right hand.", True, 600),
     ],
 )
 def test_a_clear_command_in_the_prepared_reply_confirms_an_ordinary_verdict_sooner(
-    text_model, heard, logprob, on, wait_ms
+    text_model, fixtures_dir, wav, heard, on, wait_ms
 ):
-    h = Harness(text=text_model)
+    from agent.listening.vad import find_utterances
+    from agent.speech.audio import decode_file
+
+    h = Harness(text=text_model, smart=SmartTurn())
     h.cfg.turn.strong_on_command = on
-    h.frames(SPEECH_FRAMES, SPEECH)
+    [utterance] = find_utterances(decode_file(fixtures_dir / "commands" / wav), h.cfg.vad)
+    h.say(utterance.audio)
     h.frames(PAUSE, SILENCE)
     [check] = h.taken()
-    h.answer(check, heard, logprob)
+    h.answer(check, heard, -0.2)
     [verdict] = h.of(PauseVerdict)
-    assert verdict.command_ms == wait_ms and verdict.confirm_ms >= wait_ms, verdict
+    assert verdict.evidence == "normal" and verdict.confirm_ms == 600, verdict
+    assert verdict.command_ms == wait_ms, verdict
     [utt] = h.taken()
     h.frames(2, SILENCE)
     utt.release.command_called()  # the prepared turn called a skill as it asks (the call runner)
     confirmed_after = -(-wait_ms // 32)
     h.frames(confirmed_after - PAUSE - 3, SILENCE)
-    assert not utt.release.released and not utt.release.dropped
+    assert not utt.release.released and not utt.release.dropped and not h.of(TurnConfirmed)
     h.frames(1, SILENCE)
     assert utt.release.released
+    [confirmed] = h.of(TurnConfirmed)
+    assert (confirmed.pause_id, confirmed.silence_ms) == (verdict.pause_id, wait_ms)
+    assert confirmed.command == (wait_ms < verdict.confirm_ms)
+
+
+def test_a_clear_command_does_not_shorten_doubtful_or_vetoed_waits():
+    turn = load_config().turn
+    assert command_wait_ms(turn, NORMAL, 0.9) == turn.strong_confirm_ms == 300
+    assert command_wait_ms(turn, NORMAL, 0.9, extra_ms=200) == 500  # a slow speaker's pauses
+    assert command_wait_ms(turn, NORMAL, 0.1) == command_wait_ms(turn, NORMAL, -1.0) == turn.confirm_ms
+    assert command_wait_ms(turn, DOUBTFUL, 0.9) == turn.doubtful_confirm_ms  # misheard words stay doubtful
+    assert command_wait_ms(turn, STRONG, 0.9) == 300
 
 
 @pytest.mark.parametrize("early_asr_ms", [96, 0])

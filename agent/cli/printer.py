@@ -43,6 +43,7 @@ from agent.events import (
     ToolCall,
     ToolResult,
     Transcript,
+    TurnConfirmed,
     TurnDropped,
     Utterance,
 )
@@ -236,7 +237,7 @@ class EventPrinter:
             return None  # per-sentence detail: JSON mode only
         if isinstance(ev, (RobotCommand, Timing, RobotParked)):
             return self._robot_text(ev)
-        if isinstance(ev, (PauseVerdict, HistoryCut, ContextTidied)):
+        if isinstance(ev, (PauseVerdict, TurnConfirmed, HistoryCut, ContextTidied)):
             return _verbose_line(ev) if self.verbose else None
         line = next((f for cls, f in LINES.items() if isinstance(ev, cls)), None)
         return line(ev) if line is not None else f"  {ev.name.replace('_', ' ')}: {_plain(ev.to_json())}"
@@ -254,10 +255,13 @@ class EventPrinter:
         return "\n".join([*self._moves(None), parked_line(ev)])
 
 
-def _verbose_line(ev: PauseVerdict | HistoryCut | ContextTidied) -> str | None:
+def _verbose_line(ev: PauseVerdict | TurnConfirmed | HistoryCut | ContextTidied) -> str | None:
     """The lines only ``--verbose`` shows: turn-taking verdicts, what a barge-in kept, tidying."""
     if isinstance(ev, PauseVerdict):
         return pause_line(ev)
+    if isinstance(ev, TurnConfirmed):
+        why = " (a clear command)" if ev.command else ""
+        return f"  confirmed by {ev.silence_ms} ms of silence{why}"
     if isinstance(ev, HistoryCut):
         return f'  the robot remembers saying only: "{ev.kept}"'
     if not (ev.dropped or ev.evaluated):

@@ -76,8 +76,9 @@ class TurnConfig(StrictModel):
     strong_on_command: bool = Field(
         True,
         description="a finished verdict on ordinary evidence whose prepared reply calls a skill with side "
-        "effects, its arguments valid as written, is confirmed after strong_confirm_ms (the command "
-        "was clear: a second signal that agrees with the words)",
+        "effects, its arguments valid as written, is confirmed after strong_confirm_ms when Smart Turn "
+        "agrees (> strong_smart_turn): the clear command says the words are whole, the sound that "
+        "the user is done",
     )
     strong_text: float = Field(
         -0.5, le=0.0, description="text score (log10) at or over which the words are surely complete"
@@ -211,6 +212,14 @@ class ASRConfig(StrictModel):
         description="encoder window, s, for the checks of speech over the robot's ([live] "
         "overlap_words_ms): 10 s encodes in ~70 ms where Whisper's own 30 s takes ~330 ms on "
         "2 cores; 30 = the full window",
+    )
+    turn_context_s: float = Field(
+        15.0,
+        ge=1.0,
+        le=30.0,
+        description="encoder window, s, for a turn's words: a shorter window (at least the audio plus "
+        "1 s) encodes faster; its greedy decode that fails Whisper's checks is decoded again on the "
+        "full window with the fallback temperatures; 30 = the full window only",
     )
     hotwords: list[str] = Field(default_factory=list)
     bias_with_skills: bool = True

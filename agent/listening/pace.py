@@ -7,8 +7,8 @@ user goes on). How long depends on two things:
 * **the evidence** (:func:`evidence`): ``strong`` when the words are certainly complete (the text
   model's score at or over ``[turn] strong_text``, Whisper clear about them, no rule in doubt)
   and another signal agrees: Smart Turn hears a finished turn (over ``strong_smart_turn``), or
-  the words are a question, or (once the reply is prepared: :func:`command_wait_ms`) the model
-  called a skill with arguments that fit it; ``doubtful`` when the words alone did not say
+  the words are a question (once the reply is prepared, a call of a skill with arguments that fit
+  it counts as words surely complete: :func:`command_wait_ms`); ``doubtful`` when the words alone did not say
   finished (Smart Turn decided) or Whisper was unclear about them; ``normal`` otherwise. A stop
   phrase waits for nothing; an unfinished verdict waits for the long silence.
 * **the speaker** (:class:`PauseModel`): the pauses a speaker makes inside their turns, learned
@@ -100,24 +100,28 @@ def wait_ms(turn: TurnConfig, level: str, extra_ms: float = 0.0) -> int:
     return int(round(min(base + max(0.0, extra_ms), longest)))
 
 
-def command_wait_ms(turn: TurnConfig, level: str, extra_ms: float = 0.0) -> int:
+def command_wait_ms(turn: TurnConfig, level: str, smart_turn: float, extra_ms: float = 0.0) -> int:
     """The silence a verdict waits for once its prepared reply called a skill as the skill asks, ms.
 
     A command whose tool and arguments are clear (the model called a skill with side effects,
-    its arguments valid as written: :meth:`agent.control.ReleaseGate.command_called`) is a second
-    signal that agrees with the words: with ``[turn] strong_on_command`` an ordinary verdict then
-    waits as a strong one. Doubtful words stay doubtful (a misheard command can be clear too).
+    its arguments valid as written: :meth:`agent.control.ReleaseGate.command_called`) says the
+    words are a whole command, as a high text score does: with ``[turn] strong_on_command`` an
+    ordinary verdict whose sound agrees (Smart Turn over ``strong_smart_turn``) then waits as a
+    strong one. The sound keeps its veto: "Wave your right hand, [0.6 s] and say hello" is a
+    clear command at its comma. Doubtful words stay doubtful (a misheard command can be clear too).
 
     Args:
-        turn: ``[turn]`` waits.
+        turn: ``[turn]`` waits and thresholds.
         level: :func:`evidence`'s answer.
+        smart_turn: Smart Turn's probability at the pause (-1: no model).
         extra_ms: The speaker's learned extra pause, ms (as for :func:`wait_ms`).
 
     Returns:
         Silence counted from the end of speech, ms: :func:`wait_ms` at :data:`STRONG` for an
-        ordinary verdict, else :func:`wait_ms` at ``level``.
+        ordinary verdict the sound agrees with, else :func:`wait_ms` at ``level``.
     """
-    if level == NORMAL and turn.strong_on_command and turn.strong_confirm_ms:
+    agreed = smart_turn > turn.strong_smart_turn
+    if level == NORMAL and agreed and turn.strong_on_command and turn.strong_confirm_ms:
         return wait_ms(turn, STRONG, extra_ms)
     return wait_ms(turn, level, extra_ms)
 

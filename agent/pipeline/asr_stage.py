@@ -118,6 +118,8 @@ class ASRStage:
         continue_ms: ``[turn] continue_ms``: longest gap after which an utterance may continue the
             last turn, ms (0: never).
         pauses: The speaker's learned pauses: the gap before a continuation is one (None: not learned).
+        sure_logprob: ``[turn] unclear_logprob``: a turn's short-window decode (``[asr]
+            turn_context_s``) under it is decoded again on the full window (natural log).
     """
 
     def __init__(
@@ -141,8 +143,10 @@ class ASRStage:
         early_pad_ms: int = 0,
         continue_ms: int = 0,
         pauses: PauseModel | None = None,
+        sure_logprob: float | None = None,
     ) -> None:
         self.asr, self.live, self.inbox, self.driver_inbox = asr, live, inbox, driver_inbox
+        self.sure_logprob = sure_logprob
         self.turn_taking, self.gate, self.publish, self.work, self.book = (
             turn_taking,
             gate,
@@ -267,7 +271,7 @@ class ASRStage:
                 "input is clipping (%.1f%% of samples at full scale); lower the mic gain", 100 * clipped
             )
         # Made at the pause that ended the turn (semantic end-of-turn): nothing left to decode.
-        res = msg.transcript if msg.transcript is not None else self.asr.transcribe(audio, bias=self.bias)
+        res = msg.transcript if msg.transcript is not None else self._turn_words(audio)
         t_asr = time.perf_counter()
         self.publish(msg)
         if msg.overlap and self._acknowledged(res):
@@ -365,7 +369,13 @@ class ASRStage:
         the bare 200 ms, in 0 of 20 with 600 ms (measured here, tiny.en).
         """
         padded = np.concatenate([audio, np.zeros(PAUSE_PAD + extra, dtype=np.float32)])
-        return self.asr.transcribe(padded, bias=self.bias)
+        return self._turn_words(padded)
+
+    def _turn_words(self, audio: np.ndarray) -> ASRResult:
+        """A turn's words (``[asr] turn_context_s``: the encoder's window)."""
+        return self.asr.transcribe(
+            audio, bias=self.bias, context_s=self.asr.cfg.turn_context_s, sure_logprob=self.sure_logprob
+        )
 
     def _start(
         self,

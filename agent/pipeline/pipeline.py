@@ -196,6 +196,7 @@ class Pipeline:
             early_pad_ms=turn.short_silence_ms - turn.early_asr_ms if turn.early_asr_ms else 0,
             continue_ms=turn.continue_ms if turn.end_of_turn == "semantic" else 0,
             pauses=self.pauses,
+            sure_logprob=turn.unclear_logprob,
         )
         self.speech = SpeechStage(
             core.tts,

@@ -54,6 +54,7 @@ from agent.events import (
     PauseVerdict,
     Shutdown,
     Skipped,
+    TurnConfirmed,
     Utterance,
     VoiceFrame,
 )
@@ -434,7 +435,7 @@ class TurnTaking:
             asr_logprob=res.avg_logprob,
             unclear=doubt,
             confirm_ms=confirm,
-            command_ms=min(confirm, command_wait_ms(turn, level, extra)) if confirm else 0,
+            command_ms=min(confirm, command_wait_ms(turn, level, v.smart_turn, extra)) if confirm else 0,
             evidence=level,
             pause_ms=round(self.pauses.value_ms) if self.pauses is not None else 0,
         )
@@ -499,7 +500,9 @@ class TurnTaking:
             t.gate.release()
             if ended is None:
                 self.endpointer.end_now(t.rule)  # handed over already: this only closes it
-            log.debug("turn confirmed by %d ms of silence", self._confirm_wait(t))
+            wait = self._confirm_wait(t)
+            self.publish(TurnConfirmed(-1, t.pause_id, wait, wait < t.confirm_ms))
+            log.debug("turn confirmed by %d ms of silence", wait)
         else:
             t.gate.drop()
             log.info("the user went on: the prepared turn is dropped, the utterance continues")

@@ -169,6 +169,7 @@ class WhisperASR:
         context_s: float | None = None,
         fallback: bool = True,
         max_tokens: int | None = None,
+        sure_logprob: float | None = None,
     ) -> ASRResult:
         """Transcribe one utterance.
 
@@ -177,12 +178,17 @@ class WhisperASR:
             bias: Pass the hotwords to the decoder.
             context_s: Encode a window of at least this many seconds (and the audio's own
                 length plus 1 s, :func:`context_frames`) instead of Whisper's 30 s: faster, a
-                little less accurate. None: the full window.
+                little less accurate. None (or 30 and more): the full window.
             fallback: Decode again at Whisper's fallback temperatures when the greedy decode fails
-                its checks. False: the greedy decode only (a failed one is :attr:`ASRResult.unsure`),
-                at most one decode's time.
+                its checks (with ``context_s``: the full window is decoded that way once the
+                short window's greedy decode failed, or kept no words). False: the greedy decode
+                only (a failed one is :attr:`ASRResult.unsure`), at most one decode's time.
             max_tokens: Stop the decode after this many tokens (the first words are enough);
                 None: Whisper's own limit (224 per segment).
+            sure_logprob: With ``context_s`` and ``fallback``: the short window's greedy decode
+                is kept only at this mean token log-probability or over (natural log; a short
+                window makes Whisper less sure, and an unsure transcript waits longer for its
+                turn's end); None: ``[asr] log_prob_threshold``.
 
         Returns:
             :class:`ASRResult`; ``text`` is empty with ``dropped`` set when nothing passes the guards.
@@ -196,12 +202,38 @@ class WhisperASR:
             if words and cfg.bias_mode == "initial_prompt"
             else None
         )
+        temperatures = list(cfg.temperature) if fallback else [0.0]
+        short = context_s is not None and context_s < WINDOW_S
+        if short and fallback:
+            res = self._decode_in(audio, hot, prompt, t0, [0.0], max_tokens, context_s)
+            floor = (
+                cfg.log_prob_threshold if sure_logprob is None else max(sure_logprob, cfg.log_prob_threshold)
+            )
+            if res.text and res.avg_logprob >= floor:
+                return res
+            log.info(
+                "short-window decode unsure (%r, %s); decoding the full window",
+                res.text,
+                res.dropped or f"logprob {res.avg_logprob:.2f}",
+            )
+            return self._decode_in(audio, hot, prompt, t0, temperatures, max_tokens, None)
+        return self._decode_in(audio, hot, prompt, t0, temperatures, max_tokens, context_s if short else None)
+
+    def _decode_in(
+        self,
+        audio: np.ndarray,
+        hot: str | None,
+        prompt: str | None,
+        t0: float,
+        temperatures: list[float],
+        max_tokens: int | None,
+        context_s: float | None,
+    ) -> ASRResult:
+        """:meth:`_decode` with the encoder's window set to ``context_s`` (None: the full window)."""
         window = self.model.window
         window.frames = None if context_s is None else context_frames(audio.size, context_s)
         try:
-            return self._decode(
-                audio, hot, prompt, t0, list(cfg.temperature) if fallback else [0.0], max_tokens
-            )
+            return self._decode(audio, hot, prompt, t0, temperatures, max_tokens)
         finally:
             window.frames = None
 

@@ -24,8 +24,9 @@ Reported:
 * ``plain_extra_wait_ms``: per end rule, how many plain commands it ended and the silence they
   waited beyond ``short_silence_ms``: the verdict's confirming silence for a verdict of the words
   or Smart Turn, by its evidence (``<rule> (strong)``: ``[turn] strong_confirm_ms``, ``(normal)``:
-  ``confirm_ms``, ``(doubtful)``: ``doubtful_confirm_ms``, each grown by the pauses learned so
-  far; live, the reply is prepared during that wait and heard when it ends), the long silence for
+  ``confirm_ms``, ``(command)``: ``strong_confirm_ms`` once the prepared reply called a skill as
+  it asks (``turn_confirmed``), ``(doubtful)``: ``doubtful_confirm_ms``, each grown by the pauses
+  learned so far; live, the reply is prepared during that wait and heard when it ends), the long silence for
   ``silence``; ``plain_split``: plain commands answered as more than one turn;
 * ``smart_turn_veto``: the data for a rule that would let Smart Turn overrule the words' "finished"
   (both signals are in every verdict): per threshold, how many of the pauses inside paused
@@ -51,6 +52,7 @@ from agent.events import (
     PlaybackStarted,
     Skipped,
     Transcript,
+    TurnConfirmed,
     TurnDropped,
     Utterance,
 )
@@ -126,6 +128,10 @@ class TurnRecorder:
             self.files[self._current].verdicts.append(ev)
             if ev.complete:
                 self._confirm, self._evidence = ev.confirm_ms, ev.evidence
+        elif isinstance(ev, TurnConfirmed) and self.files[self._current].end_confirms:
+            self.files[self._current].end_confirms[-1] = ev.silence_ms  # a clear command may shorten it
+            if ev.command:
+                self.files[self._current].end_evidence[-1] = "command"
         elif isinstance(ev, Utterance):
             self.files[self._current].end_rules.append(ev.end_rule)
             self.files[self._current].end_confirms.append(self._confirm)
