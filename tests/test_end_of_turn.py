@@ -210,9 +210,9 @@ def test_each_pause_is_transcribed_once_ahead_of_its_judgement(rig, fixtures_dir
     calls: list[int] = []
     transcribe = rig.core.asr.transcribe
 
-    def counting(audio, bias=True):  # the recognizer's public call, counted
+    def counting(audio, bias=True, **window):  # the recognizer's public call, counted
         calls.append(audio.size)
-        return transcribe(audio, bias)
+        return transcribe(audio, bias, **window)
 
     monkeypatch.setattr(rig.core.asr, "transcribe", counting)
     evs = rig.listen(fixtures_dir / "commands" / "joke.wav")

@@ -41,6 +41,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -203,9 +204,10 @@ class WhisperASR:
             else None
         )
         temperatures = list(cfg.temperature) if fallback else [0.0]
+        options = {"hotwords": hot, "initial_prompt": prompt, "max_new_tokens": max_tokens}
         short = context_s is not None and context_s < WINDOW_S
         if short and fallback:
-            res = self._decode_in(audio, hot, prompt, t0, [0.0], max_tokens, context_s)
+            res = self._decode(audio, t0, [0.0], context_s, options)
             floor = (
                 cfg.log_prob_threshold if sure_logprob is None else max(sure_logprob, cfg.log_prob_threshold)
             )
@@ -216,52 +218,50 @@ class WhisperASR:
                 res.text,
                 res.dropped or f"logprob {res.avg_logprob:.2f}",
             )
-            return self._decode_in(audio, hot, prompt, t0, temperatures, max_tokens, None)
-        return self._decode_in(audio, hot, prompt, t0, temperatures, max_tokens, context_s if short else None)
-
-    def _decode_in(
-        self,
-        audio: np.ndarray,
-        hot: str | None,
-        prompt: str | None,
-        t0: float,
-        temperatures: list[float],
-        max_tokens: int | None,
-        context_s: float | None,
-    ) -> ASRResult:
-        """:meth:`_decode` with the encoder's window set to ``context_s`` (None: the full window)."""
-        window = self.model.window
-        window.frames = None if context_s is None else context_frames(audio.size, context_s)
-        try:
-            return self._decode(audio, hot, prompt, t0, temperatures, max_tokens)
-        finally:
-            window.frames = None
+            return self._decode(audio, t0, temperatures, None, options)
+        return self._decode(audio, t0, temperatures, context_s if short else None, options)
 
     def _decode(
         self,
         audio: np.ndarray,
-        hot: str | None,
-        prompt: str | None,
         t0: float,
         temperatures: list[float],
-        max_tokens: int | None,
+        context_s: float | None,
+        options: dict[str, Any],
     ) -> ASRResult:
-        """Decode ``audio`` with faster-whisper and apply the guards (:meth:`transcribe`)."""
+        """Decode ``audio`` in a ``context_s`` window (None: the full one) and apply the guards.
+
+        Args:
+            audio: As for :meth:`transcribe`.
+            t0: When the transcription started (``perf_counter`` s): the result's ``duration_ms``.
+            temperatures: Whisper's temperatures, the greedy 0.0 first.
+            context_s: The encoder's window, s (:func:`context_frames`); None: 30 s.
+            options: ``hotwords``, ``initial_prompt`` and ``max_new_tokens`` for faster-whisper.
+        """
+        window = self.model.window
+        window.frames = None if context_s is None else context_frames(audio.size, context_s)
+        try:
+            return self._guarded(audio, t0, temperatures, options)
+        finally:
+            window.frames = None
+
+    def _guarded(
+        self, audio: np.ndarray, t0: float, temperatures: list[float], options: dict[str, Any]
+    ) -> ASRResult:
+        """faster-whisper's decode of ``audio`` (see :meth:`_decode`) and the guards of :meth:`transcribe`."""
         cfg = self.cfg
         segments, _info = self.model.transcribe(
             audio,
             language=cfg.language,
             beam_size=cfg.beam_size,
             temperature=temperatures,
-            max_new_tokens=max_tokens,
             compression_ratio_threshold=cfg.compression_ratio_threshold,
             log_prob_threshold=cfg.log_prob_threshold,
             no_speech_threshold=cfg.no_speech_threshold,
             condition_on_previous_text=False,
             vad_filter=False,
             without_timestamps=True,
-            hotwords=hot,
-            initial_prompt=prompt,
+            **options,
         )
         kept, reasons, logprobs = [], [], []
         temp = 0.0  # the highest fallback temperature a kept segment needed
