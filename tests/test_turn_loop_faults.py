@@ -255,7 +255,10 @@ FLY = r'"<tool_call>{\"name\": \"fly\", \"arguments\": {}}</tool_call>"'
 def test_a_waiting_call_that_fits_its_skill_tells_the_gate_the_command_was_clear(model, ctx, grammar, clear):
     held = HeldTurn(model, ctx, f"root ::= {grammar}")
     held.wait_for(held.round_written)
-    time.sleep(0.05)  # the round's calls are handed to the runner right after it is written
+    if clear:
+        held.wait_for(lambda: held.gate.command)
+    else:
+        time.sleep(0.2)  # the round's calls reach the runner right after it is written: none tells the gate
     assert held.gate.command == clear and not held.gate.released
     held.gate.release()
     held.finish()

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from agent.config import load_config
-from agent.events import PauseVerdict
+from agent.events import InputStarted, PauseVerdict, TurnConfirmed, Utterance
 from agent.models import resolve_model
 from tools.bench.turn_set import FILLERS, PAUSED, PLAIN, VOICES, build_set, cases, read_wav
-from tools.bench.turns import FileTurns, format_turns, run_turns, score
+from tools.bench.turns import FileTurns, TurnRecorder, format_turns, run_turns, score
 
 needs_espeak = pytest.mark.skipif(
     shutil.which("espeak-ng") is None, reason="espeak-ng is not installed (launch/setup.sh test installs it)"
@@ -137,6 +137,25 @@ def test_plain_commands_are_counted_by_the_evidence_that_ended_them_with_their_w
         "text (strong)": {"commands": 1, "extra_ms_mean": max(0, turn.strong_confirm_ms - short)},
     }
     assert "text (strong): 1 commands" in format_turns(report)
+
+
+def test_the_recorder_takes_the_wait_a_turn_was_confirmed_by():
+    """A clear command's shorter confirmation (turn_confirmed) replaces the verdict's wait."""
+    rec = TurnRecorder()
+    for name, confirmed in (("plain_01.wav", TurnConfirmed(-1, 1, 300, True)), ("plain_02.wav", None)):
+        rec(InputStarted(-1, f"/set/{name}"))
+        rec(PauseVerdict(-1, 1, "look left", True, "text", confirm_ms=600, evidence="normal"))
+        rec(Utterance(-1, end_rule="text"))
+        if confirmed is not None:
+            rec(confirmed)
+    assert (rec.files["plain_01.wav"].end_confirms, rec.files["plain_01.wav"].end_evidence) == (
+        [300],
+        ["command"],
+    )
+    assert (rec.files["plain_02.wav"].end_confirms, rec.files["plain_02.wav"].end_evidence) == (
+        [600],
+        ["normal"],
+    )
 
 
 def test_the_smart_turn_veto_is_measured_on_finished_verdicts_inside_sentences_and_at_plain_ends():
