@@ -14,6 +14,9 @@ must reach into a running loop from another thread, and each has one type here:
   and while the speaker has nothing to play the listener hears silence. So while the speaker
   waits for a sentence, speech *claims* the CPU and the decoder *yields* between tokens until the
   claim is released (the sentence's audio is queued), at most :data:`YIELD_MAX_S` per token.
+  While the user speaks over the robot, *listening* claims it for a moment: the checks of their
+  early words (Whisper on the same cores) decide whether the robot stops, so synthesis ahead of
+  need and decoding wait until the claim lapses or is released.
 
 * :class:`ReleaseGate` — "the user has finished: let this turn be heard". A turn started on a
   verdict the silence has not yet confirmed runs (the model writes, TTS synthesizes) while its
@@ -32,6 +35,10 @@ from typing import Protocol
 
 YIELD_MAX_S = 1.0
 """Longest a decoder waits for speech synthesis per token, s: a stuck synthesis cannot stall a reply."""
+
+
+LISTEN_POLL_S = 0.01
+"""How often work waiting on a listening claim looks again, s."""
 
 
 class StopSignal:
@@ -184,6 +191,8 @@ class CpuArbiter:
         self._free = threading.Event()  # cleared while speech holds a claim
         self._free.set()
         self._lock = threading.Lock()
+        self._listen_until = 0.0  # perf_counter s; listening holds the CPU until then
+        self._on_listening: list[Callable[[], None]] = []
 
     def attach(self, speaker: Busy | None) -> None:
         """Claims from now on are for ``speaker`` (None: no claims; any held one is released)."""
@@ -214,6 +223,40 @@ class CpuArbiter:
     def claimed(self) -> bool:
         """Speech holds the CPU now."""
         return not self._free.is_set()
+
+    def on_listening(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` (on the claiming thread) whenever a listening claim begins.
+
+        Work in progress that can wait stops there (speech synthesis ahead of need).
+        """
+        self._on_listening.append(callback)
+
+    def claim_for_listening(self, for_s: float) -> None:
+        """The user speaks over the robot: work that can wait waits for ``for_s`` s, or until released.
+
+        The claim lapses by itself (a listener that never releases cannot stall the robot);
+        a new claim replaces the old one. A claim that begins runs the :meth:`on_listening`
+        callbacks.
+        """
+        began = not self.listening
+        self._listen_until = time.perf_counter() + for_s
+        if began:
+            for callback in self._on_listening:
+                callback()
+
+    def release_listening(self) -> None:
+        """End a listening claim; nothing when none is held."""
+        self._listen_until = 0.0
+
+    @property
+    def listening(self) -> bool:
+        """Listening holds the CPU now."""
+        return time.perf_counter() < self._listen_until
+
+    def yield_to_listening(self, stop: StopSignal | None = None) -> None:
+        """Decoder side: wait while listening holds a claim (it lapses by itself), or until ``stop``."""
+        while self.listening and not (stop is not None and stop.is_set()):
+            time.sleep(LISTEN_POLL_S)
 
     def yield_to_speech(self, stop: StopSignal | None = None) -> None:
         """Decoder side: wait while speech holds a claim, at most :attr:`max_yield_s`, or until ``stop``."""

@@ -83,3 +83,25 @@ def test_a_decoder_waits_for_a_claim_at_most_its_limit_or_until_stopped():
     t0 = time.perf_counter()
     patient.yield_to_speech()  # the release ends the wait
     assert time.perf_counter() - t0 < 10.0 and not patient.claimed
+
+
+def test_listening_claims_the_cpu_for_a_while_and_a_decoder_waits_for_it():
+    arbiter = CpuArbiter()
+    assert not arbiter.listening
+    arbiter.yield_to_listening()  # no claim: returns at once
+    arbiter.claim_for_listening(0.2)
+    assert arbiter.listening and not arbiter.claimed  # not a speech claim
+    t0 = time.perf_counter()
+    arbiter.yield_to_listening()  # a claim nobody releases lapses by itself
+    assert 0.15 <= time.perf_counter() - t0 < 5.0 and not arbiter.listening
+    arbiter.claim_for_listening(30.0)
+    threading.Timer(0.05, arbiter.release_listening).start()
+    t0 = time.perf_counter()
+    arbiter.yield_to_listening()  # the release ends the wait
+    assert time.perf_counter() - t0 < 5.0 and not arbiter.listening
+    arbiter.claim_for_listening(30.0)
+    stop = StopSignal()
+    threading.Timer(0.05, stop.set).start()
+    t0 = time.perf_counter()
+    arbiter.yield_to_listening(stop)  # a barge-in ends the wait
+    assert time.perf_counter() - t0 < 5.0 and arbiter.listening

@@ -10,6 +10,7 @@ with arguments on the same side, and answer every turn.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -350,6 +351,90 @@ def test_typed_turn_runs_through_the_same_pipeline():
         assert not any(isinstance(e, UserTurn) for e in evs)  # internal messages never leave the pipeline
     finally:
         rig.close()
+
+
+def test_synthesis_ahead_of_need_waits_while_the_user_speaks_over_the_robot(voice):
+    """The overlap's listening claim: piper waits while enough audio is queued, then goes on."""
+    from agent.audio_io.fake import FakeBackend
+    from agent.audio_io.speaker import Speaker
+    from agent.config import AudioConfig
+    from agent.control import CpuArbiter
+
+    sp = Speaker(AudioConfig(output_sample_rate=16000), FakeBackend())
+    sp.rate, sp._stream = 16000, object()  # opened, no stream thread: nothing plays
+    sink = SpeakerSink(sp)
+    gate = TurnGate()
+    tid = gate.new_turn()
+    q = StageQueue(gate)
+    arbiter = CpuArbiter()
+    stage = SpeechStage(voice, sink, q, gate, lambda _e: None, clause_chars=80, arbiter=arbiter)
+    th = threading.Thread(target=stage.run)
+    th.start()
+    q.put(ReplyDelta(tid, "It is a fine day in the valley today. ", flush=True))
+    deadline = time.monotonic() + 20
+    while not sp.busy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    arbiter.claim_for_listening(30.0)  # the user starts talking over the first sentence
+    q.put(ReplyDelta(tid, "The sun is out. ", flush=True))
+    time.sleep(1.0)  # time enough for piper to make it
+    assert [it.text for it in sp._items] == ["It is a fine day in the valley today."]
+    arbiter.release_listening()  # their words are known: the next sentence is made
+    while len(sp._items) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert [it.text for it in sp._items] == ["It is a fine day in the valley today.", "The sun is out."]
+    q.put(Shutdown(-1))
+    th.join(10)
+    assert not th.is_alive()
+
+
+def test_a_synthesis_ahead_of_need_stops_for_the_users_speech_and_is_made_after_it(voice, caplog):
+    """A listening claim preempts piper mid-piece; the rest is made once it ends, nothing twice."""
+    from agent.audio_io.fake import FakeBackend
+    from agent.audio_io.speaker import Speaker
+    from agent.config import AudioConfig
+    from agent.control import CpuArbiter
+
+    sp = Speaker(AudioConfig(output_sample_rate=16000), FakeBackend())
+    sp.rate, sp._stream = 16000, object()  # opened, no stream thread: nothing plays
+    sink = SpeakerSink(sp)
+    gate = TurnGate()
+    tid = gate.new_turn()
+    q = StageQueue(gate)
+    arbiter = CpuArbiter()
+    played: list[Event] = []
+    stage = SpeechStage(voice, sink, q, gate, played.append, clause_chars=400, arbiter=arbiter)
+    th = threading.Thread(target=stage.run)
+    th.start()
+    q.put(ReplyDelta(tid, "It is a fine day in the valley today. ", flush=True))
+    deadline = time.monotonic() + 30
+    while not sp.busy and time.monotonic() < deadline:
+        time.sleep(0.01)
+    story = [
+        "Once upon a time a small robot lived by the sea.",
+        "Every morning it counted the waves and the gulls.",
+        "One day a storm came over the hills and the lights went out.",
+        "The robot stayed calm and told stories until dawn.",
+    ]
+    caplog.set_level(logging.INFO, logger="agent.pipeline.speech")
+    q.put(ReplyDelta(tid, " ".join(story), flush=True))
+    time.sleep(0.15)  # piper is inside the story (ahead of need: the first sentence is queued)
+    arbiter.claim_for_listening(30.0)
+    time.sleep(1.0)
+    during = [m.text for m in played if isinstance(m, AudioOut)]
+    assert "stopped for the user's speech" in caplog.text
+    assert len(during) < 1 + len(story)  # it stopped part-way
+    arbiter.release_listening()
+    q.put(ReplyEnd(tid))
+    while (
+        len([m for m in played if isinstance(m, AudioOut)]) < 1 + len(story) and time.monotonic() < deadline
+    ):
+        time.sleep(0.01)
+    outs = [m for m in played if isinstance(m, AudioOut)]
+    assert [m.text for m in outs] == ["It is a fine day in the valley today.", *story]  # in order, once each
+    assert all(m.last_of_piece for m in outs)  # each sentence its own piece: each heard whole
+    q.put(Shutdown(-1))
+    th.join(10)
+    assert not th.is_alive()
 
 
 def test_synthesis_waits_until_the_queued_audio_runs_low_and_a_cancel_ends_the_wait(voice):

@@ -18,7 +18,14 @@ import soxr
 from agent.models import resolve_model
 from agent.speech.sentences import split_sentences
 from agent.speech.text import clean_for_speech
-from agent.speech.tts import PiperTTS, SpeechChunk, SynthesisResult, TTSError
+from agent.speech.tts import (
+    MAX_SENTENCE_CHARS,
+    PiperTTS,
+    SpeechChunk,
+    SynthesisPreempted,
+    SynthesisResult,
+    TTSError,
+)
 
 LONG_REPLY = (
     "Sure! I can do that. First I will turn my head to the left. Then I will wave my right hand, "
@@ -287,3 +294,20 @@ def test_arena_shrinkage_keeps_memory_down_over_sentences_of_different_lengths(v
         assert proc.returncode == 0, name
         pss[name] = [float(v) for v in out.split()]
     assert pss["fixed"][1] <= pss["raw"][1] - TTS_SAVED_MIB, pss
+
+
+def test_a_synthesis_is_preempted_from_another_thread_and_the_next_one_runs(tts: PiperTTS):
+    """``preempt``: onnxruntime's terminate flag stops the sentence being made; nothing is skipped."""
+    import threading
+
+    errors: list[str] = []
+    timer = threading.Timer(0.05, tts.preempt)
+    made: list[str] = []
+    timer.start()
+    with pytest.raises(SynthesisPreempted) as stopped:
+        for chunk in tts.synthesize(LONG_REPLY, on_error=lambda s, e: errors.append(s)):
+            made.append(chunk.text)
+    assert not errors  # a preemption is no failure of a sentence
+    sentences = split_sentences(clean_for_speech(LONG_REPLY), MAX_SENTENCE_CHARS)
+    assert stopped.value.remaining == " ".join(sentences[len(made) :])  # from the sentence it stopped in
+    assert [c.text for c in tts.synthesize(stopped.value.remaining)] == sentences[len(made) :]

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from agent.config import load_config
+from agent.control import CpuArbiter
 from agent.events import (
     Event,
     Hold,
@@ -126,6 +127,7 @@ class Harness:
         self.published: list[Event] = []
         self.speaker = Speaker()
         self.work = WorkTracker(self.speaker)
+        self.arbiter = CpuArbiter()
         judge = EndOfTurnJudge(cfg.turn, smart, text, lambda t: t.strip(" .!").lower() == "stop")
         self.stage = TurnTaking(
             cfg,
@@ -139,6 +141,7 @@ class Harness:
             realtime=realtime,
             barge_in=True,
             pauses=pauses,
+            arbiter=self.arbiter,
         )
         self.t = 0.0
 
@@ -302,8 +305,10 @@ def _words(h: Harness, check: OverlapCheck, text: str, kind: str) -> None:
 def test_words_over_the_robot_that_interrupt_hold_its_turn_at_once():
     h = Harness()
     _robot_speaking(h)
+    assert not h.arbiter.listening
     h.frames(5, SPEECH)  # 160 ms over the robot: the words are not asked for yet
     assert not h.taken()
+    assert h.arbiter.listening  # synthesis ahead of need and decoding wait while its words are checked
     h.frames(1, SPEECH)  # 192 ms: [live] overlap_words_ms
     [check] = _overlap_checks(h)
     assert check.audio.size == (10 + 6) * FRAME  # 320 ms of pre-roll and the speech
@@ -312,6 +317,7 @@ def test_words_over_the_robot_that_interrupt_hold_its_turn_at_once():
     [hold] = h.of(Hold)
     assert hold.onset_t == pytest.approx(onset) and hold.reason == "words: 'Wait.'"
     assert not h.of(Interrupt)  # the turn is kept: the utterance decides
+    assert not h.arbiter.listening  # decided: the claim is released
     h.frames(10, SPEECH)
     assert len(h.of(Hold)) == 1 and not _overlap_checks(h)  # decided: no more checks
 
@@ -329,12 +335,14 @@ def test_an_acknowledgement_over_the_robot_never_stops_it_and_is_marked_for_the_
     _words(h, again, "Yeah, yeah.", BACKCHANNEL)
     h.frames(6, SPEECH)  # 704 ms: past [live] barge_in_ms, but the words are known
     assert not h.of(Hold) and not h.of(Interrupt)
+    assert h.arbiter.listening  # the test's frames take no time: the claim (1 s) has not lapsed
     h.frames(PAUSE, SILENCE)
     [pause] = [m for m in h.taken() if isinstance(m, PauseCheck)]
     h.answer(pause, "Yeah, yeah.")  # no model: unfinished, the long silence ends it
     h.frames(50, SILENCE)
     [utt] = [m for m in h.taken() if isinstance(m, Utterance)]
     assert utt.overlap and utt.transcript.text == "Yeah, yeah."  # the ASR stage makes no turn of it
+    assert not h.arbiter.listening  # the overlap ended: released
 
 
 def test_an_acknowledgement_the_check_cut_short_waits_for_the_next_check():

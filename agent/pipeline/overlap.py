@@ -13,7 +13,10 @@ after ``[turn] short_silence_ms`` plus 300 ms without speech. Along the way:
   barge_in_ms`` before any word is known. The stop is a :class:`~agent.events.Hold` (the turn is
   kept) with ``[live] resume_false_interruption``, else an :class:`~agent.events.Interrupt`;
 * a hold with no utterance behind it (the speech that held it was too short to become one) ends
-  after ``false_interruption_ms`` of the user's silence: :class:`~agent.events.Resume`.
+  after ``false_interruption_ms`` of the user's silence: :class:`~agent.events.Resume`;
+* from its first frame until it ends or stops the robot (at most ``barge_in_ms`` plus
+  :data:`LISTEN_MARGIN_MS`) it holds the CPU arbiter's listening claim: synthesis ahead of need
+  and the model's decoding wait, so that the checks run on free cores.
 
 With ``[live] backchannels`` off any speech over the robot stops it after ``barge_in_ms``, as before
 the overlap was judged. Times are the frames' own (``VoiceFrame.t_end``, perf_counter s).
@@ -30,6 +33,7 @@ from typing import Protocol
 import numpy as np
 
 from agent.config import Config
+from agent.control import CpuArbiter
 from agent.events import Event, Hold, Interrupt, OverlapCheck, OverlapTranscript, Resume, VoiceFrame
 from agent.listening.floor import INTERRUPTION, UNDECIDED
 from agent.listening.vad import FRAME
@@ -45,6 +49,8 @@ PRE_ROLL_FRAMES = 10
 word's onset a frame or two late."""
 END_MARGIN_MS = 300
 """An overlap ends after ``[turn] short_silence_ms`` plus this much silence, ms."""
+LISTEN_MARGIN_MS = 400
+"""An overlap's listening claim lasts ``[live] barge_in_ms`` plus this much at most, ms."""
 
 
 class Floor(Protocol):
@@ -85,6 +91,7 @@ class OverlapTracker:
         publish: The bus (holds, resumes, interruptions).
         work: The pipeline's work (the current turn, what is in flight).
         floor: The sink.
+        arbiter: Claimed for listening while an overlap is judged; None = no claims.
     """
 
     def __init__(
@@ -94,8 +101,10 @@ class OverlapTracker:
         publish: Callable[[Event], None],
         work: WorkTracker,
         floor: Floor,
+        arbiter: CpuArbiter | None = None,
     ) -> None:
         self.live, self.thr = cfg.live, cfg.vad.threshold
+        self.arbiter = arbiter if arbiter is not None else CpuArbiter()
         self.end_ms = cfg.turn.short_silence_ms + END_MARGIN_MS
         self.asr_inbox, self.publish, self.work, self.floor = asr_inbox, publish, work, floor
         self._ring: collections.deque[np.ndarray] = collections.deque(maxlen=PRE_ROLL_FRAMES + 1)
@@ -131,6 +140,7 @@ class OverlapTracker:
             if speech and self.robot_speaking():
                 cur = self._cur = _Overlap(f.t_end - FRAME_MS / 1000, list(self._ring))
                 cur.speech_ms = FRAME_MS
+                self.arbiter.claim_for_listening((self.live.barge_in_ms + LISTEN_MARGIN_MS) / 1000)
             else:
                 self._resume_if_silent(f.t_end, user_in_utterance)
                 return
@@ -140,6 +150,7 @@ class OverlapTracker:
             cur.speech_ms += FRAME_MS if speech else 0.0
             if cur.silence_ms >= self.end_ms:
                 self._cur = None
+                self.arbiter.release_listening()
                 return
         self._decide(cur)
 
@@ -184,6 +195,7 @@ class OverlapTracker:
 
     def _stop(self, cur: _Overlap, reason: str) -> None:
         cur.stopped = True
+        self.arbiter.release_listening()
         if self.live.resume_false_interruption:
             self._held_at = self._last_speech_t
             self.handed_over = False
@@ -207,5 +219,7 @@ class OverlapTracker:
 
     def reset(self) -> None:
         """Forget the overlap in progress (a new stream)."""
+        if self._cur is not None:
+            self.arbiter.release_listening()
         self._cur = None
         self._ring.clear()

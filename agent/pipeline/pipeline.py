@@ -174,6 +174,7 @@ class Pipeline:
             barge_in=cfg.live.barge_in and realtime and sink.realtime,
             postures=self.postures,
             pauses=self.pauses,
+            arbiter=core.arbiter,
         )
         turn = cfg.turn
         self.asr = ASRStage(

@@ -33,12 +33,14 @@ from agent.control import CpuArbiter
 from agent.events import AudioOut, Error, Event, ReplyDelta, ReplyEnd, SentenceReady, Spoken
 from agent.pipeline.queues import StageQueue, TurnGate, run_stage
 from agent.speech.sentences import SentenceStream
-from agent.speech.tts import TextToSpeech
+from agent.speech.tts import SynthesisPreempted, TextToSpeech
 
 log = logging.getLogger(__name__)
 
 LOOKAHEAD_POLL_S = 0.05
 """How often the queued audio is looked at while synthesis waits for need, s."""
+LISTEN_KEEP_S = 0.5
+"""Audio left to play below which synthesis goes on even while the user speaks over the robot, s."""
 
 
 class AudioSink(Protocol):
@@ -106,8 +108,9 @@ class SpeechStage:
         clause_chars: A sentence longer than this many characters is cut at a clause.
         streaming: False: synthesize the whole reply at its end (sequential baseline).
         speak: False: no synthesis at all (typed chat without output, accuracy runs).
-        arbiter: Shares the CPU with the chat model (speech claims it while the speaker waits);
-            None = no claims.
+        arbiter: Shares the CPU with the chat model (speech claims it while the speaker waits)
+            and with the listening path (a synthesis ahead of need is preempted when the user
+            speaks over the robot); None = no claims.
         lookahead_s: The next sentence is synthesized once less than this much audio is left
             to play, s; 0 = at once. Synthesis ahead of need takes the CPU from the listening
             path (the checks of speech over the robot) and is wasted when the turn is cut.
@@ -130,6 +133,8 @@ class SpeechStage:
         self.lookahead_s = lookahead_s
         self.clause_chars, self.streaming, self.speak = clause_chars, streaming, speak
         self.arbiter = arbiter if arbiter is not None else CpuArbiter()
+        self.arbiter.on_listening(self._listening)
+        self._ahead = False  # a synthesis ahead of need is running (it may be preempted)
         self._streams: dict[int, SentenceStream] = {}
         self._whole: dict[int, list[str]] = {}
 
@@ -174,31 +179,53 @@ class SpeechStage:
         self.publish(SentenceReady(tid, piece))
         if not self.speak:
             return
-        self._await_need(tid)
-        if self.gate.stale(tid):  # cancelled while it waited: nothing to make
-            return
-        # Nothing queued or playing: the listener hears silence until this audio is out.
-        self.arbiter.claim_for_speech()
-        try:
-            self._synthesize(tid, piece, one_block)
-        except Exception as e:  # one bad piece must not silence the rest
-            log.exception("turn %d: TTS failed on %r", tid, piece)
-            self.publish(Error(tid, f"speech synthesis failed on {piece!r}: {e}; continuing"))
-        finally:
-            self.arbiter.release()
+        text = piece
+        while text:
+            self._await_need(tid)
+            if self.gate.stale(tid):  # cancelled while it waited: nothing to make
+                return
+            # Nothing queued or playing: the listener hears silence until this audio is out.
+            self.arbiter.claim_for_speech()
+            try:
+                text = self._synthesize(tid, text, piece, one_block)
+            except Exception as e:  # one bad piece must not silence the rest
+                log.exception("turn %d: TTS failed on %r", tid, piece)
+                self.publish(Error(tid, f"speech synthesis failed on {piece!r}: {e}; continuing"))
+                text = ""
+            finally:
+                self.arbiter.release()
+
+    def _listening(self) -> None:
+        """The user began to speak over the robot: a synthesis ahead of need stops.
+
+        It is made again once their words are known, so that the checks of their words run on
+        free cores (piper beside them doubles their time).
+        """
+        if self._ahead and self.sink.queued_s > LISTEN_KEEP_S:
+            self.tts.preempt()
 
     def _await_need(self, tid: int) -> None:
         """Wait while more than ``lookahead_s`` of audio is left to play (or held), the turn alive.
 
         Held (the speaker paused for the user) the audio does not drain: the wait lasts until
-        the turn resumes or is cancelled.
+        the turn resumes or is cancelled. While the user speaks over the robot (the arbiter's
+        listening claim) the wait goes on until only :data:`LISTEN_KEEP_S` is left: the checks
+        of their words decide a stop, and piper beside them doubles their time.
         """
-        if self.lookahead_s <= 0:
-            return
-        while self.sink.queued_s > self.lookahead_s and not self.gate.stale(tid):
+        while not self.gate.stale(tid):
+            queued = self.sink.queued_s
+            ahead = self.lookahead_s > 0 and queued > self.lookahead_s
+            if not ahead and not (self.arbiter.listening and queued > LISTEN_KEEP_S):
+                return
             time.sleep(LOOKAHEAD_POLL_S)
 
-    def _synthesize(self, tid: int, piece: str, one_block: bool) -> None:
+    def _synthesize(self, tid: int, text: str, piece: str, one_block: bool) -> str:
+        """Make and queue ``text`` of ``piece``; return what is left to make ("" when all was made).
+
+        A synthesis ahead of need (streaming, more than :data:`LISTEN_KEEP_S` queued) stops when
+        the user starts to speak over the robot (:meth:`_listening`): what it made is queued and
+        the rest is returned, to be made once the listening claim is over.
+        """
         prev: AudioOut | None = None
         parts: list[np.ndarray] = []
         texts: list[str] = []
@@ -210,23 +237,33 @@ class SpeechStage:
                 Error(tid, f"speech synthesis failed on {sentence!r} ({e.__class__.__name__}: {e}); skipped")
             )
 
-        for chunk in self.tts.synthesize(piece, on_error=failed):  # lazy: one sentence per step
-            ms = (time.perf_counter() - t0) * 1000
-            total += ms
-            if self.gate.stale(tid):
-                return
-            if one_block:
-                parts.append(chunk.audio)
-                texts.append(chunk.text)
-            else:
-                if prev is not None:
-                    self._out(prev)
-                prev = AudioOut(tid, chunk.text, piece, False, chunk.audio, chunk.sample_rate, ms)
-            t0 = time.perf_counter()
+        left = ""
+        self._ahead = not one_block and self.sink.queued_s > LISTEN_KEEP_S
+        try:
+            for chunk in self.tts.synthesize(text, on_error=failed):  # lazy: one sentence per step
+                ms = (time.perf_counter() - t0) * 1000
+                total += ms
+                if self.gate.stale(tid):
+                    return ""
+                if one_block:
+                    parts.append(chunk.audio)
+                    texts.append(chunk.text)
+                else:
+                    if prev is not None:
+                        self._out(prev)
+                    prev = AudioOut(tid, chunk.text, piece, False, chunk.audio, chunk.sample_rate, ms)
+                t0 = time.perf_counter()
+        except SynthesisPreempted as e:
+            log.info("turn %d: synthesis ahead of need stopped for the user's speech", tid)
+            left = e.remaining
+        finally:
+            self._ahead = False
         if one_block and parts:
             prev = AudioOut(tid, " ".join(texts), piece, True, np.concatenate(parts), rate, total)
         if prev is not None and not self.gate.stale(tid):
-            self._out(AudioOut(tid, prev.text, piece, True, prev.audio, prev.sample_rate, prev.synth_ms))
+            last = not left  # the piece is heard at the end of its last audio
+            self._out(AudioOut(tid, prev.text, piece, last, prev.audio, prev.sample_rate, prev.synth_ms))
+        return left
 
     def _out(self, msg: AudioOut) -> None:
         release = self.gate.release_of(msg.turn_id)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from agent.config import Config, TurnConfig
-from agent.control import ReleaseGate, StopSignal
+from agent.control import CpuArbiter, ReleaseGate, StopSignal
 from agent.events import (
     Error,
     Event,
@@ -208,6 +208,7 @@ class TurnTaking:
             thinking once the turn is handed over); None: no body.
         pauses: The speaker's learned pauses (shared with the ASR stage, which learns the gap
             before a continuation); None: not learned.
+        arbiter: Claimed for listening while speech over the robot is judged; None = no claims.
     """
 
     def __init__(
@@ -224,6 +225,7 @@ class TurnTaking:
         barge_in: bool,
         postures: Postures | None = None,
         pauses: PauseModel | None = None,
+        arbiter: CpuArbiter | None = None,
     ) -> None:
         self.cfg, self.inbox, self.asr_inbox, self.publish = cfg, inbox, asr_inbox, publish
         self.work, self.speaker, self.judge, self.early_start = work, speaker, judge, early_start
@@ -244,7 +246,7 @@ class TurnTaking:
         self._t_audible = -1e9  # end of the newest frame in which the robot could be heard (perf_counter s)
         self._source = ""  # the newest frame's source (file path or device name)
         self._later: list[Event] = []  # taken while waiting for a transcript, handled after it
-        self.overlap = OverlapTracker(cfg, asr_inbox, publish, work, speaker)
+        self.overlap = OverlapTracker(cfg, asr_inbox, publish, work, speaker, arbiter)
         self._utt_overlap = False  # the utterance in progress began over the robot's speech
         self.pauses = pauses
         self._silence_ms = 0.0  # the endpointer's silence after the previous frame, ms

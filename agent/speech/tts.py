@@ -67,6 +67,22 @@ class TTSError(Exception):
     """The voice cannot be used; the message names the file and what to do."""
 
 
+class _Stopped(Exception):
+    """A sentence's synthesis was preempted (inside :class:`PiperTTS`)."""
+
+
+class SynthesisPreempted(Exception):
+    """:meth:`PiperTTS.preempt` stopped a synthesis; nothing of ``remaining`` was made.
+
+    Attributes:
+        remaining: The text from the sentence being made on: synthesize it again later.
+    """
+
+    def __init__(self, remaining: str) -> None:
+        super().__init__(f"synthesis preempted at {remaining[:40]!r}")
+        self.remaining = remaining
+
+
 class _ShrinkingSession:
     """Piper's ``onnxruntime.InferenceSession``, run with :data:`ARENA_SHRINKAGE`.
 
@@ -87,6 +103,13 @@ class _ShrinkingSession:
     def run(self, output_names: list[str] | None, input_feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         """``InferenceSession.run`` with the shrinking run options; the outputs as numpy arrays."""
         return self._session.run(output_names, input_feed, self._options)  # type: ignore[attr-defined]
+
+    def terminate(self, stop: bool) -> None:
+        """Stop the run in progress, or (``stop`` False) let the next runs go on.
+
+        Safe from another thread: onnxruntime checks the flag between operators.
+        """
+        self._options.terminate = stop
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._session, name)
@@ -151,7 +174,12 @@ class TextToSpeech(Protocol):
         """Yield one chunk per sentence of ``text`` (raw model output); nothing if unspeakable.
 
         A sentence that fails is skipped and passed to ``on_error`` with the exception.
+        Raises :class:`SynthesisPreempted` when :meth:`preempt` stopped it.
         """
+        ...
+
+    def preempt(self) -> None:
+        """Stop the synthesis in progress (from another thread); nothing when none runs."""
         ...
 
 
@@ -221,6 +249,7 @@ class PiperTTS:
             noise_w_scale=noise_w_scale,
         )
         self._lock = threading.Lock()
+        self._preempted = threading.Event()
         self.voice_path = voice_path
 
     @property
@@ -249,9 +278,28 @@ class PiperTTS:
             pass
         return (time.perf_counter() - start) * 1000
 
+    def preempt(self) -> None:
+        """Stop the synthesis in progress: :meth:`synthesize` raises :class:`SynthesisPreempted`.
+
+        Safe from any thread. The sentence being made is abandoned (its work is lost); a
+        synthesis that starts later is not affected.
+        """
+        self._preempted.set()
+        self._voice.session.terminate(True)
+
     def _sentence_audio(self, sentence: str) -> np.ndarray:
         with self._lock:
-            parts = [chunk.audio_int16_array for chunk in self._voice.synthesize(sentence, self._syn_config)]
+            self._voice.session.terminate(False)
+            if self._preempted.is_set():  # preempted between two sentences
+                raise _Stopped
+            try:
+                parts = [
+                    chunk.audio_int16_array for chunk in self._voice.synthesize(sentence, self._syn_config)
+                ]
+            except Exception as e:
+                if self._preempted.is_set():  # onnxruntime: "Exiting due to terminate flag being set"
+                    raise _Stopped from e
+                raise
         if not parts:
             return np.zeros(0, dtype=np.int16)
         return np.ascontiguousarray(np.concatenate(parts), dtype=np.int16).reshape(-1)
@@ -271,10 +319,18 @@ class PiperTTS:
             text has nothing speakable. A sentence on which piper fails is logged (warning)
             and skipped; a sentence that gives no audio is skipped.
 
+        Raises:
+            SynthesisPreempted: :meth:`preempt` was called during this synthesis; its
+                ``remaining`` is the text from the sentence it stopped in.
+
         """
-        for sentence in split_sentences(clean_for_speech(text), MAX_SENTENCE_CHARS):
+        self._preempted.clear()
+        sentences = split_sentences(clean_for_speech(text), MAX_SENTENCE_CHARS)
+        for i, sentence in enumerate(sentences):
             try:
                 audio = self._sentence_audio(sentence)
+            except _Stopped:
+                raise SynthesisPreempted(" ".join(sentences[i:])) from None
             except Exception as e:  # one bad sentence must not silence the reply
                 logger.warning(
                     "TTS failed on sentence %r (%s: %s); skipped",

@@ -425,9 +425,11 @@ class ChatModel(Completions):
         return tokens if self.llm.n_tokens + len(tokens) + 2 <= self.n_ctx else []
 
     def _yield_cpu(self, stop: StopSignal | None) -> None:
-        """Wait while speech synthesis holds the CPU (the speaker waits for audio)."""
+        """Wait while speech synthesis holds the CPU (the speaker waits for audio), or listening does."""
         if self.arbiter.claimed:
             self.arbiter.yield_to_speech(stop)
+        if self.arbiter.listening:
+            self.arbiter.yield_to_listening(stop)
 
     def stream(self, request: Decoding, gen: Generation, stop: StopSignal | None = None) -> Iterator[str]:
         """Generate one round's text pieces.
