@@ -240,7 +240,8 @@ class PiperTTS:
                 f"speaker_id {speaker_id} is out of range for {voice_path.name}, which has "
                 f"{n_speakers} speaker(s): use 0..{n_speakers - 1} or leave it unset"
             )
-        voice.session = _ShrinkingSession(voice.session)  # the arena gives back what a sentence freed
+        self._runs = _ShrinkingSession(voice.session)
+        voice.session = self._runs  # the arena gives back what a sentence freed
         self._voice = voice
         self._syn_config = SynthesisConfig(
             speaker_id=speaker_id,
@@ -285,11 +286,11 @@ class PiperTTS:
         synthesis that starts later is not affected.
         """
         self._preempted.set()
-        self._voice.session.terminate(True)
+        self._runs.terminate(True)
 
     def _sentence_audio(self, sentence: str) -> np.ndarray:
         with self._lock:
-            self._voice.session.terminate(False)
+            self._runs.terminate(False)
             if self._preempted.is_set():  # preempted between two sentences
                 raise _Stopped
             try:
