@@ -353,15 +353,20 @@ def test_typed_turn_runs_through_the_same_pipeline():
         rig.close()
 
 
-def test_synthesis_ahead_of_need_waits_while_the_user_speaks_over_the_robot(voice):
-    """The overlap's listening claim: piper waits while enough audio is queued, then goes on."""
+def _silent_speaker():
+    """A real speaker opened on the fake backend with no stream thread: nothing plays unless the test does."""
     from agent.audio_io.fake import FakeBackend
     from agent.audio_io.speaker import Speaker
     from agent.config import AudioConfig
-    from agent.control import CpuArbiter
 
     sp = Speaker(AudioConfig(output_sample_rate=16000), FakeBackend())
-    sp.rate, sp._stream = 16000, object()  # opened, no stream thread: nothing plays
+    sp.rate, sp._stream = 16000, object()
+    return sp
+
+
+def test_synthesis_ahead_of_need_waits_while_the_user_speaks_over_the_robot(voice):
+    """The overlap's listening claim: piper waits while enough audio is queued, then goes on."""
+    sp = _silent_speaker()
     sink = SpeakerSink(sp)
     gate = TurnGate()
     tid = gate.new_turn()
@@ -389,13 +394,7 @@ def test_synthesis_ahead_of_need_waits_while_the_user_speaks_over_the_robot(voic
 
 def test_a_synthesis_ahead_of_need_stops_for_the_users_speech_and_is_made_after_it(voice, caplog):
     """A listening claim preempts piper mid-piece; the rest is made once it ends, nothing twice."""
-    from agent.audio_io.fake import FakeBackend
-    from agent.audio_io.speaker import Speaker
-    from agent.config import AudioConfig
-    from agent.control import CpuArbiter
-
-    sp = Speaker(AudioConfig(output_sample_rate=16000), FakeBackend())
-    sp.rate, sp._stream = 16000, object()  # opened, no stream thread: nothing plays
+    sp = _silent_speaker()
     sink = SpeakerSink(sp)
     gate = TurnGate()
     tid = gate.new_turn()
@@ -439,12 +438,7 @@ def test_a_synthesis_ahead_of_need_stops_for_the_users_speech_and_is_made_after_
 
 def test_synthesis_waits_until_the_queued_audio_runs_low_and_a_cancel_ends_the_wait(voice):
     """``[live] tts_lookahead_s``: the next sentence is made when it is needed, not all at once."""
-    from agent.audio_io.fake import FakeBackend
-    from agent.audio_io.speaker import Speaker
-    from agent.config import AudioConfig
-
-    sp = Speaker(AudioConfig(output_sample_rate=16000), FakeBackend())
-    sp.rate, sp._stream = 16000, object()  # opened, no stream thread: the test plays it by hand
+    sp = _silent_speaker()  # the test plays it by hand
     sink = SpeakerSink(sp)
     gate = TurnGate()
     tid = gate.new_turn()
