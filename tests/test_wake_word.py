@@ -189,6 +189,61 @@ def test_speech_and_noise_without_it_wake_nothing(detector, synth, fixtures_dir)
     assert _detections(detector, audio) == []
 
 
+# --- noise suppression before the model -----------------------------------------------------------
+def _probs(det: WakeWordDetector, audio: np.ndarray, block: int = BLOCK) -> list[float]:
+    det.reset()
+    out: list[float] = []
+    for i in range(0, audio.size, block):
+        out += det.probabilities(audio[i : i + block])
+    return out
+
+
+@pytest.fixture(scope="module")
+def quiet_detector():
+    det = WakeWordDetector(find_model("okay_nabu"), noise_suppression=LiveConfig().wake_noise_suppression)
+    yield det
+    det.close()
+
+
+def test_noise_suppression_takes_any_block_length_and_starts_afresh(quiet_detector, synth):
+    audio = _padded(synth.speak("Okay Nabu.", VOICES[0]))
+    whole = _probs(quiet_detector, audio)
+    assert abs(len(whole) - audio.size // 480) <= 1 and max(whole) > 0.9
+    # A block that is not a whole number of 10 ms frames: the rest waits, nothing lost or doubled.
+    assert _probs(quiet_detector, audio, block=333) == whole
+    assert _probs(quiet_detector, audio) == whole  # reset forgets the noise estimate
+    hits = _detections(quiet_detector, audio)
+    assert len(hits) == 1 and hits[0] > quiet_detector.decider.cutoff
+
+
+def test_noise_suppression_hears_the_word_in_pink_noise_more_often(detector, quiet_detector, synth):
+    from tools.bench.wake_set import noise, noise_gain
+
+    heard = {"plain": 0, "suppressed": 0}
+    for k, voice in enumerate(VOICES):
+        if voice.engine == "espeak-ng" and not espeak_available():
+            pytest.skip("espeak-ng is not installed")
+        for j, text in enumerate(("Okay Nabu.", "Okay Nabu, turn your head to the left.")):
+            speech = synth.speak(text, voice)
+            clean = np.concatenate([np.zeros(32000, np.float32), speech, np.zeros(16000, np.float32)])
+            mixed = (
+                clean
+                + noise_gain(speech, 5.0) * noise("pink", clean.size / 16000 + 0.1, 10 * k + j)[: clean.size]
+            )
+            heard["plain"] += len(_detections(detector, mixed)) == 1
+            heard["suppressed"] += len(_detections(quiet_detector, mixed)) == 1
+    assert heard["suppressed"] > heard["plain"], heard
+
+
+def test_noise_suppression_level_is_checked(tmp_path):
+    with pytest.raises(WakeWordError, match="0-4"):
+        WakeWordDetector(find_model("okay_nabu"), noise_suppression=5)
+    for bad in (-1, 5):
+        with pytest.raises(ValidationError):
+            LiveConfig(wake_noise_suppression=bad)
+    assert LiveConfig().wake_noise_suppression == 3
+
+
 # --- standby --------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("text", "found"),

@@ -105,6 +105,13 @@ class LiveConfig(StrictModel):
         description="wake_verify: the sliding-window mean that makes a candidate (window: wake_window, "
         "else 5)",
     )
+    wake_noise_suppression: int = Field(
+        3,
+        ge=0,
+        le=4,
+        description="attention = wake_word: WebRTC noise suppression before the wake-word model "
+        "(0: off, 1-4: mild to strongest; docs/wake-word.md)",
+    )
     wake_reply: str = Field(
         "", max_length=60, description="said on waking (the robot's voice); empty: a short chime"
     )

@@ -354,9 +354,14 @@ def build_standby(
     verifier = None
     if live.wake_verify and asr_model is not None:
         verifier = WakeVerifier(asr_model, model.phrase)
-        detector = WakeWordDetector(model, live.wake_candidate_cutoff, live.wake_window or CANDIDATE_WINDOW)
+        detector = WakeWordDetector(
+            model,
+            live.wake_candidate_cutoff,
+            live.wake_window or CANDIDATE_WINDOW,
+            live.wake_noise_suppression,
+        )
     else:
-        detector = WakeWordDetector(model, live.wake_cutoff, live.wake_window)
+        detector = WakeWordDetector(model, live.wake_cutoff, live.wake_window, live.wake_noise_suppression)
     reply = None
     if live.wake_reply.strip():
         chunks = list(tts.synthesize(live.wake_reply))

@@ -261,6 +261,7 @@ def _bench_wake(cfg: Any, config: Optional[Path], json_out: bool, cpu_s: float, 
             live.wake_window,
             verifier,
             live.wake_candidate_cutoff,
+            live.wake_noise_suppression,
         )
     except (RuntimeError, WakeWordError, ModelNotFoundError) as e:
         typer.echo(f"error: {e}", err=True)

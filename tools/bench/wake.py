@@ -156,6 +156,7 @@ def score_set(
     folder: Path,
     note: Callable[[str], None],
     on_stream: Callable[[str, np.ndarray, np.ndarray, bool], None] | None = None,
+    noise_suppression: int = 0,
 ) -> Scores:
     """Synthesize (or read) the set and run the model over all of it.
 
@@ -167,12 +168,14 @@ def score_set(
         on_stream: Called once per false-wake stream with its name, its whole audio (int16,
             16 kHz), its probabilities and whether it is a tuning stream (the verifier's
             candidates are cut from it); the audio is not kept.
+        noise_suppression: The detector's WebRTC noise suppression level (0: none); the
+            verifier's clips are cut from the audio as heard, not as suppressed.
 
     Raises:
         RuntimeError: a synthesizer failed.
         agent.listening.wake_word.WakeWordError: the model cannot be loaded.
     """
-    det = WakeWordDetector(find_model(wake_word))
+    det = WakeWordDetector(find_model(wake_word), noise_suppression=noise_suppression)
     note(f"synthesizing or reading the wake-word clips in {folder}")
     every = wake_set.wake_clips(folder, wake_word, piper_voice)
     speech = wake_set.recordings(ROOT)

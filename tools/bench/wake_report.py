@@ -73,6 +73,8 @@ def format_wake(r: dict[str, Any], target_noise: str = "10 dB") -> str:
     setting = f"cutoff {r['cutoff']}, window {r['window']}"
     if (own["cutoff"], own["window"]) == (r["cutoff"], r["window"]):
         setting += " (the model's own)"
+    ns = r.get("noise_suppression", 0)
+    setting += f"; noise suppression {ns}" if ns else "; no noise suppression"
     conds = [
         k
         for k in r["detection"]["test"]

@@ -28,6 +28,7 @@ def run_wake(
     window: int | None = None,
     verifier: Any = None,
     candidate_cutoff: float = 0.5,
+    noise_suppression: int = 0,
 ) -> dict[str, Any]:
     """The whole benchmark at the configured setting (None: the model's own): detection, false wakes, CPU.
 
@@ -44,6 +45,8 @@ def run_wake(
             too (``verified``, and ``verified_sweep`` with ``with_sweep``).
         candidate_cutoff: The detector's cutoff when it proposes candidates to ``verifier`` (its
             window: ``window``, else :data:`~agent.listening.wake_verify.CANDIDATE_WINDOW`).
+        noise_suppression: The detector's WebRTC noise suppression level (``[live]
+            wake_noise_suppression``; 0: none).
 
     Returns:
         The report; ``standby_error`` instead of ``standby`` when the live part could not run.
@@ -69,8 +72,11 @@ def run_wake(
             [shipped, *margins],
             wake_verified.sweep_settings(DELAY_S, verifier.min_margin) if with_sweep else [],
         )
-    sc = score_set(wake_word, piper_voice, folder, note, ver.stream if ver is not None else None)
+    sc = score_set(
+        wake_word, piper_voice, folder, note, ver.stream if ver is not None else None, noise_suppression
+    )
     report: dict[str, Any] = {"wake_word": wake_word, "phrase": model.phrase, **evaluate(sc, c, w)}
+    report["noise_suppression"] = noise_suppression
     report["model_setting"] = {"cutoff": model.cutoff, "window": model.window}
     if with_sweep:
         report["sweep"] = sweep(sc)
