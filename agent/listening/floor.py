@@ -59,6 +59,11 @@ LAUGH_WORDS = frozenset("ha haha hahaha hah heh hehe hehehe hee ho hoho lol".spl
 NOT_BACKCHANNEL = frozenset("no nope wait stop hold hey sorry actually but excuse what why how".split())
 """Words that never only acknowledge: said over the robot they want the floor."""
 
+OPENERS = frozenset("but and so then".split())
+"""Words that only open what follows: alone in the first check's transcript they may be a misheard
+acknowledgement (espeak-ng's "Uh-huh" began as "but" in the floor benchmark and tests), and a real
+interruption that opens with one ("But the other hand") shows its next word at the next check."""
+
 ANSWER_WORDS = frozenset("yes yeah yep yup ok okay sure alright right no nope".split())
 """Words that answer the robot's question ("Shall I dance?" "Yes."): a turn, not an acknowledgement."""
 
@@ -114,8 +119,9 @@ def early_kind(text: str, unsure: bool = False, robot_asked: bool = False) -> st
     yet (the first 200 ms of "No, the other hand" can be a breath), words Whisper only guessed
     (``unsure``: a greedy decode under its log-probability threshold; a laugh's "ha ha" stays
     :data:`NOTHING`), and an acknowledgement the check cut ("got" of "got it",
-    :func:`may_become_acknowledgement`). Speech that stays undecided for ``[live] barge_in_ms``
-    stops the robot (:mod:`agent.pipeline.overlap`).
+    :func:`may_become_acknowledgement`), and a lone opening word (:data:`OPENERS`: "but", "and").
+    Speech that stays undecided for ``[live] barge_in_ms`` stops the robot
+    (:mod:`agent.pipeline.overlap`).
     """
     said = words(_ANNOTATION.sub(" ", text))
     if not said:
@@ -124,6 +130,8 @@ def early_kind(text: str, unsure: bool = False, robot_asked: bool = False) -> st
     if kind == NOTHING and unsure and not all(w in LAUGH_WORDS for w in said):
         return UNDECIDED
     if kind == INTERRUPTION and not robot_asked and may_become_acknowledgement(text):
+        return UNDECIDED
+    if kind == INTERRUPTION and len(said) == 1 and said[0] in OPENERS:
         return UNDECIDED
     return kind
 
