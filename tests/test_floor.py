@@ -249,9 +249,10 @@ def test_an_acknowledgement_cut_by_the_early_check_is_not_yet_an_interruption(te
         ("Wait.", False, False, INTERRUPTION),
         ("Wait.", True, False, INTERRUPTION),  # a stop word, even guessed
         ("Yeah.", False, False, BACKCHANNEL),
-        ("But", False, False, UNDECIDED),  # a lone opener: a misheard "Uh-huh", or "But the other hand"
-        ("and", False, False, UNDECIDED),
-        ("But the", False, False, INTERRUPTION),  # words after it: it opens something
+        ("But", True, False, UNDECIDED),  # a lone opener, guessed: a misheard "Uh-huh", or "But the..."
+        ("But", False, False, INTERRUPTION),  # heard surely, it wants the floor
+        ("and", False, False, INTERRUPTION),
+        ("But the", True, False, INTERRUPTION),  # words after it: it opens something
         ("Stop", False, False, INTERRUPTION),  # a stop word alone stays one
     ],
 )

@@ -60,9 +60,10 @@ NOT_BACKCHANNEL = frozenset("no nope wait stop hold hey sorry actually but excus
 """Words that never only acknowledge: said over the robot they want the floor."""
 
 OPENERS = frozenset("but and so then".split())
-"""Words that only open what follows: alone in the first check's transcript they may be a misheard
-acknowledgement (espeak-ng's "Uh-huh" began as "but" in the floor benchmark and tests), and a real
-interruption that opens with one ("But the other hand") shows its next word at the next check."""
+"""Words that only open what follows. One alone that Whisper only guessed may be a misheard
+acknowledgement (espeak-ng's "Uh-huh" came out as an unsure "but" in the floor benchmark and
+tests): it is not yet an interruption, as other guessed words are not; heard surely, or with words
+after it ("But the other hand"), it is one."""
 
 ANSWER_WORDS = frozenset("yes yeah yep yup ok okay sure alright right no nope".split())
 """Words that answer the robot's question ("Shall I dance?" "Yes."): a turn, not an acknowledgement."""
@@ -119,7 +120,7 @@ def early_kind(text: str, unsure: bool = False, robot_asked: bool = False) -> st
     yet (the first 200 ms of "No, the other hand" can be a breath), words Whisper only guessed
     (``unsure``: a greedy decode under its log-probability threshold; a laugh's "ha ha" stays
     :data:`NOTHING`), and an acknowledgement the check cut ("got" of "got it",
-    :func:`may_become_acknowledgement`), and a lone opening word (:data:`OPENERS`: "but", "and").
+    :func:`may_become_acknowledgement`), and a lone opening word only guessed (:data:`OPENERS`: "but").
     Speech that stays undecided for ``[live] barge_in_ms`` stops the robot
     (:mod:`agent.pipeline.overlap`).
     """
@@ -131,7 +132,7 @@ def early_kind(text: str, unsure: bool = False, robot_asked: bool = False) -> st
         return UNDECIDED
     if kind == INTERRUPTION and not robot_asked and may_become_acknowledgement(text):
         return UNDECIDED
-    if kind == INTERRUPTION and len(said) == 1 and said[0] in OPENERS:
+    if kind == INTERRUPTION and unsure and len(said) == 1 and said[0] in OPENERS:
         return UNDECIDED
     return kind
 
