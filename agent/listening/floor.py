@@ -59,8 +59,9 @@ LAUGH_WORDS = frozenset("ha haha hahaha hah heh hehe hehehe hee ho hoho lol".spl
 NOT_BACKCHANNEL = frozenset("no nope wait stop hold hey sorry actually but excuse what why how".split())
 """Words that never only acknowledge: said over the robot they want the floor."""
 
-OPENERS = frozenset("but and so then".split())
-"""Words that only open what follows. One alone that Whisper only guessed may be a misheard
+OPENERS = frozenset({"but"})
+"""Words of :data:`NOT_BACKCHANNEL` that only open what follows (other guessed words, "and", "so",
+wait for the next check already). One alone that Whisper only guessed may be a misheard
 acknowledgement (espeak-ng's "Uh-huh" came out as an unsure "but" in the floor benchmark and
 tests): it is not yet an interruption, as other guessed words are not; heard surely, or with words
 after it ("But the other hand"), it is one."""
