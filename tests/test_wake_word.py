@@ -199,24 +199,24 @@ def _probs(det: WakeWordDetector, audio: np.ndarray, block: int = BLOCK) -> list
 
 
 @pytest.fixture(scope="module")
-def quiet_detector():
+def suppressed_detector():
     det = WakeWordDetector(find_model("okay_nabu"), noise_suppression=LiveConfig().wake_noise_suppression)
     yield det
     det.close()
 
 
-def test_noise_suppression_takes_any_block_length_and_starts_afresh(quiet_detector, synth):
+def test_noise_suppression_takes_any_block_length_and_starts_afresh(suppressed_detector, synth):
     audio = _padded(synth.speak("Okay Nabu.", VOICES[0]))
-    whole = _probs(quiet_detector, audio)
+    whole = _probs(suppressed_detector, audio)
     assert abs(len(whole) - audio.size // 480) <= 1 and max(whole) > 0.9
     # A block that is not a whole number of 10 ms frames: the rest waits, nothing lost or doubled.
-    assert _probs(quiet_detector, audio, block=333) == whole
-    assert _probs(quiet_detector, audio) == whole  # reset forgets the noise estimate
-    hits = _detections(quiet_detector, audio)
-    assert len(hits) == 1 and hits[0] > quiet_detector.decider.cutoff
+    assert _probs(suppressed_detector, audio, block=333) == whole
+    assert _probs(suppressed_detector, audio) == whole  # reset forgets the noise estimate
+    hits = _detections(suppressed_detector, audio)
+    assert len(hits) == 1 and hits[0] > suppressed_detector.decider.cutoff
 
 
-def test_noise_suppression_hears_the_word_in_pink_noise_more_often(detector, quiet_detector, synth):
+def test_noise_suppression_hears_the_word_in_pink_noise_more_often(detector, suppressed_detector, synth):
     from tools.bench.wake_set import noise, noise_gain
 
     heard = {"plain": 0, "suppressed": 0}
@@ -231,11 +231,11 @@ def test_noise_suppression_hears_the_word_in_pink_noise_more_often(detector, qui
                 + noise_gain(speech, 5.0) * noise("pink", clean.size / 16000 + 0.1, 10 * k + j)[: clean.size]
             )
             heard["plain"] += len(_detections(detector, mixed)) == 1
-            heard["suppressed"] += len(_detections(quiet_detector, mixed)) == 1
+            heard["suppressed"] += len(_detections(suppressed_detector, mixed)) == 1
     assert heard["suppressed"] > heard["plain"], heard
 
 
-def test_noise_suppression_level_is_checked(tmp_path):
+def test_noise_suppression_level_is_checked():
     with pytest.raises(WakeWordError, match="0-4"):
         WakeWordDetector(find_model("okay_nabu"), noise_suppression=5)
     for bad in (-1, 5):
@@ -372,6 +372,7 @@ def test_a_live_run_builds_its_standby_with_a_spoken_reply(synth):
     try:
         sb.start()
         assert sb.asleep and sb.phrase == "Okay Nabu"
+        assert sb.detector.noise_suppression == live.wake_noise_suppression == 3  # the config's level
         _hear(sb, _padded(synth.speak("Okay Nabu.", VOICES[1])))
         assert not sb.asleep
         (out,) = played

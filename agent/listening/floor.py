@@ -60,11 +60,9 @@ NOT_BACKCHANNEL = frozenset("no nope wait stop hold hey sorry actually but excus
 """Words that never only acknowledge: said over the robot they want the floor."""
 
 OPENERS = frozenset({"but"})
-"""Words of :data:`NOT_BACKCHANNEL` that only open what follows (other guessed words, "and", "so",
-wait for the next check already). One alone that Whisper only guessed may be a misheard
-acknowledgement (espeak-ng's "Uh-huh" came out as an unsure "but" in the floor benchmark and
-tests): it is not yet an interruption, as other guessed words are not; heard surely, or with words
-after it ("But the other hand"), it is one."""
+"""Words of :data:`NOT_BACKCHANNEL` that only open what follows: alone and only guessed (unsure),
+:func:`early_kind` leaves them undecided, as it does other guessed words; heard surely, or with
+words after them, they interrupt (docs/turn-taking.md)."""
 
 ANSWER_WORDS = frozenset("yes yeah yep yup ok okay sure alright right no nope".split())
 """Words that answer the robot's question ("Shall I dance?" "Yes."): a turn, not an acknowledgement."""

@@ -10,10 +10,9 @@ with that JSON beside it (same stem).
 How it runs (:class:`WakeWordDetector`): 16 kHz float32 blocks of any length are converted to
 int16 and cut into 10 ms frames (160 samples); with ``noise_suppression`` (``[live]
 wake_noise_suppression``, 1-4) each frame first goes through WebRTC's noise suppressor and
-high-pass filter (``webrtc-noise-gain``, as Home Assistant's voice satellites do before their
-wake word: docs/wake-word.md); each frame gives one feature slice (the
-micro front end: 40 mel channels with noise reduction and gain control, state kept between
-calls); every ``stride`` slices (3 for the shipped models: every 30 ms) the streaming model
+high-pass filter (``webrtc-noise-gain``; measured in docs/wake-word.md); each frame gives one
+feature slice (the micro front end: 40 mel channels with noise reduction and gain control, state
+kept between calls); every ``stride`` slices (3 for the shipped models: every 30 ms) the streaming model
 gives one probability. The wake word is heard when the mean of the last ``window``
 probabilities exceeds ``cutoff`` (the model's own ``sliding_window_size`` and
 ``probability_cutoff`` unless ``[live] wake_window`` / ``wake_cutoff`` say otherwise). After a
@@ -248,6 +247,8 @@ class WakeWordDetector:
         if lib is None:
             raise WakeWordError(f"pymicro-wakeword has no TensorFlow Lite library in {libs}")
         self.model = model
+        self.noise_suppression = noise_suppression
+        """WebRTC's noise suppression level before the front end (0: none)."""
         self._denoise = _Denoiser(noise_suppression) if noise_suppression else None
         try:
             # The package's own window is 1: the window and cutoff are ours (WakeDecider).
