@@ -205,6 +205,19 @@ class ASRConfig(StrictModel):
         "was needed) or stays under log_prob_threshold at every temperature is an unsure transcript "
         "(a hum, a noise): not answered unless it is a stop phrase; 0 = answer every transcript",
     )
+    sure_fallback_logprob: float = Field(
+        -0.5,
+        le=0.0,
+        description="a fallback temperature's decode at or over this mean token log-probability "
+        "(natural log) is sure all the same: words Whisper sampled that confidently were said "
+        "(hums sampled at -0.75 and under)",
+    )
+    tokens_per_s: float = Field(
+        12.0,
+        gt=0.0,
+        description="a decode stops after 16 tokens plus this many per second of audio: more than "
+        "any speech holds; a decode that reaches it looped",
+    )
     overlap_context_s: float = Field(
         10.0,
         ge=1.0,

@@ -6,18 +6,22 @@ Guards (all configurable in ``[asr]``):
   log-probability are dropped (Whisper's own rule, thresholds 0.6 / -1.0 from the paper's
   decoding heuristics, as faster-whisper uses them).
 * **Repetition loops.** The temperature-fallback tuple and the compression-ratio check
-  (2.4) are kept, so a looping decode is retried at a higher temperature; a segment still
-  over the ratio afterwards is dropped.
+  (2.4) are kept, so a looping decode is retried at a higher temperature. A decode stops after
+  16 tokens plus ``tokens_per_s`` per second of audio (more than any speech holds): with hotwords
+  and a short window, tiny.en read a pause's "Turn your head to the left," as that phrase over and
+  over up to its 224-token limit, ~1 s of decoding on two cores. A looping segment (over the ratio,
+  or at the cap) that is one phrase said again and again is kept as the phrase once
+  (:func:`repeated_phrase`); any other segment over the ratio is dropped.
 * **Unsure short decodes are flagged.** When the greedy decode (temperature 0) of audio shorter
-  than ``unsure_max_s`` failed Whisper's own checks, so a fallback temperature was needed, or even
-  the last one leaves the mean log-probability under ``log_prob_threshold`` (-1.0), the transcript
-  is marked :attr:`ASRResult.unsure`: a hummed "Hmm." came back as "them." or "Mm." (logprob
-  -1.11 … -1.38 at temperature 1.0), once as "beep beep beep" and once, sampled at a lower
-  fallback temperature, as "One, two, three, four." three times at -0.75. Every recorded
-  command and every piece of the turn set's sentences decoded at temperature 0 (-0.06 … -1.0);
-  only hums and an "Um," before a pause needed a fallback (see ``docs/facts.md``). The ASR stage
-  drops such a transcript unless it is a stop phrase, and end-of-turn waits on it as on a
-  hesitation.
+  than ``unsure_max_s`` failed Whisper's own checks, so a fallback temperature was needed and
+  its sample stays under ``sure_fallback_logprob`` (-0.5), or even the last one leaves the mean
+  log-probability under ``log_prob_threshold`` (-1.0), the transcript is marked
+  :attr:`ASRResult.unsure`: a hummed "Hmm." came back as "them." or "Mm." (logprob -1.08 …
+  -1.56 at temperature 1.0), once as "beep beep beep" and once, sampled at a lower fallback
+  temperature, as "One, two, three, four." three times at -0.75. Short commands decode at
+  temperature 0, or (espeak-ng en-us "What time is it?" on an AMD EPYC, greedy "time" at -1.38)
+  come back from the first fallback at -0.36: sure. The ASR stage drops an unsure transcript
+  unless it is a stop phrase, and end-of-turn waits on it as on a hesitation.
 * **Sign-off hallucinations on noise** ("Thanks for watching", "you", ...) are dropped when
   they are the whole transcript and the audio is short or the decode unsure.
 * **Language fixed in config** (no detection on a 1-second command).
@@ -37,6 +41,7 @@ the robot's vocabulary.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -87,8 +92,9 @@ class ASRResult:
         avg_logprob: Mean token log-probability over kept segments.
         duration_ms: Decode time, ms.
         unsure: ``text`` is Whisper's guess at short audio (under ``[asr] unsure_max_s``) that
-            the greedy decode did not pass (``temperature`` over 0) or that no temperature
-            decoded over ``[asr] log_prob_threshold``: likely a hum or a noise, not words.
+            the greedy decode did not pass (``temperature`` over 0) and the fallback sampled
+            under ``[asr] sure_fallback_logprob``, or that no temperature decoded over ``[asr]
+            log_prob_threshold``: likely a hum or a noise, not words.
         temperature: The highest fallback temperature a kept segment was decoded at; 0 is the
             greedy decode (faster-whisper ``Segment.temperature``).
     """
@@ -106,8 +112,39 @@ FRAMES_PER_S = 100
 WINDOW_S = 30.0
 """Whisper's encoder window, s."""
 WINDOW_FRAMES = int(WINDOW_S * FRAMES_PER_S)
+MAX_SEGMENT_TOKENS = 220
+"""The most tokens one 30 s segment's decode may write: Whisper's context is 448 tokens and
+faster-whisper's longest prompt 228 (223 of hotwords, 5 special), so a longer limit can raise."""
 CONTEXT_MARGIN_FRAMES = 100
 """Frames past the audio's own end kept in a shortened window (1 s of the window's padding)."""
+
+
+def token_cap(n_samples: int, tokens_per_s: float) -> int:
+    """The most tokens a decode of ``n_samples`` of 16 kHz audio may write.
+
+    16 plus ``tokens_per_s`` per second (fast speech is ~4 words, ~6 tokens, a second), and
+    :data:`MAX_SEGMENT_TOKENS` at most.
+    """
+    return min(MAX_SEGMENT_TOKENS, 16 + math.ceil(tokens_per_s * n_samples / SAMPLE_RATE))
+
+
+def repeated_phrase(text: str) -> str | None:
+    """``text``'s first words when the whole of it is one phrase said at least twice in a row.
+
+    "turn your head to the left turn your head to the left turn your" → "turn your head to the
+    left". The phrase is at least two words; words compare without case and punctuation; the
+    last repeat may be cut short.
+
+    Returns:
+        The phrase (as written the first time, trailing punctuation dropped); None when
+        ``text`` is not such a loop.
+    """
+    words = text.split()
+    keys = [normalize(w) for w in words]
+    for period in range(2, len(words) // 2 + 1):
+        if all(keys[i] == keys[i % period] for i in range(period, len(words))):
+            return " ".join(words[:period]).rstrip(",.;:!?")
+    return None
 
 
 def context_frames(n_samples: int, context_s: float) -> int:
@@ -185,7 +222,7 @@ class WhisperASR:
                 short window's greedy decode failed, or kept no words). False: the greedy decode
                 only (a failed one is :attr:`ASRResult.unsure`), at most one decode's time.
             max_tokens: Stop the decode after this many tokens (the first words are enough);
-                None: Whisper's own limit (224 per segment).
+                None: :func:`token_cap` of the audio (220 per 30 s segment at most).
             sure_logprob: With ``context_s`` and ``fallback``: the short window's greedy decode
                 is kept only at this mean token log-probability or over (natural log; a short
                 window makes Whisper less sure, and an unsure transcript waits longer for its
@@ -204,7 +241,12 @@ class WhisperASR:
             else None
         )
         temperatures = list(cfg.temperature) if fallback else [0.0]
-        options = {"hotwords": hot, "initial_prompt": prompt, "max_new_tokens": max_tokens}
+        cap = token_cap(audio.size, cfg.tokens_per_s)
+        options = {
+            "hotwords": hot,
+            "initial_prompt": prompt,
+            "max_new_tokens": cap if max_tokens is None else min(max_tokens, cap),
+        }
         short = context_s is not None and context_s < WINDOW_S
         if short and fallback:
             res = self._decode(audio, t0, [0.0], context_s, options)
@@ -269,11 +311,17 @@ class WhisperASR:
             if seg.no_speech_prob > cfg.no_speech_threshold and seg.avg_logprob < cfg.log_prob_threshold:
                 reasons.append(f"no speech (p={seg.no_speech_prob:.2f})")
                 continue
-            if seg.compression_ratio > cfg.compression_ratio_threshold:
-                reasons.append(f"repetition loop (compression ratio {seg.compression_ratio:.1f})")
-                continue
-            if seg.text.strip():
-                kept.append(seg.text.strip())
+            said = seg.text.strip()
+            over_ratio = seg.compression_ratio > cfg.compression_ratio_threshold
+            if over_ratio or len(seg.tokens) >= options["max_new_tokens"]:
+                if phrase := repeated_phrase(said):
+                    log.info("repetition loop %r kept as %r", said[:80], phrase)
+                    said = phrase
+                elif over_ratio:
+                    reasons.append(f"repetition loop (compression ratio {seg.compression_ratio:.1f})")
+                    continue
+            if said:
+                kept.append(said)
                 logprobs.append(seg.avg_logprob)
                 temp = max(temp, seg.temperature)
         text = " ".join(kept).strip()
@@ -291,9 +339,9 @@ class WhisperASR:
         if not text:
             return ASRResult("", "; ".join(reasons) or "no words recognised", mean_lp, ms)
         # Sampling at a fallback temperature is random: the same hum came back as "them." at 1.0
-        # and as a confident-looking "One, two, three, four." at a lower one. Needing any fallback
-        # on short audio is the signal, not the sampled text's log-probability.
-        guessed = temp > 0.0 or mean_lp < cfg.log_prob_threshold
+        # and as "One, two, three, four." at -0.75 at a lower one; a word said came back sure.
+        sampled = temp > 0.0 and mean_lp < cfg.sure_fallback_logprob
+        guessed = sampled or mean_lp < cfg.log_prob_threshold
         unsure = guessed and audio.size < cfg.unsure_max_s * SAMPLE_RATE
         if unsure:
             log.info("unsure transcript %r (logprob %.2f at temperature %.1f)", text, mean_lp, temp)
