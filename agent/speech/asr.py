@@ -7,21 +7,18 @@ Guards (all configurable in ``[asr]``):
   decoding heuristics, as faster-whisper uses them).
 * **Repetition loops.** The temperature-fallback tuple and the compression-ratio check
   (2.4) are kept, so a looping decode is retried at a higher temperature. A decode stops after
-  16 tokens plus ``tokens_per_s`` per second of audio (more than any speech holds): with hotwords
-  and a short window, tiny.en read a pause's "Turn your head to the left," as that phrase over and
-  over up to its 224-token limit, ~1 s of decoding on two cores. A looping segment (over the ratio,
-  or at the cap) that is one phrase said again and again is kept as the phrase once
-  (:func:`repeated_phrase`); any other segment over the ratio is dropped.
+  :func:`token_cap` tokens (16 plus ``tokens_per_s`` per second of audio: more than any speech
+  holds), so a loop costs a fraction of Whisper's own 224-token limit. A looping segment (over the
+  ratio, or at the cap) that is one phrase said again and again is kept as the phrase once
+  (:func:`repeated_phrase`); any other segment over the ratio is dropped. The loop this answers
+  is in ``docs/turn-taking.md``.
 * **Unsure short decodes are flagged.** When the greedy decode (temperature 0) of audio shorter
   than ``unsure_max_s`` failed Whisper's own checks, so a fallback temperature was needed and
   its sample stays under ``sure_fallback_logprob`` (-0.5), or even the last one leaves the mean
   log-probability under ``log_prob_threshold`` (-1.0), the transcript is marked
-  :attr:`ASRResult.unsure`: a hummed "Hmm." came back as "them." or "Mm." (logprob -1.08 …
-  -1.56 at temperature 1.0), once as "beep beep beep" and once, sampled at a lower fallback
-  temperature, as "One, two, three, four." three times at -0.75. Short commands decode at
-  temperature 0, or (espeak-ng en-us "What time is it?" on an AMD EPYC, greedy "time" at -1.38)
-  come back from the first fallback at -0.36: sure. The ASR stage drops an unsure transcript
-  unless it is a stop phrase, and end-of-turn waits on it as on a hesitation.
+  :attr:`ASRResult.unsure` (a hum, a noise: the samples measured are in
+  ``docs/turn-taking.md``). The ASR stage drops an unsure transcript unless it is a stop phrase,
+  and end-of-turn waits on it as on a hesitation.
 * **Sign-off hallucinations on noise** ("Thanks for watching", "you", ...) are dropped when
   they are the whole transcript and the audio is short or the decode unsure.
 * **Language fixed in config** (no detection on a 1-second command).
