@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -141,3 +142,16 @@ def test_a_held_turn_the_user_only_acknowledged_resumes_from_its_sentence(live):
         assert again or live.pipeline.speaking_turn() == story
     assert not live.since(start, Transcript) and not live.since(start, BargeIn)
     live.quiet()
+
+
+def test_the_agent_runs_numpy_blas_on_one_thread(live):
+    """The core limits numpy's BLAS (agent/blas.py): its spinning worker would slow the checks' decodes."""
+    from threadpoolctl import threadpool_info
+
+    site = str(Path(np.__file__).resolve().parent.parent)
+    numpy_blas = [
+        i
+        for i in threadpool_info()
+        if i["user_api"] == "blas" and str(Path(i["filepath"]).resolve()).startswith(site)
+    ]
+    assert numpy_blas and all(i["num_threads"] == 1 for i in numpy_blas), numpy_blas

@@ -27,6 +27,7 @@ PRODUCT = ("agent", "hardware", "skills", "launch")
 LAYERS: list[set[str]] = [
     {"agent.state"},  # the state store: stdlib only; skills take its timers through their context
     {"agent.config", "agent.control", "agent.models", "agent.systemd", "agent.toolparse", "agent.skills"},
+    {"agent.blas"},  # process-wide thread settings of bundled libraries: numpy and threadpoolctl only
     {"agent.speech", "agent.engines", "agent.models_pull"},
     {"agent.events", "agent.listening", "agent.vision", "agent.models_doctor"},
     {"agent.audio_io", "agent.conversation", "agent.stopper"},

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agent.blas import limit_numpy_blas
 from agent.config import Config
 from agent.control import CpuArbiter
 from agent.conversation import Conversation
@@ -230,6 +231,7 @@ def build_core(
         hardware.driver.DriverError: the robot's driver cannot be built.
     """
     t0 = time.perf_counter()
+    limit_numpy_blas()  # its spinning worker thread would slow every Whisper decode (agent/blas.py)
 
     def on_robot_command(joint: str, deg: float, t_ms: float) -> None:
         # Every body's joint commands, from its safety layer. The turn whose gesture sends it (a

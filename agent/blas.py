@@ -1,0 +1,50 @@
+"""numpy's BLAS on the calling thread only: its idle worker thread would spin on a core the agent needs.
+
+numpy's wheels bundle OpenBLAS, which starts a worker thread per core at import and, after each
+call, keeps it spinning a while before it sleeps (OpenBLAS's ``THREAD_TIMEOUT``). The agent's
+numpy work is small (Whisper's and Smart Turn's mel filterbanks, the echo gate's correlations)
+and runs on many threads at once, so a second BLAS thread gains nothing there and takes a core
+from what does the heavy work (CTranslate2, onnxruntime, llama.cpp, each with its own threads).
+Measured on a 2-core AMD EPYC in ``bench --floor`` (docs/benchmarks.md): the check of the user's
+words over the robot's speech decoded in p50 ~350 ms with numpy's BLAS on 2 threads, ~220 ms on
+one (the same decode alone: ~120 ms).
+
+Only numpy's own library is limited (threadpoolctl, found by its path): a BLAS another library
+bundles (CTranslate2's, onnxruntime's) keeps its own thread settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def limit_numpy_blas(threads: int = 1) -> list[str]:
+    """Run numpy's bundled BLAS on at most ``threads`` threads, for the rest of the process.
+
+    Args:
+        threads: The limit (1: BLAS calls run on the calling thread).
+
+    Returns:
+        The paths of the BLAS libraries limited ([] when numpy's could not be found: a numpy
+        linked against a system BLAS whose path is outside numpy's folders, or no threadpoolctl
+        support for it; the agent then runs as before).
+    """
+    import numpy
+    from threadpoolctl import ThreadpoolController
+
+    site = Path(numpy.__file__).resolve().parent.parent
+    limited: list[str] = []
+    for lib in ThreadpoolController().lib_controllers:
+        path = Path(lib.filepath).resolve()
+        bundled = path.is_relative_to(site) and path.parts[len(site.parts)].startswith(
+            ("numpy", "scipy_openblas")
+        )
+        if lib.user_api == "blas" and bundled:
+            lib.set_num_threads(threads)
+            limited.append(str(path))
+    if not limited:
+        log.debug("numpy's BLAS was not found: its threads are left as they are")
+    return limited
