@@ -4,10 +4,8 @@ numpy's wheels bundle OpenBLAS, which starts a worker thread per core at import 
 call, keeps it spinning a while before it sleeps (OpenBLAS's ``THREAD_TIMEOUT``). The agent's
 numpy work is small (Whisper's and Smart Turn's mel filterbanks, the echo gate's correlations)
 and runs on many threads at once, so a second BLAS thread gains nothing there and takes a core
-from what does the heavy work (CTranslate2, onnxruntime, llama.cpp, each with its own threads).
-Measured on a 2-core AMD EPYC in ``bench --floor`` (docs/benchmarks.md): the check of the user's
-words over the robot's speech decoded in p50 ~350 ms with numpy's BLAS on 2 threads, ~220 ms on
-one (the same decode alone: ~120 ms).
+from what does the heavy work (CTranslate2, onnxruntime, llama.cpp, each with its own threads):
+measured in docs/facts.md ("numpy's OpenBLAS spins on an idle core").
 
 Only numpy's own library is limited (threadpoolctl, found by its path): a BLAS another library
 bundles (CTranslate2's, onnxruntime's) keeps its own thread settings.
