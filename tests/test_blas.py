@@ -9,16 +9,20 @@ from agent.blas import limit_numpy_blas
 
 
 def numpy_blas(controller: ThreadpoolController) -> list:
+    """The BLAS libraries numpy's wheel bundles (``numpy.libs``, ``scipy_openblas*``)."""
     site = Path(np.__file__).resolve().parent.parent
-    return [
-        lib
-        for lib in controller.lib_controllers
-        if lib.user_api == "blas" and Path(lib.filepath).resolve().is_relative_to(site)
-    ]
+    mine = []
+    for lib in controller.lib_controllers:
+        path = Path(lib.filepath).resolve()
+        if lib.user_api == "blas" and path.is_relative_to(site):
+            if path.parts[len(site.parts)].startswith(("numpy", "scipy_openblas")):
+                mine.append(lib)
+    return mine
 
 
 def test_numpy_blas_is_limited_and_other_thread_pools_keep_their_settings():
     import ctranslate2  # noqa: F401 (loads CTranslate2's own OpenMP runtime)
+    import cv2  # noqa: F401 (OpenCV's wheel bundles an OpenBLAS of its own)
 
     before = ThreadpoolController()
     mine = numpy_blas(before)
