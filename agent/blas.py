@@ -19,6 +19,18 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 
+def is_numpy_blas(filepath: str) -> bool:
+    """Whether the shared library at ``filepath`` is the BLAS numpy's wheel bundles.
+
+    True for a file under ``numpy.libs`` or ``scipy_openblas*`` beside numpy's package; False otherwise.
+    """
+    import numpy
+
+    site = Path(numpy.__file__).resolve().parent.parent
+    path = Path(filepath).resolve()
+    return path.is_relative_to(site) and path.parts[len(site.parts)].startswith(("numpy", "scipy_openblas"))
+
+
 def limit_numpy_blas(threads: int = 1) -> list[str]:
     """Run numpy's bundled BLAS on at most ``threads`` threads, for the rest of the process.
 
@@ -30,19 +42,13 @@ def limit_numpy_blas(threads: int = 1) -> list[str]:
         linked against a system BLAS whose path is outside numpy's folders, or no threadpoolctl
         support for it; the agent then runs as before).
     """
-    import numpy
     from threadpoolctl import ThreadpoolController
 
-    site = Path(numpy.__file__).resolve().parent.parent
     limited: list[str] = []
     for lib in ThreadpoolController().lib_controllers:
-        path = Path(lib.filepath).resolve()
-        bundled = path.is_relative_to(site) and path.parts[len(site.parts)].startswith(
-            ("numpy", "scipy_openblas")
-        )
-        if lib.user_api == "blas" and bundled:
+        if lib.user_api == "blas" and is_numpy_blas(lib.filepath):
             lib.set_num_threads(threads)
-            limited.append(str(path))
+            limited.append(str(Path(lib.filepath).resolve()))
     if not limited:
         log.debug("numpy's BLAS was not found: its threads are left as they are")
     return limited

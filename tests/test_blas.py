@@ -5,19 +5,13 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from agent.blas import limit_numpy_blas
+from agent.blas import is_numpy_blas, limit_numpy_blas
 
 
 def numpy_blas(controller: ThreadpoolController) -> list:
-    """The BLAS libraries numpy's wheel bundles (``numpy.libs``, ``scipy_openblas*``)."""
-    site = Path(np.__file__).resolve().parent.parent
-    mine = []
-    for lib in controller.lib_controllers:
-        path = Path(lib.filepath).resolve()
-        if lib.user_api == "blas" and path.is_relative_to(site):
-            if path.parts[len(site.parts)].startswith(("numpy", "scipy_openblas")):
-                mine.append(lib)
-    return mine
+    return [
+        lib for lib in controller.lib_controllers if lib.user_api == "blas" and is_numpy_blas(lib.filepath)
+    ]
 
 
 def test_numpy_blas_is_limited_and_other_thread_pools_keep_their_settings():
