@@ -127,7 +127,9 @@ def test_pull_downloads_verifies_and_skips_when_cached(tmp_path: Path) -> None:
     os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert _models_check(tmp_path, env)["ok"]
     # ...and once the mtime moves (bit rot written after the download), it is hashed and caught.
+    # The move is set explicitly: a sandbox's file system may report a write's mtime late.
     blob.write_bytes(b"x" + DATA[1:])
+    os.utime(blob, ns=(st.st_atime_ns, st.st_mtime_ns + 2_000_000_000))
     doctor = _run(tmp_path, env, "doctor", "--json")
     models = next(c for c in json.loads(doctor.stdout)["checks"] if c["name"] == "models")
     assert not models["ok"] and "sha256 mismatch" in models["detail"]

@@ -601,5 +601,8 @@ def command() -> Any:
 
 
 def main() -> None:
-    """``python -m tools.bench``."""
+    """``python -m tools.bench``: numpy's BLAS on one thread first, as the agent runs it."""
+    from agent.blas import limit_numpy_blas
+
+    limit_numpy_blas()
     command()(prog_name="bolt-agent")
