@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,18 @@ def is_numpy_blas(filepath: str) -> bool:
     return path.is_relative_to(site) and path.parts[len(site.parts)].startswith(("numpy", "scipy_openblas"))
 
 
+def numpy_blas_controllers(controller: Any) -> list[Any]:
+    """The thread-pool controllers of numpy's own BLAS among ``controller``'s; empty when none.
+
+    Args:
+        controller: A threadpoolctl ``ThreadpoolController``; its BLAS libraries (``user_api ==
+            "blas"``) that :func:`is_numpy_blas` recognizes are returned.
+    """
+    return [
+        lib for lib in controller.lib_controllers if lib.user_api == "blas" and is_numpy_blas(lib.filepath)
+    ]
+
+
 def limit_numpy_blas(threads: int = 1) -> list[str]:
     """Run numpy's bundled BLAS on at most ``threads`` threads, for the rest of the process.
 
@@ -45,10 +58,9 @@ def limit_numpy_blas(threads: int = 1) -> list[str]:
     from threadpoolctl import ThreadpoolController
 
     limited: list[str] = []
-    for lib in ThreadpoolController().lib_controllers:
-        if lib.user_api == "blas" and is_numpy_blas(lib.filepath):
-            lib.set_num_threads(threads)
-            limited.append(str(Path(lib.filepath).resolve()))
+    for lib in numpy_blas_controllers(ThreadpoolController()):
+        lib.set_num_threads(threads)
+        limited.append(str(Path(lib.filepath).resolve()))
     if not limited:
         log.debug("numpy's BLAS was not found: its threads are left as they are")
     return limited

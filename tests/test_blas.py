@@ -5,13 +5,8 @@ from pathlib import Path
 import numpy as np
 from threadpoolctl import ThreadpoolController
 
-from agent.blas import is_numpy_blas, limit_numpy_blas
-
-
-def numpy_blas(controller: ThreadpoolController) -> list:
-    return [
-        lib for lib in controller.lib_controllers if lib.user_api == "blas" and is_numpy_blas(lib.filepath)
-    ]
+from agent.blas import limit_numpy_blas
+from agent.blas import numpy_blas_controllers as numpy_blas
 
 
 def test_numpy_blas_is_limited_and_other_thread_pools_keep_their_settings():

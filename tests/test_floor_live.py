@@ -145,9 +145,9 @@ def test_a_held_turn_the_user_only_acknowledged_resumes_from_its_sentence(live):
 
 def test_the_agent_runs_numpy_blas_on_one_thread(live):
     """The core limits numpy's BLAS (agent/blas.py): its spinning worker would slow the checks' decodes."""
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import ThreadpoolController
 
-    from agent.blas import is_numpy_blas
+    from agent.blas import numpy_blas_controllers
 
-    numpy_blas = [i for i in threadpool_info() if i["user_api"] == "blas" and is_numpy_blas(i["filepath"])]
+    numpy_blas = [lib.info() for lib in numpy_blas_controllers(ThreadpoolController())]
     assert numpy_blas and all(i["num_threads"] == 1 for i in numpy_blas), numpy_blas

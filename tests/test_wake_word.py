@@ -437,13 +437,9 @@ def verifier(asr):
     before it."""
     from threadpoolctl import ThreadpoolController
 
-    from agent.blas import is_numpy_blas, limit_numpy_blas
+    from agent.blas import limit_numpy_blas, numpy_blas_controllers
 
-    saved = [
-        (lib, lib.num_threads)
-        for lib in ThreadpoolController().lib_controllers
-        if lib.user_api == "blas" and is_numpy_blas(lib.filepath)
-    ]
+    saved = [(lib, lib.num_threads) for lib in numpy_blas_controllers(ThreadpoolController())]
     limit_numpy_blas()
     yield WakeVerifier(asr.model, find_model("okay_nabu").phrase)
     for lib, n in saved:
