@@ -125,7 +125,7 @@ def pulse():
 
     Skips when PulseAudio is not installed (a failure under ``BOLT_STRICT_DATA``).
     """
-    from pulse import PulseRig, missing
+    from tools.pulse import PulseRig, missing
 
     why = missing()
     if why:

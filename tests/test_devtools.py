@@ -68,3 +68,10 @@ def test_without_a_checkout_it_says_how_to_get_one(monkeypatch, capsys, tmp_path
     assert e.value.exit_code == 2
     err = capsys.readouterr().err
     assert "tools/bench/" in err and "make setup-test" in err and "not include" in err
+
+
+def test_soak_runs_its_body_and_asks_for_a_length(tmp_path):
+    """Past ``-h``: the soak's own imports load (a moved module once broke only this command)."""
+    out = _agent("soak", "--turns", "0", "--out", str(tmp_path / "soak"), cwd=tmp_path)
+    assert out.returncode == 2, out.stderr
+    assert "give --turns or --hours" in out.stderr and "Traceback" not in out.stderr

@@ -258,6 +258,36 @@ def test_the_product_never_imports_the_tools():
     graphlib.TopologicalSorter(graph).prepare()
 
 
+def test_the_tools_never_import_the_tests():
+    """``tests/`` is no package of the tools: what both use (the PulseAudio rig) lives in ``tools/``."""
+    offenders = {str(p.relative_to(ROOT)): sorted(hits(imports_of(p), "tests")) for p in tool_files()}
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_every_module_of_ours_that_is_imported_exists():
+    """A lazy import of a module that moved fails only when its command runs (``soak`` once did)."""
+    files = product_files() + tool_files()
+    known = {module_name(p) for p in files}
+    assert "tools.pulse" in known and "agent.pipeline.core" in known
+    missing = set()
+    for path in files:
+        module = module_name(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                # the module itself (the shortest name): ``from a.b import c`` needs ``a.b``
+                targets = [
+                    min(imported_names(ast.unparse(node), module, path.name == "__init__.py"), key=len)
+                ]
+            else:
+                continue
+            for name in targets:
+                if name.split(".")[0] in (*PRODUCT, "tools") and name not in known:
+                    missing.add(f"{path.relative_to(ROOT)}: {name}")
+    assert sorted(missing) == []
+
+
 def test_at_most_twelve_modules_are_flat_in_agent():
     flat = sorted(p.name for p in (ROOT / "agent").glob("*.py"))
     assert len(flat) <= 12, flat

@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
-from pulse import PulseRig, read_wav, stop_recording, wait_recorded
 from waiting import wait_until
+
+from tools.pulse import PulseRig, read_wav, stop_recording, wait_recorded
 
 pytestmark = pytest.mark.audio
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,7 +19,6 @@ import sys
 import time
 
 import pytest
-from pulse import missing
 
 from agent.config import DEFAULT_CONFIG, load_config
 from agent.models import resolve_model
@@ -31,6 +30,7 @@ from tools.bench.soak import Soak, SoakOptions, SoakRun, run_soak, soak_config
 from tools.bench.soak_child import Child, read_pending_timers
 from tools.bench.soak_report import build_report, format_summary, summarize, write_report
 from tools.bench.soak_set import Command, SoakSet, build_soak_set, camera_frames, load_commands
+from tools.pulse import missing
 
 pytestmark = pytest.mark.audio
 

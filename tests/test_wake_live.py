@@ -15,12 +15,12 @@ import time
 
 import numpy as np
 import pytest
-from pulse import read_wav, stop_recording, wait_recorded
 from test_live_devices import Agent
 
 from agent.config import LiveConfig
 from agent.models import resolve_model
 from tools.bench.turn_set import Synthesizer, Voice, write_wav
+from tools.pulse import read_wav, stop_recording, wait_recorded
 
 pytestmark = pytest.mark.audio
 QUIET_S = 8.0

@@ -7,7 +7,7 @@
 * :mod:`~tools.bench.vision_bench` — ``bench --vision``; :mod:`~tools.bench.motion` — ``motion-bench``.
 * :mod:`~tools.bench.peer`, :mod:`~tools.bench.peer_pipecat` — ``bench --peer``.
 * :mod:`~tools.bench.soak` and its child, clip set, ``/proc`` sampling and report — ``soak`` (on the
-  private PulseAudio server of ``tests/pulse.py``).
+  private PulseAudio server of ``tools/pulse.py``).
 
 A development folder of the checkout: not installed, imported by nothing in the product.
 """

@@ -286,7 +286,7 @@ def _bench_floor_of_turns(
     """
     from agent.config import DEFAULT_CONFIG
     from agent.models import resolve_model
-    from tests.pulse import missing
+    from tools.pulse import missing
 
     def note(s: str) -> None:
         typer.echo(s, err=True)
@@ -419,10 +419,10 @@ def soak(
     """
     from agent.config import DEFAULT_CONFIG
     from agent.models import resolve_model
-    from tools.bench.pulse import missing
     from tools.bench.soak import SoakOptions, run_soak, soak_config
     from tools.bench.soak_report import build_report, default_warmup, format_summary, write_report
     from tools.bench.soak_set import build_soak_set, camera_frames, default_folder
+    from tools.pulse import missing
 
     setup_logging(verbose)
     if turns == 0 and hours == 0:

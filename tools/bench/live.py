@@ -1,7 +1,7 @@
 """``bolt-agent bench --conversation``: one growing conversation through the real-time audio path.
 
 The agent runs as ``bolt-agent run --json`` (:class:`~tools.bench.soak_child.Child`) on a private
-PulseAudio server's null sinks (``tests/pulse.py``): every turn is a WAV played into the virtual
+PulseAudio server's null sinks (``tools/pulse.py``): every turn is a WAV played into the virtual
 microphone with ``paplay``, heard through PortAudio, the VAD, the end-of-turn judge and Whisper,
 answered by the model and spoken by piper into the virtual speaker, as a user would have it. The
 conversation is never cleared: the history grows turn by turn, as a user's does.
@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.pulse import PulseRig
 from tools.bench.latency import percentiles
 from tools.bench.soak_child import KEPT, Child
+from tools.pulse import PulseRig
 
 LIVE_EVENTS = KEPT | {"reply", "end_of_turn_check", "held", "resumed", "backchannel", "utterance"}
 """Event names the live benchmarks read."""

@@ -1,7 +1,7 @@
 """``bolt-agent soak``: drive ``bolt-agent run`` for N turns or H hours and watch what it holds.
 
 The agent runs as a child process (:class:`~tools.bench.soak_child.Child`) on a private
-PulseAudio server's null sinks (``tests/pulse.py``), with the live console on a loopback
+PulseAudio server's null sinks (``tools/pulse.py``), with the live console on a loopback
 port and a camera that plays an image folder. Each turn is one of (:data:`PLAN`):
 
 * ``speak`` — a spoken command played into the virtual mic (``paplay``); every fifth is
@@ -37,10 +37,10 @@ from typing import Any
 
 from agent.config import load_config
 from agent.state.keep import state_path
-from tests.pulse import PulseRig
 from tools.bench.procstat import ProcSample, read_sample
 from tools.bench.soak_child import Child, ChildExited, restored_timers
 from tools.bench.soak_set import SoakSet
+from tools.pulse import PulseRig
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -1,6 +1,6 @@
 """``bolt-agent run --json`` as a child process of the soak, and its event stream.
 
-The child runs in the sound server's environment (``tests/pulse.py``'s ``PulseRig``) with
+The child runs in the sound server's environment (``tools/pulse.py``'s ``PulseRig``) with
 the live console on a loopback port (typed turns); its stderr goes to a log file. A reader
 thread parses its JSON Lines and keeps the events a soak needs (:data:`KEPT`): robot joint
 commands (50 per second) and per-sentence detail are dropped. Events are addressed by an

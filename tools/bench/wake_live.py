@@ -1,7 +1,7 @@
 """``bench --wake``'s live part: the agent's CPU in standby, and the time the wake word takes to wake it.
 
 ``bolt-agent run --json`` with ``[live] attention = "wake_word"`` (the given config with that
-set) runs as a child process on a private PulseAudio server (``tests/pulse.py``: null sinks for
+set) runs as a child process on a private PulseAudio server (``tools/pulse.py``: null sinks for
 the microphone and the speaker). Once it is in standby, speech without the wake word (the
 checkout's prose, the first paragraphs of the wake-word set's piper and espeak-ng readings)
 plays into its microphone for ``cpu_s`` seconds, and its CPU time (``/proc/PID/stat`` utime +
@@ -169,7 +169,7 @@ def standby_cpu(
     Raises:
         RuntimeError: no PulseAudio, or the agent did not reach standby.
     """
-    from tests.pulse import PulseRig, missing
+    from tools.pulse import PulseRig, missing
 
     if (why := missing()) is not None:
         raise RuntimeError(f"standby CPU needs a PulseAudio server: {why}")

@@ -7,7 +7,7 @@
 ``parecord --device=spk.monitor`` records the agent's voice. Each server gets its own
 ``XDG_RUNTIME_DIR`` (so it never touches a user's session) and is stopped by its pid.
 Used by the tests and by ``bolt-agent soak`` (:mod:`tools.bench.soak`, which imports it as
-``tests.pulse``): stdlib and numpy only. The modules are PulseAudio's own
+``tools.pulse``): stdlib and numpy only. The modules are PulseAudio's own
 (``module-null-sink``, ``module-remap-source``: see
 https://www.freedesktop.org/wiki/Software/PulseAudio/Documentation/User/Modules/).
 """
