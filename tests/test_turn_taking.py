@@ -372,20 +372,60 @@ def test_speech_over_the_robot_with_no_words_yet_stops_it_after_barge_in_ms():
 
 
 def test_a_hold_no_utterance_came_of_resumes_after_the_users_silence():
-    """A word too short to become an utterance (under [vad] min_speech_ms) held the robot: nothing
-    will decide it but the silence ([live] false_interruption_ms, LiveKit's 2 s)."""
+    """Choppy speech (Silero's frames over and under the threshold in turn) held the robot with no
+    words known and no utterance started: nothing will decide it but the silence ([live]
+    false_interruption_ms, LiveKit's 2 s)."""
+    h = Harness()
+    _robot_speaking(h)
+    for _ in range(19):  # 608 ms of speech frames, never 8 in a row: no utterance starts
+        h.frames(1, SPEECH)
+        h.frames(1, SILENCE)
+    assert len(_overlap_checks(h)) == 1  # at 192 ms; its words never came
+    [hold] = h.of(Hold)
+    assert hold.reason == "speech"
+    h.speaker.paused = True  # the pipeline held the turn
+    h.frames(61, SILENCE)  # 2.0 s after the last speech frame
+    assert not h.of(Resume)
+    h.frames(2, SILENCE)
+    [resume] = h.of(Resume)
+    assert resume.reason == "timeout" and not [m for m in h.taken() if isinstance(m, Utterance)]
+
+
+def test_a_word_over_the_robot_too_short_to_be_checked_early_is_checked_once_it_ends():
+    h = Harness()
+    _robot_speaking(h)
+    h.frames(2, SPEECH)  # 64 ms: a click, never asked about
+    h.frames(20, SILENCE)  # the overlap is over
+    assert not h.taken()
+    h.frames(4, SPEECH)  # 128 ms: under [live] overlap_words_ms, but a word ("No.")
+    h.frames(2, SILENCE)
+    assert not h.taken()
+    h.frames(1, SILENCE)  # 96 ms of silence: it is over
+    [check] = _overlap_checks(h)
+    assert check.audio.size >= (10 + 4 + 3) * FRAME  # the pre-roll, the word and its end
+    h.frames(3, SILENCE)
+    assert not h.taken()  # asked once
+
+
+def test_an_interruption_too_short_for_an_utterance_becomes_one():
+    """A "Stop." or "No." over the robot shorter than [vad] min_speech_ms (250 ms) is answered,
+    not resumed from as a false interruption."""
     h = Harness()
     _robot_speaking(h)
     h.frames(6, SPEECH)  # 192 ms: no utterance starts under 250 ms
     [check] = _overlap_checks(h)
+    h.frames(4, SILENCE)  # the word is over before its words come back
     _words(h, check, "No.", INTERRUPTION)
     assert h.of(Hold)
     h.speaker.paused = True  # the pipeline held the turn
-    h.frames(62, SILENCE)  # 1.98 s
-    assert not h.of(Resume)
-    h.frames(1, SILENCE)  # 2.02 s
-    [resume] = h.of(Resume)
-    assert resume.reason == "timeout" and not [m for m in h.taken() if isinstance(m, Utterance)]
+    h.frames(PAUSE, SILENCE)  # its pause is reported and transcribed as any other
+    pauses = [m for m in h.taken() if isinstance(m, PauseCheck)]
+    assert pauses and pauses[-1].audio.size >= (10 + 6 + 4) * FRAME
+    h.answer(pauses[-1], "No.")
+    h.frames(60, SILENCE)  # no model here: the long silence ends it
+    [utt] = [m for m in h.taken() if isinstance(m, Utterance)]
+    assert utt.overlap and utt.transcript is not None and utt.transcript.text == "No."
+    assert not h.of(Resume)  # the ASR stage answers it: a turn
 
 
 def test_a_hold_an_utterance_came_of_waits_for_the_asr_stage():

@@ -253,6 +253,27 @@ class Endpointer:
             )
         return VADUpdate(speaking=True, prob=prob)
 
+    def start_with(self, frames: list[np.ndarray]) -> VADUpdate:
+        """Start an utterance now from ``frames``, speech too short for ``min_speech_ms`` that counts.
+
+        The caller knows the frames hold words (an interruption heard over the robot: a "Stop."
+        of 200 ms): they become the utterance's start, its speech ends here and its silence
+        counts from the next frame, so its pause is reported and judged as any other.
+
+        Args:
+            frames: ``(512,)`` float32 16 kHz frames, the last one the newest fed.
+
+        Returns:
+            A ``started`` update, or an empty one when an utterance is already in progress.
+        """
+        if self._speaking or not frames:
+            return VADUpdate()
+        self._speaking, self._run, self._silence = True, 0, 0
+        self._frames = list(frames)
+        self._pre.clear()
+        self._last_speech_end = self._n
+        return VADUpdate(started=True, speaking=True, start_sample=max(0, self._n - len(frames) * FRAME))
+
     def set_long_silence(self, ms: int) -> None:
         """With semantic end-of-turn: the silence that ends an utterance anyway, from now on, ms.
 

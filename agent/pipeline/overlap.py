@@ -12,6 +12,10 @@ after ``[turn] short_silence_ms`` plus 300 ms without speech. Along the way:
 * words that interrupt stop the robot at once; so does speech that has gone on for ``[live]
   barge_in_ms`` before any word is known. The stop is a :class:`~agent.events.Hold` (the turn is
   kept) with ``[live] resume_false_interruption``, else an :class:`~agent.events.Interrupt`;
+* speech that ends before ``overlap_words_ms`` ("Stop.", "No.": Silero may hear 160 ms of them)
+  is asked about once it has ended (:data:`SHORT_WORD_MS`, :data:`WORD_END_MS`), and words that
+  interrupt become an utterance even when too short for the endpointer
+  (:meth:`OverlapTracker.interruption_frames`);
 * a hold with no utterance behind it (the speech that held it was too short to become one) ends
   after ``false_interruption_ms`` of the user's silence: :class:`~agent.events.Resume`;
 * from its first frame until it ends or stops the robot (at most ``barge_in_ms`` plus
@@ -51,6 +55,14 @@ END_MARGIN_MS = 300
 """An overlap ends after ``[turn] short_silence_ms`` plus this much silence, ms."""
 LISTEN_MARGIN_MS = 400
 """An overlap's listening claim lasts ``[live] barge_in_ms`` plus this much at most, ms."""
+SHORT_WORD_MS = 96
+"""Speech over the robot that ends before ``[live] overlap_words_ms`` is checked once it ends when it
+lasted this long (a "Stop." Silero hears for 160 ms); shorter is a click, ms."""
+WORD_END_MS = 96
+"""Silence after which such a short word is over, ms."""
+ANSWER_WAIT_MS = 1000
+"""An overlap whose check is still in flight when its silence would end it waits this much longer
+for the words, ms (a check never answered cannot keep it open)."""
 
 
 class Floor(Protocol):
@@ -148,7 +160,8 @@ class OverlapTracker:
             cur.frames.append(f.samples)
             cur.silence_ms = 0.0 if going_on else cur.silence_ms + FRAME_MS
             cur.speech_ms += FRAME_MS if speech else 0.0
-            if cur.silence_ms >= self.end_ms:
+            waited = cur.pending is None or cur.silence_ms >= self.end_ms + ANSWER_WAIT_MS
+            if cur.silence_ms >= self.end_ms and waited:  # a check in flight may still decide
                 self._cur = None
                 self.arbiter.release_listening()
                 return
@@ -188,10 +201,24 @@ class OverlapTracker:
                 self._stop(cur, "speech")
             return
         due = cur.asked_at_ms < 0 or cur.speech_ms - cur.asked_at_ms >= live.overlap_recheck_ms
-        if cur.pending is None and cur.speech_ms >= live.overlap_words_ms and due:
+        # A word over before overlap_words_ms ("Stop.", "No.") is asked about once it has ended.
+        short_word = cur.asked_at_ms < 0 and cur.speech_ms >= SHORT_WORD_MS and cur.silence_ms >= WORD_END_MS
+        if cur.pending is None and ((cur.speech_ms >= live.overlap_words_ms and due) or short_word):
             self._checks += 1
             cur.pending, cur.asked_at_ms = self._checks, cur.speech_ms
             self.asr_inbox.put(OverlapCheck(-1, self._checks, np.concatenate(cur.frames)))
+
+    def interruption_frames(self) -> list[np.ndarray] | None:
+        """The audio of the overlap in progress when its words stopped the robot (pre-roll included).
+
+        The turn-taking stage makes an utterance of it when the endpointer has none (the words
+        were shorter than ``[vad] min_speech_ms``): an interruption is answered, not resumed from.
+        None otherwise.
+        """
+        cur = self._cur
+        if cur is None or not cur.stopped or cur.kind != INTERRUPTION:
+            return None
+        return cur.frames
 
     def _stop(self, cur: _Overlap, reason: str) -> None:
         cur.stopped = True

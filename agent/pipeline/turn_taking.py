@@ -275,6 +275,7 @@ class TurnTaking:
             self._transcript(msg)
         elif isinstance(msg, OverlapTranscript):
             self.overlap.words(msg)
+            self._keep_interruption()
         elif isinstance(msg, InputStarted):
             self.publish(msg)
             self._reset()
@@ -336,6 +337,19 @@ class TurnTaking:
             self._judge_if_ready()
         if upd.ended:
             self._end(upd)
+
+    def _keep_interruption(self) -> None:
+        """Words over the robot that stopped it become an utterance, however short.
+
+        The endpointer starts one only after ``[vad] min_speech_ms`` of speech; a "Stop." or "No."
+        over the robot can be shorter. Left alone, its hold would end as a false interruption.
+        """
+        frames = self.overlap.interruption_frames()
+        if frames is None or self.endpointer.speaking:
+            return
+        if self.endpointer.start_with(frames).started:
+            self._utt_overlap = True
+            self.work.user_speaking = True
 
     def _learn(self, upd: VADUpdate) -> None:
         """A pause the user went on after (a judged one, ``short_silence_ms`` or longer) is learned."""
