@@ -407,6 +407,26 @@ def test_a_word_over_the_robot_too_short_to_be_checked_early_is_checked_once_it_
     assert not h.taken()  # asked once
 
 
+def test_a_check_in_flight_keeps_the_overlap_open_for_its_words_but_not_forever():
+    h = Harness()
+    _robot_speaking(h)
+    h.frames(4, SPEECH)
+    h.frames(3, SILENCE)
+    [check] = _overlap_checks(h)  # the short word, asked about at its end
+    h.frames(20, SILENCE)  # 736 ms of silence: past short_silence_ms + 300, the words still due
+    _words(h, check, "Stop.", INTERRUPTION)
+    assert h.of(Hold)  # the late words still decided
+    h2 = Harness()
+    _robot_speaking(h2)
+    h2.frames(4, SPEECH)
+    h2.frames(3, SILENCE)
+    [never] = _overlap_checks(h2)
+    h2.frames(48, SILENCE)  # 1.6 s: over 500 + 1000 ms, the overlap has ended without its words
+    assert not h2.arbiter.listening
+    _words(h2, never, "Stop.", INTERRUPTION)
+    assert not h2.of(Hold)  # an answer to an ended overlap decides nothing
+
+
 def test_an_interruption_too_short_for_an_utterance_becomes_one():
     """A "Stop." or "No." over the robot shorter than [vad] min_speech_ms (250 ms) is answered,
     not resumed from as a false interruption."""

@@ -56,8 +56,8 @@ END_MARGIN_MS = 300
 LISTEN_MARGIN_MS = 400
 """An overlap's listening claim lasts ``[live] barge_in_ms`` plus this much at most, ms."""
 SHORT_WORD_MS = 96
-"""Speech over the robot that ends before ``[live] overlap_words_ms`` is checked once it ends when it
-lasted this long (a "Stop." Silero hears for 160 ms); shorter is a click, ms."""
+"""Speech over the robot that ends before ``[live] overlap_words_ms`` is checked once it has ended
+when it lasted at least this long, ms; shorter is a click (docs/turn-taking.md)."""
 WORD_END_MS = 96
 """Silence after which such a short word is over, ms."""
 ANSWER_WAIT_MS = 1000
@@ -209,11 +209,14 @@ class OverlapTracker:
             self.asr_inbox.put(OverlapCheck(-1, self._checks, np.concatenate(cur.frames)))
 
     def interruption_frames(self) -> list[np.ndarray] | None:
-        """The audio of the overlap in progress when its words stopped the robot (pre-roll included).
+        """The audio of the overlap in progress when its words stopped the robot, else None.
 
-        The turn-taking stage makes an utterance of it when the endpointer has none (the words
-        were shorter than ``[vad] min_speech_ms``): an interruption is answered, not resumed from.
-        None otherwise.
+        Returns:
+            Its ``(512,)`` float32 16 kHz frames, oldest first: 320 ms of pre-roll, the speech
+            and the silence since. The turn-taking stage makes an utterance of them when the
+            endpointer has none (words shorter than ``[vad] min_speech_ms``): an interruption is
+            answered, not resumed from. None when no overlap is in progress or its words did not
+            stop the robot.
         """
         cur = self._cur
         if cur is None or not cur.stopped or cur.kind != INTERRUPTION:
