@@ -453,6 +453,14 @@ def test_a_hesitation_alone_gets_no_reply(rig, tmp_path):
     assert any("only a hesitation" in s.reason for s in evs.of(Skipped)), evs
 
 
+def test_a_laugh_alone_gets_no_reply(rig, tmp_path):
+    """The user laughing after the robot's joke is no request: the model used to answer "ha ha ha"."""
+    rig.core.conversation.history.clear()
+    evs = rig.listen(_spoken(tmp_path / "laugh.wav", ["Ha ha ha ha!"], 0.0))
+    assert not evs.of(Transcript) and not evs.of(Reply), evs
+    assert any("only a laugh" in s.reason for s in evs.of(Skipped)), evs
+
+
 def test_without_models_endpointing_is_silence_only_with_a_notice(tmp_path):
     cfg = load_config()
     cfg.turn.text_model = ""

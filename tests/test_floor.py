@@ -21,6 +21,8 @@ from agent.listening.floor import (
     NOTHING,
     UNDECIDED,
     early_kind,
+    heard_words,
+    is_laugh,
     is_question,
     may_become_acknowledgement,
     overlap_kind,
@@ -68,6 +70,43 @@ from tools.bench.turn_set import espeak_ng
 )
 def test_what_speech_over_the_robot_is(text, kind):
     assert overlap_kind(text) == kind
+
+
+@pytest.mark.parametrize(
+    ("text", "heard", "kind"),
+    [
+        # tiny.en looping on a clipped "Got it." (held-out en-us-nyc, 7 s window): six words
+        # made it an interruption; the token limit cut the last repeat
+        ("Got it Got it Got it Got it Got it Got", ["got", "it"], BACKCHANNEL),
+        ("Yeah yeah yeah yeah yeah yeah.", ["yeah"], BACKCHANNEL),
+        ("I see, I see, I", ["i", "see"], BACKCHANNEL),
+        ("the the", ["the"], INTERRUPTION),  # a cough heard as words is still words
+        ("No, no, no, no, no, wave.", ["no", "wave"], INTERRUPTION),
+        ("Wave, got it, got it, got", ["wave", "got", "it"], INTERRUPTION),  # a loop after other words
+        ("Turn your head, turn", ["turn", "your", "head", "turn"], INTERRUPTION),  # no loop: kept
+        ("Yeah, yeah, I see, right, okay.", ["yeah", "i", "see", "right", "okay"], BACKCHANNEL),
+    ],
+)
+def test_whispers_loops_count_once(text, heard, kind):
+    assert heard_words(text) == heard
+    assert overlap_kind(text) == kind
+
+
+@pytest.mark.parametrize(
+    ("text", "laugh"),
+    [
+        ("Ha ha ha!", True),
+        ("Heh heh.", True),
+        ("(laughs)", True),
+        ("[Laughter]", True),
+        ("*coughs*", False),
+        ("", False),
+        ("Ha ha, wave.", False),
+        ("Haha, that's funny.", False),
+    ],
+)
+def test_a_laugh_alone_is_told_from_words(text, laugh):
+    assert is_laugh(text) is laugh
 
 
 def test_an_answer_to_the_robots_question_is_no_acknowledgement():
@@ -207,7 +246,8 @@ def test_whisper_hears_what_the_speech_over_the_robot_is(asr, said, voice, kind)
     audio = np.concatenate(
         [np.zeros(5120, np.float32), espeak_ng(said, voice), np.zeros(PAUSE_PAD, np.float32)]
     )
-    check = asr.transcribe(audio, context_s=10.0, fallback=False, max_tokens=OVERLAP_MAX_TOKENS)
+    window = load_config().asr.overlap_context_s
+    check = asr.transcribe(audio, context_s=window, fallback=False, max_tokens=OVERLAP_MAX_TOKENS)
     for res in (asr.transcribe(audio), check):
         got = overlap_kind(res.text, res.unsure)  # the whole window, and the overlap check's own
         if (

@@ -219,12 +219,12 @@ class ASRConfig(StrictModel):
         "any speech holds; a decode that reaches it looped",
     )
     overlap_context_s: float = Field(
-        10.0,
+        7.0,
         ge=1.0,
         le=30.0,
         description="encoder window, s, for the checks of speech over the robot's ([live] "
-        "overlap_words_ms): 10 s encodes in ~70 ms where Whisper's own 30 s takes ~330 ms on "
-        "2 cores; 30 = the full window",
+        "overlap_words_ms): 7 s decodes a check in ~90 ms where 10 s takes ~120 ms and Whisper's "
+        "own 30 s ~330 ms on 2 cores (docs/facts.md); 30 = the full window",
     )
     turn_context_s: float = Field(
         15.0,

@@ -73,6 +73,48 @@ _ANNOTATION = re.compile(r"[\[(*][^\])*]*[\])*]")
 MAX_WORDS = 5
 """An acknowledgement is this many words at most ("yeah yeah I see"); longer is an interruption."""
 
+MAX_REPEAT = 3
+"""The longest phrase, in words, whose back-to-back repeats :func:`heard_words` folds into one."""
+
+
+def heard_words(text: str) -> list[str]:
+    """The words of a transcript of speech over the robot, Whisper's notes and loops taken out.
+
+    Whisper's decoder loops on a cut word ("Got it Got it Got it" for a clipped "Got it.", "the
+    the" for a cough): a phrase of up to :data:`MAX_REPEAT` words repeated back to back counts
+    once, so a loop neither makes an acknowledgement long enough to interrupt nor adds words.
+
+    Args:
+        text: A transcript ("" when Whisper heard nothing).
+
+    Returns:
+        Lower-case words without "(laughs)"-style notes, each run of a repeated phrase kept once.
+    """
+    said = words(_ANNOTATION.sub(" ", text))
+    out: list[str] = []
+    loop: list[str] = []  # the phrase folded last, and where it ends in ``out``
+    loop_end = 0
+    for w in said:
+        out.append(w)
+        for n in range(1, MAX_REPEAT + 1):
+            if len(out) >= 2 * n and out[-n:] == out[-2 * n : -n]:
+                loop = out[-n:]
+                del out[-n:]
+                loop_end = len(out)
+                break
+    tail = out[loop_end:] if loop else []
+    if 0 < len(tail) < len(loop) and tail == loop[: len(tail)]:
+        del out[loop_end:]  # the loop cut by the token limit ("... Got it Got")
+    return out
+
+
+def is_laugh(text: str) -> bool:
+    """Whether a transcript is only laughter ("Ha ha ha!", "heh heh", "(laughs)"): nothing to answer."""
+    said = heard_words(text)
+    if not said:
+        return bool(re.search(r"laugh", text, re.IGNORECASE))
+    return all(w in LAUGH_WORDS for w in said)
+
 
 def overlap_kind(text: str, unsure: bool = False, robot_asked: bool = False) -> str:
     """What the user's words over the robot's speech are.
@@ -86,7 +128,7 @@ def overlap_kind(text: str, unsure: bool = False, robot_asked: bool = False) -> 
     Returns:
         :data:`BACKCHANNEL`, :data:`NOTHING` or :data:`INTERRUPTION`.
     """
-    said = words(_ANNOTATION.sub(" ", text))
+    said = heard_words(text)
     if not said or all(w in LAUGH_WORDS for w in said):
         return NOTHING
     if robot_asked and set(said) & ANSWER_WORDS:
@@ -123,7 +165,7 @@ def early_kind(text: str, unsure: bool = False, robot_asked: bool = False) -> st
     Speech that stays undecided for ``[live] barge_in_ms`` stops the robot
     (:mod:`agent.pipeline.overlap`).
     """
-    said = words(_ANNOTATION.sub(" ", text))
+    said = heard_words(text)
     if not said:
         return UNDECIDED
     kind = overlap_kind(text, unsure, robot_asked)
@@ -143,7 +185,7 @@ def may_become_acknowledgement(text: str) -> bool:
     and the last begins one of :data:`BACKCHANNEL_PHRASES` ("got" of "got it", "I" of "I see"):
     the early check heard the phrase cut, and the next one decides.
     """
-    said = words(_ANNOTATION.sub(" ", text))
+    said = heard_words(text)
     if not said or set(said) & NOT_BACKCHANNEL:
         return False
     head, last = said[:-1], said[-1]

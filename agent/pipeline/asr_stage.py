@@ -7,10 +7,10 @@ each utterance: transcribe it (unless its pause's transcript came with it; the r
 filters hallucinations), then handle a stop phrase at once without the model (the *stop fast
 path*: interrupt, run the ``stop`` skill; checked first, since stopping is always safe), drop
 the robot's own echo (the transcript matches what it said in the last 30 s, only where a speaker
-can be heard and only for audio taken while it was audible), drop speech not addressed to the
-robot (wake phrase), and otherwise start a turn: a new turn id, a ``transcript`` message and a
-:class:`~agent.events.UserTurn` for the turn driver. Typed lines (``TextIn``) skip the audio
-checks.
+can be heard and only for audio taken while it was audible), drop a hesitation or a laugh
+alone, drop speech not addressed to the robot (wake phrase), and otherwise start a turn: a new
+turn id, a ``transcript`` message and a :class:`~agent.events.UserTurn` for the turn driver.
+Typed lines (``TextIn``) skip the audio checks.
 
 Speech over the robot: an :class:`~agent.events.OverlapCheck` is answered with its words and what
 they are (:func:`~agent.listening.floor.overlap_kind`, with whether the robot's sentence is a
@@ -58,7 +58,7 @@ from agent.events import (
 )
 from agent.listening.echo import EchoGate
 from agent.listening.end_of_turn import is_hesitation, starts_as_continuation
-from agent.listening.floor import INTERRUPTION, early_kind, is_question, overlap_kind
+from agent.listening.floor import INTERRUPTION, early_kind, is_laugh, is_question, overlap_kind
 from agent.listening.pace import PauseModel
 from agent.listening.skill_words import things_to_end
 from agent.listening.turns import Attention, echo_of, stop_command
@@ -251,6 +251,9 @@ class ASRStage:
             return True
         if is_hesitation(res.text):  # "hmm, let me think" and silence: the words are still coming
             self.publish(Skipped(-1, f"only a hesitation, nothing to answer: {res.text!r}", msg.source))
+            return True
+        if is_laugh(res.text):  # the user laughed at what the robot said: no request in it
+            self.publish(Skipped(-1, f"only a laugh, nothing to answer: {res.text!r}", msg.source))
             return True
         if self.before_turn is not None and self.before_turn(res.text):
             return True
