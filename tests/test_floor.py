@@ -75,8 +75,7 @@ def test_what_speech_over_the_robot_is(text, kind):
 @pytest.mark.parametrize(
     ("text", "heard", "kind"),
     [
-        # tiny.en looping on a clipped "Got it." (held-out en-us-nyc, 7 s window): six words
-        # made it an interruption; the token limit cut the last repeat
+        # a loop on a clipped "Got it.", its last repeat cut by the token limit
         ("Got it Got it Got it Got it Got it Got", ["got", "it"], BACKCHANNEL),
         ("Yeah yeah yeah yeah yeah yeah.", ["yeah"], BACKCHANNEL),
         ("I see, I see, I", ["i", "see"], BACKCHANNEL),

@@ -487,9 +487,7 @@ def test_the_verifier_accepts_the_word_and_refuses_near_misses(verifier, synth, 
         pytest.skip("espeak-ng is not installed")
     for text in ("Okay Nabu.", "Okay Nabu!"):
         if voice.noise_scale or voice.noise_w_scale:
-            # piper's noise makes every rendition different (unseeded): most of three must pass.
-            # One in the full suite decoded as a loop, "Okay now with Okay now with Okay" (margin
-            # -1.6); none of 120 renditions did alone.
+            # piper's noise makes every rendition different (unseeded): one may decode as a loop.
             vs = [verifier.verify(_clip(synth.speak(text, voice))) for _ in range(RENDITIONS)]
             assert sum(v.accepted for v in vs) >= RENDITIONS - 1, (voice.name, text, vs)
             continue

@@ -80,9 +80,10 @@ MAX_REPEAT = 3
 def heard_words(text: str) -> list[str]:
     """The words of a transcript of speech over the robot, Whisper's notes and loops taken out.
 
-    Whisper's decoder loops on a cut word ("Got it Got it Got it" for a clipped "Got it.", "the
-    the" for a cough): a phrase of up to :data:`MAX_REPEAT` words repeated back to back counts
-    once, so a loop neither makes an acknowledgement long enough to interrupt nor adds words.
+    A phrase of up to :data:`MAX_REPEAT` words repeated back to back counts once ("Got it Got it
+    Got it" → "got it"), and a last repeat cut short is dropped ("... got it got"): Whisper's
+    decoder loops on cut words, and a loop must not make an acknowledgement look longer than
+    :data:`MAX_WORDS`.
 
     Args:
         text: A transcript ("" when Whisper heard nothing).
